@@ -1,0 +1,68 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import compress from '@fastify/compress';
+import type { Services } from './core/context.js';
+import { ApiError } from './core/errors.js';
+import { registry } from './core/registry.js';
+import { registerBodyParsers } from './http/body.js';
+import { negotiate } from './http/negotiate.js';
+import { send } from './http/respond.js';
+import { registerPath } from './http/routes.js';
+import { resourcePaths } from './http/resource-routes.js';
+import { authenticate, CredentialCache } from './http/auth/basic.js';
+import type { RawQuery } from './http/query.js';
+
+/** Turn anything thrown into an ApiError: our own pass through, Fastify's keep their status, the rest is a 500. */
+function toApiError(err: unknown, req: FastifyRequest): ApiError {
+  if (err instanceof ApiError) return err;
+  const fe = err as FastifyError;
+  const status = typeof fe?.statusCode === 'number' ? fe.statusCode : 500;
+  if (status === 413) return new ApiError('toolarge', 'Request body is too large');
+  if (status >= 400 && status < 500) return new ApiError('validation', fe.message || 'Bad request');
+  req.log.error({ err }, 'unhandled error');
+  return new ApiError('backend', 'Internal error; the request id identifies it in the service log');
+}
+
+/**
+ * Builds the HTTP app. The API's conventions (negotiation, body parsing, compression, errors, 404,
+ * OPTIONS/405, request ids, authentication) are installed here once; routes come from the registry.
+ */
+export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const { config } = services;
+  const app = Fastify({
+    logger: { level: config.logLevel },
+    bodyLimit: config.bodyLimit,
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    connectionTimeout: config.requestTimeoutMs * 2,
+    return503OnClosing: true,
+    genReqId: () => randomUUID(),
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace',
+  });
+
+  await app.register(compress, { global: true, threshold: 0, encodings: ['gzip', 'deflate'], zlibOptions: { level: 1 } });
+  registerBodyParsers(app);
+
+  app.decorateRequest('format', 'json');
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('X-REQUEST-ID', req.id);
+    const q = req.query as RawQuery;
+    req.format = negotiate(q.format, req.headers.accept);
+  });
+
+  app.setErrorHandler((err, req, reply) => {
+    const e = toApiError(err, req);
+    return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: e.headers });
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const e = new ApiError('notexist', `No resource at ${req.url.split('?')[0]}`);
+    return send(reply, req.format ?? 'json', { status: 404, body: [e.toWire()], root: 'objects' });
+  });
+
+  const cache = new CredentialCache(services);
+  const auth = (req: FastifyRequest) => authenticate(cache, req.headers.authorization);
+  for (const spec of resourcePaths(registry, services)) registerPath(app, spec, auth);
+
+  return app;
+}

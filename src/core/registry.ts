@@ -1,0 +1,7 @@
+import type { ResourceDecl } from './resource.js';
+import { tags } from '../resources/tags/tags.js';
+import { profile } from '../resources/profile/profile.js';
+import { capabilities } from '../resources/capabilities/capabilities.js';
+
+/** Every resource kind the API serves. Adding a kind is adding its declaration here. */
+export const registry: ResourceDecl[] = [tags, profile, capabilities];

@@ -1,0 +1,93 @@
+import type { Ctx, Services } from '../core/context.js';
+import { createItems, objectBody } from '../core/input.js';
+import type { CollectionDecl, ResourceDecl, SingletonDecl } from '../core/resource.js';
+import { buildSchema } from '../core/schema.js';
+import { fieldsParam, listQuery, project, type RawQuery } from './query.js';
+import type { ApiRequest, Handler, PathSpec } from './routes.js';
+import type { Result } from './respond.js';
+
+export const API_BASE = '/api/2.0/';
+
+const ok = (body: unknown, root: Result['root'] = 'object'): Result => ({ status: 200, body, root });
+
+/** A list envelope, each object cut to `fields=` if asked, else to the given default projection. */
+function envelope(query: RawQuery, limit: number, offset: number, total: number, objects: Record<string, unknown>[], short?: readonly string[]): Result {
+  const keys = fieldsParam(query) ?? short;
+  return ok({ meta: { limit, offset, total_count: total }, objects: keys ? objects.map((o) => project(o, keys)) : objects }, 'response');
+}
+
+/** The generic routes of one collection kind, driven only by its declaration. */
+function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx): PathSpec[] {
+  const base = `${API_BASE}${decl.kind}/`;
+  const svc = decl.service;
+  const allows = (list: CollectionDecl['listMethods'], m: 'get' | 'post' | 'put' | 'delete') => list.includes(m);
+
+  const lister = (short?: readonly string[]): Handler => async (req) => {
+    const q = listQuery(req.query, decl.defaultLimit, decl.filtering);
+    const { total, objects } = await svc.list(ctxOf(req), q);
+    return envelope(req.query, q.limit, q.offset, total, objects, short);
+  };
+
+  const list: PathSpec = { url: base, methods: {} };
+  if (allows(decl.listMethods, 'get')) list.methods.GET = lister(decl.listFields);
+  if (allows(decl.listMethods, 'post') && svc.create) {
+    const create = svc.create.bind(svc);
+    list.methods.POST = async (req) => {
+      const objects = await create(ctxOf(req), createItems(req.body));
+      const headers: Record<string, string> = {};
+      const first = objects[0]?.resource_uri;
+      if (typeof first === 'string') headers.Location = `${req.origin}${first}`;
+      return { status: 201, body: { objects }, root: 'response', headers };
+    };
+  }
+
+  const single: PathSpec = { url: `${base}:uuid/`, methods: {} };
+  if (allows(decl.detailMethods, 'get'))
+    single.methods.GET = async (req) => ok(project(await svc.get(ctxOf(req), req.params.uuid), fieldsParam(req.query)));
+  if (allows(decl.detailMethods, 'put') && svc.update) {
+    const update = svc.update.bind(svc);
+    single.methods.PUT = async (req) => ok(await update(ctxOf(req), req.params.uuid, objectBody(req.body)));
+  }
+  if (allows(decl.detailMethods, 'delete') && svc.remove) {
+    const remove = svc.remove.bind(svc);
+    single.methods.DELETE = async (req) => {
+      await remove(ctxOf(req), req.params.uuid);
+      return { status: 204 };
+    };
+  }
+
+  const paths: PathSpec[] = [
+    list,
+    { url: `${base}detail/`, methods: { GET: lister() } },
+    { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } },
+    single,
+  ];
+  for (const sub of decl.subLists ?? []) {
+    paths.push({
+      url: `${base}:uuid/${sub.segment}/`,
+      methods: {
+        GET: async (req) => {
+          const q = listQuery(req.query, decl.defaultLimit, {});
+          const { total, objects } = await sub.list(ctxOf(req), req.params.uuid, q);
+          return envelope(req.query, q.limit, q.offset, total, objects, sub.fields);
+        },
+      },
+    });
+  }
+  return paths;
+}
+
+/** A single-object kind: GET (and PUT) on the kind's URL, plus its schema. */
+function singletonPaths(decl: SingletonDecl, ctxOf: (req: ApiRequest) => Ctx): PathSpec[] {
+  const base = `${API_BASE}${decl.kind}/`;
+  const main: PathSpec = { url: base, methods: { GET: async (req) => ok(project(await decl.service.get(ctxOf(req)), fieldsParam(req.query))) } };
+  const update = decl.service.update;
+  if (update) main.methods.PUT = async (req) => ok(await update(ctxOf(req), objectBody(req.body)));
+  return [main, { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } }];
+}
+
+/** Every route of every declared kind. */
+export function resourcePaths(decls: ResourceDecl[], services: Services): PathSpec[] {
+  const ctxOf = (req: ApiRequest): Ctx => ({ ...services, caller: req.caller });
+  return decls.flatMap((d) => (d.shape === 'collection' ? collectionPaths(d, ctxOf) : singletonPaths(d, ctxOf)));
+}

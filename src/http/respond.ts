@@ -1,0 +1,30 @@
+import type { FastifyReply } from 'fastify';
+import type { Format } from './negotiate.js';
+import { sortedJson } from './json.js';
+import { toXml, type XmlRoot } from './xml.js';
+
+/** What a route handler returns; serialisation, status and headers are applied here, once. */
+export interface Result {
+  status: number;
+  body?: unknown;
+  /** XML root element: `response` for envelopes, `object` for one object, `objects` for a bare list. */
+  root?: XmlRoot;
+  headers?: Record<string, string>;
+}
+
+const CONTENT_TYPE: Record<Format, string> = {
+  json: 'application/json; charset=utf-8',
+  xml: 'application/xml; charset=utf-8',
+};
+
+export function send(reply: FastifyReply, format: Format, result: Result): FastifyReply {
+  reply.code(result.status);
+  if (result.headers) reply.headers(result.headers);
+  if (result.status === 204 || result.body === undefined) {
+    // The real API answers 204 with Django's default content type and nothing else.
+    return reply.header('content-type', 'text/html; charset=utf-8').send();
+  }
+  const root = result.root ?? (Array.isArray(result.body) ? 'objects' : 'response');
+  const payload = format === 'xml' ? toXml(result.body, root) : sortedJson(result.body);
+  return reply.header('content-type', CONTENT_TYPE[format]).send(payload);
+}

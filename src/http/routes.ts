@@ -1,0 +1,78 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Caller } from '../core/context.js';
+import { ApiError } from '../core/errors.js';
+import type { Format } from './negotiate.js';
+import type { RawQuery } from './query.js';
+import { send, type Result } from './respond.js';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+/** What a handler sees: plain data, no Fastify objects. */
+export interface ApiRequest {
+  caller: Caller;
+  params: Record<string, string>;
+  query: RawQuery;
+  body: unknown;
+  /** `scheme://host` the client addressed, for absolute `Location` headers. */
+  origin: string;
+}
+
+export type Handler = (req: ApiRequest) => Promise<Result>;
+
+export interface PathSpec {
+  url: string;
+  methods: Partial<Record<HttpMethod, Handler>>;
+  /** Reachable without credentials (sign-up, login). */
+  public?: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    format: Format;
+    caller?: Caller;
+  }
+  interface FastifyContextConfig {
+    allowed?: string;
+    public?: boolean;
+  }
+}
+
+const ALL = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
+
+/** Authenticates a request or throws 401; injected so the auth schemes stay in their own module. */
+export type Authenticator = (req: FastifyRequest) => Promise<Caller>;
+
+/**
+ * Registers one URL for every HTTP method. Before the body is even read, OPTIONS is answered with the
+ * allowed list, a method not in it gets 405 with `Allow`, and the caller is authenticated — the same
+ * order tastypie uses (method check, then authentication). HEAD follows GET.
+ */
+export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate: Authenticator): void {
+  const allowed = (Object.keys(spec.methods) as HttpMethod[]).join(',');
+  app.route({
+    method: [...ALL],
+    url: spec.url,
+    config: { allowed, public: spec.public ?? false },
+    onRequest: async (req: FastifyRequest, reply: FastifyReply) => {
+      const method = req.method === 'HEAD' ? 'GET' : req.method;
+      if (method === 'OPTIONS') {
+        reply.code(200).header('allow', allowed).header('content-type', 'text/plain; charset=utf-8').send(allowed);
+        return reply;
+      }
+      if (!spec.methods[method as HttpMethod])
+        throw new ApiError('method', `Method ${req.method} is not allowed on this URL; allowed: ${allowed}`, null, { Allow: allowed });
+      if (!spec.public) req.caller = await authenticate(req);
+    },
+    handler: async (req: FastifyRequest, reply: FastifyReply) => {
+      const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
+      const result = await spec.methods[method]!({
+        caller: req.caller!,
+        params: req.params as Record<string, string>,
+        query: req.query as RawQuery,
+        body: req.body,
+        origin: `${req.protocol}://${req.host}`,
+      });
+      return send(reply, req.format, result);
+    },
+  });
+}

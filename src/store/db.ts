@@ -1,0 +1,85 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
+import pg from 'pg';
+import type { Database } from './schema.js';
+import { migrationProvider } from './migrations/index.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+export type Db = Kysely<Database>;
+export type Tx = Transaction<Database>;
+
+/** bigint columns (serial keys, counts) come back as JS numbers, as in SQLite. */
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//.test(url);
+
+/**
+ * The store: a Kysely handle over one of the two engines, with the few spots where they differ
+ * (row locks, case-insensitive match) answered here so queries above stay engine-neutral.
+ */
+export class Store {
+  readonly db: Db;
+  readonly dialect: Dialect;
+  readonly location: string;
+
+  private constructor(db: Db, dialect: Dialect, location: string) {
+    this.db = db;
+    this.dialect = dialect;
+    this.location = location;
+  }
+
+  /** `postgres://…` opens PostgreSQL; `:memory:` an in-memory SQLite; anything else a SQLite file (created). */
+  static async open(url: string, opts: { poolSize?: number } = {}): Promise<Store> {
+    let store: Store;
+    if (isPostgresUrl(url)) {
+      const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10 });
+      // Fail fast with a clear message instead of on the first request.
+      const client = await pool.connect();
+      client.release();
+      store = new Store(new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), 'postgres', redact(url));
+    } else {
+      if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
+      const sqlite = new SQLite(url);
+      // WAL + NORMAL: an acknowledged commit survives a process kill; readers never block the writer.
+      sqlite.pragma('journal_mode = WAL');
+      sqlite.pragma('synchronous = NORMAL');
+      sqlite.pragma('busy_timeout = 5000');
+      sqlite.pragma('foreign_keys = ON');
+      store = new Store(new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) }), 'sqlite', url);
+    }
+    await store.migrate();
+    return store;
+  }
+
+  async migrate(): Promise<void> {
+    const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.dialect) });
+    const { error, results } = await migrator.migrateToLatest();
+    if (error) {
+      const failed = results?.find((r) => r.status === 'Error')?.migrationName;
+      throw new Error(`database migration ${failed ?? ''} failed: ${(error as Error).message ?? error}`);
+    }
+  }
+
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(fn);
+  }
+
+  /** The case-insensitive LIKE operator of this engine. */
+  get ilike(): 'ilike' | 'like' {
+    return this.dialect === 'postgres' ? 'ilike' : 'like';
+  }
+
+  async ping(): Promise<void> {
+    await sql`select 1`.execute(this.db);
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+}
+
+function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+}

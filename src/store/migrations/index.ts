@@ -1,0 +1,66 @@
+import { sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+import type { Dialect } from '../db.js';
+
+/**
+ * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
+ * older database. Each takes the engine because auto-increment keys are spelled differently.
+ */
+function migrations(dialect: Dialect): Record<string, Migration> {
+  const serialPk = dialect === 'postgres' ? 'bigserial primary key' : 'integer primary key autoincrement';
+  return {
+    '0001_initial': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('users')
+          .addColumn('uuid', 'varchar(64)', (c) => c.primaryKey())
+          .addColumn('email', 'varchar(320)', (c) => c.notNull().unique())
+          .addColumn('password_hash', 'text')
+          .addColumn('state', 'varchar(32)', (c) => c.notNull())
+          .addColumn('profile', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'varchar(40)', (c) => c.notNull())
+          .execute();
+
+        // Small operator-level facts (the demo login shown at start-up, ...).
+        await db.schema
+          .createTable('settings')
+          .addColumn('key', 'varchar(64)', (c) => c.primaryKey())
+          .addColumn('value', 'text', (c) => c.notNull())
+          .execute();
+
+        await db.schema
+          .createTable('resources')
+          .addColumn('seq', sql.raw(serialPk))
+          .addColumn('kind', 'varchar(32)', (c) => c.notNull())
+          .addColumn('uuid', 'varchar(64)', (c) => c.notNull())
+          .addColumn('owner_uuid', 'varchar(64)')
+          .addColumn('name', 'text')
+          .addColumn('body', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'varchar(40)', (c) => c.notNull())
+          .addColumn('updated_at', 'varchar(40)', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('resources_uuid_kind').unique().on('resources').columns(['uuid', 'kind']).execute();
+        await db.schema.createIndex('resources_owner_list').on('resources').columns(['kind', 'owner_uuid', 'seq']).execute();
+        await db.schema.createIndex('resources_owner_name').on('resources').columns(['kind', 'owner_uuid', 'name']).execute();
+
+        await db.schema
+          .createTable('tag_members')
+          .addColumn('seq', sql.raw(serialPk))
+          .addColumn('tag_uuid', 'varchar(64)', (c) => c.notNull())
+          .addColumn('res_type', 'varchar(32)', (c) => c.notNull())
+          .addColumn('res_uuid', 'varchar(64)', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createIndex('tag_members_tag')
+          .unique()
+          .on('tag_members')
+          .columns(['tag_uuid', 'res_type', 'res_uuid'])
+          .execute();
+        await db.schema.createIndex('tag_members_res').on('tag_members').columns(['res_type', 'res_uuid']).execute();
+      },
+    },
+  };
+}
+
+export function migrationProvider(dialect: Dialect): MigrationProvider {
+  return { getMigrations: async () => migrations(dialect) };
+}
