@@ -1,0 +1,65 @@
+import http from 'node:http';
+import { gunzipSync } from 'node:zlib';
+
+export interface Response {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  /** Raw body bytes as received (still compressed if the server compressed). */
+  raw: Buffer;
+  text: string;
+  json: any;
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+
+/** A small HTTP client over node:http, so tests see exactly what went over the wire (no auto-decompression). */
+export class Client {
+  constructor(
+    readonly base: string,
+    readonly creds?: { email: string; password: string },
+  ) {}
+
+  authHeader(): Record<string, string> {
+    if (!this.creds) return {};
+    return { authorization: 'Basic ' + Buffer.from(`${this.creds.email}:${this.creds.password}`).toString('base64') };
+  }
+
+  request(
+    method: string,
+    path: string,
+    opts: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {},
+  ): Promise<Response> {
+    const url = new URL(path.startsWith('/api/') ? path : `/api/2.0/${path.replace(/^\//, '')}`, this.base);
+    const headers: Record<string, string> = { ...this.authHeader(), ...opts.headers };
+    let payload: Buffer | undefined;
+    if (opts.raw !== undefined) payload = Buffer.isBuffer(opts.raw) ? opts.raw : Buffer.from(opts.raw);
+    else if (opts.body !== undefined) {
+      payload = Buffer.from(JSON.stringify(opts.body));
+      headers['content-type'] ??= 'application/json';
+    }
+    if (payload) headers['content-length'] = String(payload.length);
+    return new Promise((resolve, reject) => {
+      const req = http.request(url, { method, headers, agent }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const raw = Buffer.concat(chunks);
+          const body = res.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
+          const text = body.toString('utf8');
+          let json: unknown;
+          if ((res.headers['content-type'] ?? '').includes('json') && text) json = JSON.parse(text);
+          resolve({ status: res.statusCode!, headers: res.headers, raw, text, json });
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      if (payload) req.write(payload);
+      req.end();
+    });
+  }
+
+  get = (path: string, headers?: Record<string, string>) => this.request('GET', path, { headers });
+  post = (path: string, body?: unknown, headers?: Record<string, string>) => this.request('POST', path, { body, headers });
+  put = (path: string, body?: unknown, headers?: Record<string, string>) => this.request('PUT', path, { body, headers });
+  delete = (path: string, headers?: Record<string, string>) => this.request('DELETE', path, { headers });
+}

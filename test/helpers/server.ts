@@ -1,0 +1,56 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { AdjustableClock } from '../../src/core/clock.js';
+import type { Services } from '../../src/core/context.js';
+import { randomIds } from '../../src/core/ids.js';
+import { Store } from '../../src/store/db.js';
+import { createUser } from '../../src/resources/users/users.js';
+import { freshDatabase } from './db.js';
+import { Client } from './client.js';
+
+export interface TestServer {
+  base: string;
+  port: number;
+  app: FastifyInstance;
+  services: Services;
+  clock: AdjustableClock;
+  /** A client logged in as a fresh user (Basic auth). */
+  user(email?: string): Promise<Client & { uuid: string; email: string; password: string }>;
+  /** A client with no credentials. */
+  anon(): Client;
+  close(): Promise<void>;
+}
+
+let counter = 0;
+
+/** The real HTTP server on a loopback port, on a fresh database of the engine under test. */
+export async function startServer(flags: Record<string, string> = {}): Promise<TestServer> {
+  const db = await freshDatabase();
+  const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', ...flags }, {});
+  const store = await Store.open(config.db, { poolSize: 4 });
+  const clock = new AdjustableClock();
+  const services: Services = { store, clock, ids: randomIds, config };
+  const app = await buildApp(services);
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const port = (app.server.address() as { port: number }).port;
+  const base = `http://127.0.0.1:${port}`;
+  return {
+    base,
+    port,
+    app,
+    services,
+    clock,
+    async user(email = `user${++counter}-${Date.now()}@example.com`) {
+      const password = `pw-${counter}-secret`;
+      const row = await createUser(services, { email, password });
+      return Object.assign(new Client(base, { email, password }), { uuid: row.uuid, email: row.email, password });
+    },
+    anon: () => new Client(base),
+    async close() {
+      await app.close();
+      await store.close();
+      await db.drop();
+    },
+  };
+}
