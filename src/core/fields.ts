@@ -84,7 +84,9 @@ export const f = {
   dict: (opts: Opts = {}) =>
     make(
       'dict',
-      Type.Record(Type.String({ maxLength: 32 }), Type.Union([Type.String(), Type.Number(), Type.Boolean(), Type.Null()])),
+      Type.Record(Type.String(), Type.Union([Type.String(), Type.Number(), Type.Boolean(), Type.Null()]), {
+        propertyNames: { maxLength: 32 },
+      } as Record<string, unknown>),
       { default: () => ({}), schemaDefault: NO_DEFAULT, ...opts },
     ),
   list: (item: TSchema, opts: Opts = {}) => make('list', Type.Array(item), { default: () => [], schemaDefault: NO_DEFAULT, ...opts }),

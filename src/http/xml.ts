@@ -44,8 +44,41 @@ function escapeAttr(s: string): string {
   return s.replace(INVALID_CHARS, '').replace(ATTR_SPECIAL, escapeChar);
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+/** Precomputed open/close tags for one element name: most output is a handful of field names. */
+interface Tags {
+  str: string; int: string; float: string; bool: string; nil: string; hash: string; list: string; close: string;
+}
+
+function makeTags(open: string, close: string, forceStringType: boolean): Tags {
+  return {
+    // The reader treats untyped <object>/<objects> as containers; an explicit
+    // type="string" keeps a string under those names a string.
+    str: open + (forceStringType ? ' type="string">' : '>'),
+    int: open + ' type="integer">',
+    float: open + ' type="float">',
+    bool: open + ' type="boolean">',
+    nil: open + ' type="null"/>',
+    hash: open + ' type="hash">',
+    list: open + ' type="list">',
+    close,
+  };
+}
+
+const tagCache = new Map<string, Tags>();
+
+function tagsFor(key: string): Tags {
+  let tags = tagCache.get(key);
+  if (tags === undefined) {
+    tags = VALID_NAME.test(key)
+      ? makeTags('<' + key, '</' + key + '>', key === 'object' || key === 'objects')
+      // Keys that are not valid XML names (user `meta` keys such as "1abc",
+      // "a b", "x:y", "") are written as <key name="original">…</key> so the
+      // document stays well-formed; fromXml maps them back.
+      : makeTags('<key name="' + escapeAttr(key) + '"', '</key>', false);
+    if (tagCache.size >= 4096) tagCache.clear(); // bound memory: user meta keys are unbounded
+    tagCache.set(key, tags);
+  }
+  return tags;
 }
 
 /** Like JSON.stringify: honour toJSON() (e.g. Date) before serializing. */
@@ -56,67 +89,65 @@ function unwrap(v: unknown): unknown {
   return v;
 }
 
-/** One element `<tag attrs ...>` holding `value`. Plain `+` concatenation: V8 ropes make it cheaper than array joins. */
-function element(tag: string, attrs: string, value: unknown): string {
-  value = unwrap(value);
+/** Append one element holding `value` (already unwrapped). Pieces go to `out`, joined once at the end. */
+function writeElement(out: string[], t: Tags, value: unknown): void {
   switch (typeof value) {
     case 'string':
-      return '<' + tag + attrs + '>' + escapeText(value) + '</' + tag + '>';
+      out.push(t.str, escapeText(value), t.close);
+      return;
     case 'number':
       if (!Number.isFinite(value)) break; // like JSON: NaN/Infinity become null
       if (Number.isInteger(value)) {
         // Avoid exponent notation (1e+21) for huge integers: it would not parse back as an integer.
-        const text = Math.abs(value) < 1e21 ? String(value) : BigInt(value).toString();
-        return '<' + tag + attrs + ' type="integer">' + text + '</' + tag + '>';
+        out.push(t.int, Math.abs(value) < 1e21 ? String(value) : BigInt(value).toString(), t.close);
+      } else {
+        out.push(t.float, String(value), t.close);
       }
-      return '<' + tag + attrs + ' type="float">' + String(value) + '</' + tag + '>';
+      return;
     case 'bigint':
-      return '<' + tag + attrs + ' type="integer">' + value.toString() + '</' + tag + '>';
+      out.push(t.int, value.toString(), t.close);
+      return;
     case 'boolean':
-      return '<' + tag + attrs + (value ? ' type="boolean">True</' : ' type="boolean">False</') + tag + '>';
+      out.push(t.bool, value ? 'True' : 'False', t.close);
+      return;
     case 'object':
       if (value === null) break;
-      return '<' + tag + attrs + (Array.isArray(value) ? ' type="list">' : ' type="hash">') + children(value) + '</' + tag + '>';
+      out.push(Array.isArray(value) ? t.list : t.hash);
+      writeChildren(out, value);
+      out.push(t.close);
+      return;
   }
   // null, undefined, and anything not JSON-like (functions, symbols).
-  return '<' + tag + attrs + ' type="null"/>';
+  out.push(t.nil);
 }
 
 /** Children of a container: list items, or the keys of an object in sorted order. */
-function children(value: object): string {
-  let out = '';
+function writeChildren(out: string[], value: object): void {
   if (Array.isArray(value)) {
     for (const item of value) {
       const v = unwrap(item);
-      out += element(Array.isArray(v) ? 'objects' : isPlainObject(v) ? 'object' : 'value', '', v);
+      const tag = typeof v !== 'object' || v === null ? 'value' : Array.isArray(v) ? 'objects' : 'object';
+      writeElement(out, tagsFor(tag), v);
     }
-    return out;
+    return;
   }
   const obj = value as Record<string, unknown>;
-  for (const key of Object.keys(obj).sort()) {
-    const v = obj[key];
-    if (!VALID_NAME.test(key)) {
-      // Keys that are not valid XML names (user `meta` keys such as "1abc",
-      // "a b", "x:y", "") are written as <key name="original">…</key> so the
-      // document stays well-formed; fromXml maps them back.
-      out += element('key', ' name="' + escapeAttr(key) + '"', v);
-    } else if ((key === 'object' || key === 'objects') && typeof v === 'string') {
-      // The reader treats untyped <object>/<objects> as containers; an explicit
-      // type keeps a string under these keys a string.
-      out += element(key, ' type="string"', v);
-    } else {
-      out += element(key, '', v);
-    }
-  }
-  return out;
+  for (const key of Object.keys(obj).sort()) writeElement(out, tagsFor(key), unwrap(obj[key]));
 }
 
 /** Serialize a JSON-like value (objects, arrays, strings, numbers, booleans, null) to tastypie-style XML. */
 export function toXml(value: unknown, root: XmlRoot): string {
+  const out: string[] = [HEADER];
   const v = unwrap(value);
-  // An object/array root carries no type attribute, like tastypie's <response>/<objects>.
-  if (typeof v === 'object' && v !== null) return HEADER + '<' + root + '>' + children(v) + '</' + root + '>';
-  return HEADER + element(root, '', v);
+  if (typeof v === 'object' && v !== null) {
+    // An object/array root carries no type attribute, like tastypie's <response>/<objects>.
+    out.push('<' + root + '>');
+    writeChildren(out, v);
+    out.push('</' + root + '>');
+  } else {
+    writeElement(out, tagsFor(root), v);
+  }
+  return out.join('');
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,187 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { startServer, type TestServer } from '../helpers/server.js';
+import type { Client } from '../helpers/client.js';
+import { isoTimestamp } from '../../src/core/clock.js';
+
+let srv: TestServer;
+let alice: Client & { uuid: string };
+let bob: Client & { uuid: string };
+
+before(async () => {
+  srv = await startServer();
+  alice = await srv.user();
+  bob = await srv.user();
+});
+after(() => srv.close());
+
+/** The body of a golden dump (../shared/golden/dumps), parsed. */
+function golden(name: string): any {
+  const text = readFileSync(new URL(`../../../shared/golden/dumps/${name}`, import.meta.url), 'utf8');
+  return JSON.parse(text.slice(text.search(/[[{]/)));
+}
+
+/** The same keys, recursively, and the same JSON types, as a golden object. */
+function sameShape(actual: unknown, expected: unknown, path = '$'): void {
+  if (expected === null || typeof expected !== 'object') {
+    assert.equal(typeof actual, typeof expected, `${path} type`);
+    return;
+  }
+  if (Array.isArray(expected)) {
+    assert.ok(Array.isArray(actual), `${path} is a list`);
+    if (expected.length && (actual as unknown[]).length) sameShape((actual as unknown[])[0], expected[0], `${path}[0]`);
+    return;
+  }
+  assert.deepEqual(Object.keys(actual as object).sort(), Object.keys(expected).sort(), `${path} keys`);
+  for (const k of Object.keys(expected)) sameShape((actual as any)[k], (expected as any)[k], `${path}.${k}`);
+}
+
+/**
+ * Stand-ins for resources of kinds that later issues add (drives, servers, ips): rows written straight
+ * into the shared resources table, which is all tag membership needs.
+ */
+async function fakeResource(kind: string, owner: string, uuid: string) {
+  const now = isoTimestamp(new Date());
+  await srv.services.store.db
+    .insertInto('resources')
+    .values({ kind, uuid, owner_uuid: owner, name: `${kind}-x`, body: '{}', created_at: now, updated_at: now })
+    .execute();
+  return uuid;
+}
+
+describe('tags', () => {
+  test('create matches the golden dump', async () => {
+    const res = await alice.post('tags/', { objects: [{ name: 'MyGroupOfThings' }] });
+    assert.equal(res.status, 201);
+    const expected = golden('response_tags_create');
+    sameShape(res.json, expected);
+    const tag = res.json.objects[0];
+    assert.deepEqual(tag.meta, {});
+    assert.deepEqual(tag.resources, []);
+    assert.deepEqual(tag.owner, { resource_uri: `/api/2.0/user/${alice.uuid}/`, uuid: alice.uuid });
+    assert.equal(tag.resource_uri, `/api/2.0/tags/${tag.uuid}/`);
+  });
+
+  test('name is required', async () => {
+    const res = await alice.post('tags/', { objects: [{ meta: {} }] });
+    assert.equal(res.status, 400);
+    assert.equal(res.json[0].error_type, 'validation');
+    assert.equal(res.json[0].error_point, 'name');
+  });
+
+  test('wrong field types are 400 with the field as error_point, and nothing is created', async () => {
+    const before = (await alice.get('tags/?limit=0')).json.meta.total_count;
+    for (const [body, point] of [
+      [{ objects: [{ name: 'ok' }, { name: 5 }] }, 'name'],
+      [{ name: 'x', meta: 'not a dict' }, 'meta'],
+      [{ name: 'x', meta: { ['k'.repeat(33)]: 'v' } }, 'meta'],
+      [{ name: 'x', meta: { k: { nested: 1 } } }, 'meta'],
+      [{ name: 'x', resources: 'nope' }, 'resources'],
+      [{ name: 'x', resources: [5] }, 'resources'],
+    ] as const) {
+      const res = await alice.post('tags/', body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.equal(res.json[0].error_point, point);
+    }
+    assert.equal((await alice.get('tags/?limit=0')).json.meta.total_count, before);
+  });
+
+  test('resources: create with members, listed with owner and res_type (golden shape)', async () => {
+    const drive = await fakeResource('drives', alice.uuid, crypto.randomUUID());
+    const server = await fakeResource('servers', alice.uuid, crypto.randomUUID());
+    const ip = await fakeResource('ips', alice.uuid, '185.12.6.183');
+    const res = await alice.post('tags/', { objects: [{ name: 'TagCreatedWithResource', resources: [drive, server, ip] }] });
+    assert.equal(res.status, 201);
+    sameShape(res.json, golden('response_tags_create_with_resource'));
+    const members = res.json.objects[0].resources;
+    assert.deepEqual(
+      members.map((m: any) => [m.res_type, m.uuid, m.resource_uri]),
+      [
+        ['drives', drive, `/api/2.0/drives/${drive}/`],
+        ['servers', server, `/api/2.0/servers/${server}/`],
+        ['ips', ip, `/api/2.0/ips/${ip}/`],
+      ],
+    );
+    for (const m of members) assert.equal(m.owner.uuid, alice.uuid);
+  });
+
+  test('resources: PUT replaces the member set; {uuid} and resource URIs are accepted', async () => {
+    const d1 = await fakeResource('drives', alice.uuid, crypto.randomUUID());
+    const d2 = await fakeResource('drives', alice.uuid, crypto.randomUUID());
+    const s1 = await fakeResource('snapshots', alice.uuid, crypto.randomUUID());
+    const tag = (await alice.post('tags/', { name: 'swap', resources: [d1] })).json.objects[0];
+    const res = await alice.put(tag.resource_uri, { name: 'swap', resources: [{ uuid: d2 }, `/api/2.0/snapshots/${s1}/`] });
+    assert.equal(res.status, 200);
+    sameShape(res.json, golden('response_tags_update_resources'));
+    assert.deepEqual(res.json.resources.map((m: any) => m.uuid), [d2, s1]);
+    const keep = await alice.put(tag.resource_uri, { name: 'renamed' });
+    assert.deepEqual(keep.json.resources.map((m: any) => m.uuid), [d2, s1], 'absent resources keep the set');
+    const cleared = await alice.put(tag.resource_uri, { resources: [] });
+    assert.deepEqual(cleared.json.resources, []);
+  });
+
+  test("resources: unknown or another user's resources are a 400 on resources", async () => {
+    const bobs = await fakeResource('drives', bob.uuid, crypto.randomUUID());
+    for (const ref of [crypto.randomUUID(), bobs]) {
+      const res = await alice.post('tags/', { name: 'bad', resources: [ref] });
+      assert.equal(res.status, 400);
+      assert.equal(res.json[0].error_point, 'resources');
+    }
+  });
+
+  test('a deleted resource leaves its tags; a deleted tag frees its members', async () => {
+    const d = await fakeResource('drives', alice.uuid, crypto.randomUUID());
+    const tag = (await alice.post('tags/', { name: 'gone', resources: [d] })).json.objects[0];
+    await srv.services.store.db.deleteFrom('resources').where('uuid', '=', d).execute();
+    assert.deepEqual((await alice.get(tag.resource_uri)).json.resources, []);
+    assert.equal((await alice.delete(tag.resource_uri)).status, 204);
+    const rows = await srv.services.store.db.selectFrom('tag_members').selectAll().where('tag_uuid', '=', tag.uuid).execute();
+    assert.equal(rows.length, 0);
+  });
+
+  test('list and detail are full objects (golden list shape)', async () => {
+    const list = await alice.get('tags/?limit=0');
+    const detail = await alice.get('tags/detail/?limit=0');
+    sameShape(list.json, golden('response_tags_list'));
+    assert.deepEqual(list.json, detail.json);
+  });
+
+  test('get, update and delete', async () => {
+    const tag = (await alice.post('tags/', { name: 'crud' })).json.objects[0];
+    const got = await alice.get(`tags/${tag.uuid}/`);
+    assert.equal(got.status, 200);
+    assert.deepEqual(got.json, tag);
+    const put = await alice.put(`tags/${tag.uuid}/`, { name: 'crud2', meta: { k: 'v' } });
+    assert.equal(put.status, 200);
+    assert.equal(put.json.name, 'crud2');
+    assert.equal((await alice.delete(`tags/${tag.uuid}/`)).status, 204);
+    assert.equal((await alice.get(`tags/${tag.uuid}/`)).status, 404);
+    assert.equal((await alice.delete(`tags/${tag.uuid}/`)).status, 404);
+    assert.equal((await alice.put(`tags/${tag.uuid}/`, { name: 'x' })).status, 404);
+  });
+
+  test("tags are never shared: another user's tag is 404 for every method", async () => {
+    const tag = (await alice.post('tags/', { name: 'private' })).json.objects[0];
+    for (const res of [await bob.get(tag.resource_uri), await bob.put(tag.resource_uri, { name: 'x' }), await bob.delete(tag.resource_uri)]) {
+      assert.equal(res.status, 404);
+      assert.equal(res.json[0].error_type, 'notexist');
+    }
+    assert.equal((await alice.get(tag.resource_uri)).json.name, 'private');
+  });
+
+  test('a malformed uuid in the URL is a 404, not a crash', async () => {
+    for (const id of ['not-a-uuid', "'; drop table resources; --", '%00', 'x'.repeat(150)]) {
+      const res = await alice.get(`tags/${encodeURIComponent(id)}/`);
+      assert.equal(res.status, 404, id);
+    }
+  });
+
+  test('schema matches the golden dump exactly (plus declared filters)', async () => {
+    const res = await alice.get('tags/schema/');
+    assert.equal(res.status, 200);
+    const { filtering, ...rest } = res.json;
+    assert.deepEqual(rest, golden('response_tags_schema'));
+    assert.deepEqual(filtering, { name: 'exact', name__contains: 'exact', uuid: 'exact' });
+  });
+});
