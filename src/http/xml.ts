@@ -186,6 +186,8 @@ const parser = new XMLParser({
 // XML 1.0 Char production, negated; surrogates must come in pairs.
 const ILLEGAL_INPUT =
   /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+// Checked on the raw text, before any parsing: conservative (also hits CDATA), but
+// guarantees no DTD, internal or external entity ever reaches the parser.
 const DTD = /<!(?:DOCTYPE|ENTITY)/i;
 const ENTITY_REF = /&([^&;]{0,12});|&/g;
 const PREDEFINED = new Map([['amp', '&'], ['lt', '<'], ['gt', '>'], ['quot', '"'], ['apos', "'"]]);

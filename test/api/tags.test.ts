@@ -1,9 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { isoTimestamp } from '../../src/core/clock.js';
+import { golden, sameShape } from '../helpers/golden.js';
 
 let srv: TestServer;
 let alice: Client & { uuid: string };
@@ -15,27 +15,6 @@ before(async () => {
   bob = await srv.user();
 });
 after(() => srv.close());
-
-/** The body of a golden dump (../shared/golden/dumps), parsed. */
-function golden(name: string): any {
-  const text = readFileSync(new URL(`../../../shared/golden/dumps/${name}`, import.meta.url), 'utf8');
-  return JSON.parse(text.slice(text.search(/[[{]/)));
-}
-
-/** The same keys, recursively, and the same JSON types, as a golden object. */
-function sameShape(actual: unknown, expected: unknown, path = '$'): void {
-  if (expected === null || typeof expected !== 'object') {
-    assert.equal(typeof actual, typeof expected, `${path} type`);
-    return;
-  }
-  if (Array.isArray(expected)) {
-    assert.ok(Array.isArray(actual), `${path} is a list`);
-    if (expected.length && (actual as unknown[]).length) sameShape((actual as unknown[])[0], expected[0], `${path}[0]`);
-    return;
-  }
-  assert.deepEqual(Object.keys(actual as object).sort(), Object.keys(expected).sort(), `${path} keys`);
-  for (const k of Object.keys(expected)) sameShape((actual as any)[k], (expected as any)[k], `${path}.${k}`);
-}
 
 /**
  * Stand-ins for resources of kinds that later issues add (drives, servers, ips): rows written straight
