@@ -36,7 +36,7 @@ export class CredentialCache {
     const key = normalizeEmail(email);
     const tag = passwordTag(password);
     const hit = this.entries.get(key);
-    const now = Date.now();
+    const now = this.s.clock.now().getTime();
     if (hit && hit.freshUntil > now && sameTag(hit.tag, tag)) return hit.caller;
 
     const user = await findUserByEmail(this.s, key);
