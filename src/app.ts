@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import http from 'node:http';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import compress from '@fastify/compress';
 import type { Services } from './core/context.js';
 import { ApiError } from './core/errors.js';
@@ -7,6 +8,7 @@ import { registry } from './core/registry.js';
 import { registerBodyParsers } from './http/body.js';
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
+import { sortedJson } from './http/json.js';
 import { registerPath } from './http/routes.js';
 import { resourcePaths } from './http/resource-routes.js';
 import { authenticate, CredentialCache } from './http/auth/basic.js';
@@ -29,16 +31,38 @@ function toApiError(err: unknown, req: FastifyRequest): ApiError {
  */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const { config } = services;
-  const app = Fastify({
+  const app = Fastify<http.Server>({
     logger: { level: config.logLevel },
     bodyLimit: config.bodyLimit,
-    requestTimeout: config.requestTimeoutMs,
-    keepAliveTimeout: config.keepAliveTimeoutMs,
-    connectionTimeout: config.requestTimeoutMs * 2,
+    // Our own node:http server, because slow-client protection needs options Fastify does not pass on:
+    // Node checks request deadlines only every `connectionsCheckingInterval` (30 s by default).
+    serverFactory: (handler) =>
+      http.createServer(
+        {
+          requestTimeout: config.requestTimeoutMs,
+          headersTimeout: config.requestTimeoutMs,
+          keepAliveTimeout: config.keepAliveTimeoutMs,
+          connectionsCheckingInterval: Math.max(100, Math.min(1000, config.requestTimeoutMs / 2)),
+        },
+        handler,
+      ),
     return503OnClosing: true,
     genReqId: () => randomUUID(),
+    // Connection-level failures (a client too slow to send its request, garbage instead of HTTP) still
+    // answer in the API's error format.
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable) return socket.destroy();
+      const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+      const status = timeout ? 408 : 400;
+      const e = new ApiError('validation', timeout ? 'Request timed out before it was complete' : 'Malformed HTTP request');
+      const body = sortedJson([e.toWire()]);
+      socket.end(
+        `HTTP/1.1 ${status} ${timeout ? 'Request Timeout' : 'Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
-    disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace',
+    logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
   });
 
   await app.register(compress, { global: true, threshold: 0, encodings: ['gzip', 'deflate'], zlibOptions: { level: 1 } });

@@ -1,0 +1,160 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { engine, freshDatabase } from '../helpers/db.js';
+import { Client } from '../helpers/client.js';
+import { serveProcess, stratus } from '../helpers/process.js';
+
+/** The CLI and the server as real processes sharing one database, with signals and crashes. */
+let dir: string;
+let db: { url: string; drop: () => Promise<void> };
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'stratus-proc-'));
+  db = engine === 'sqlite' ? { url: join(dir, 'nested', 'stratus.db'), drop: async () => {} } : await freshDatabase();
+});
+after(async () => {
+  await db.drop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('stratus command', () => {
+  test('users add then serve on the same --db: the added user can log in; the demo login is printed and works', async () => {
+    const add = stratus(['users', 'add', 'ops@example.com', '--password', 'ops-secret', '--db', db.url]);
+    assert.equal(add.status, 0, add.stderr);
+    assert.match(add.stdout, /created ops@example\.com [0-9a-f-]{36}/);
+    const dup = stratus(['users', 'add', 'OPS@example.com', '--password', 'x', '--db', db.url]);
+    assert.notEqual(dup.status, 0);
+    assert.match(dup.stderr, /already exists/);
+
+    const srv = await serveProcess(['--db', db.url]);
+    try {
+      const ops = new Client(srv.base, { email: 'ops@example.com', password: 'ops-secret' });
+      assert.equal((await ops.get('profile/')).json.email, 'ops@example.com');
+      // A database that already had users gets no demo account.
+      assert.doesNotMatch(srv.stdout(), /Demo login/);
+      const list = stratus(['users', 'list', '--db', db.url]);
+      assert.match(list.stdout, /REGULAR\s+ops@example\.com/);
+    } finally {
+      srv.child.kill('SIGTERM');
+      assert.equal(await srv.exited, 0);
+    }
+  });
+
+  test('invalid configuration stops start-up with a clear message', () => {
+    for (const [args, env, pattern] of [
+      [['serve', '--port', 'eighty'], {}, /port must be a whole number/],
+      [['serve', '--port', '70000'], {}, /port must be between/],
+      [['serve'], { STRATUS_LOG_LEVEL: 'loud' }, /log-level must be one of/],
+      [['serve', '--capabilities', '/nonexistent.json'], {}, /cannot read capabilities file/],
+      [['serve', '--bogus'], {}, /Unknown option/],
+      [['frobnicate'], {}, /unknown command/],
+    ] as const) {
+      const res = stratus([...args], env);
+      assert.equal(res.status, 2, `${args.join(' ')}: ${res.stderr}`);
+      assert.match(res.stderr, pattern);
+      assert.doesNotMatch(res.stderr, /\n\s+at /, 'no stack trace');
+    }
+  });
+
+  test('an unreachable PostgreSQL stops start-up with a non-zero exit', () => {
+    const res = stratus(['serve', '--db', 'postgres://nobody@127.0.0.1:1/none']);
+    assert.notEqual(res.status, 0);
+    assert.match(res.stderr, /stratus:/);
+  });
+});
+
+describe('server lifecycle', () => {
+  test('first start creates a demo account and prints a working login; later starts print the same', async () => {
+    const fresh = engine === 'sqlite' ? { url: join(dir, 'demo.db'), drop: async () => {} } : await freshDatabase();
+    try {
+      let login: string[] = [];
+      for (let round = 0; round < 2; round++) {
+        const srv = await serveProcess(['--db', fresh.url]);
+        try {
+          const m = /Demo login: (\S+) \/ (\S+)/.exec(srv.stdout());
+          assert.ok(m, srv.stdout());
+          if (round === 0) login = [m[1], m[2]];
+          else assert.deepEqual([m[1], m[2]], login);
+          assert.match(srv.stdout(), /curl -u '/);
+          const demo = new Client(srv.base, { email: login[0], password: login[1] });
+          assert.equal((await demo.get('profile/')).status, 200);
+        } finally {
+          srv.child.kill('SIGTERM');
+          assert.equal(await srv.exited, 0);
+        }
+      }
+    } finally {
+      await fresh.drop();
+    }
+  });
+
+  test('an acknowledged write survives kill -9', async () => {
+    stratus(['users', 'add', 'crash@example.com', '--password', 'crash-pw', '--db', db.url]);
+    const first = await serveProcess(['--db', db.url]);
+    const c = new Client(first.base, { email: 'crash@example.com', password: 'crash-pw' });
+    const made = await c.post('tags/', { name: 'durable' });
+    assert.equal(made.status, 201);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const second = await serveProcess(['--db', db.url]);
+    try {
+      const c2 = new Client(second.base, { email: 'crash@example.com', password: 'crash-pw' });
+      const got = await c2.get(made.json.objects[0].resource_uri);
+      assert.equal(got.status, 200);
+      assert.equal(got.json.name, 'durable');
+    } finally {
+      second.child.kill('SIGTERM');
+      await second.exited;
+    }
+  });
+
+  test('SIGTERM lets an in-flight request finish, then exits 0', async () => {
+    stratus(['users', 'add', 'term@example.com', '--password', 'term-pw', '--db', db.url]);
+    const srv = await serveProcess(['--db', db.url]);
+    const url = new URL(srv.base);
+    // Send a request whose body is still arriving when the signal lands.
+    const sock = net.connect(Number(url.port), url.hostname);
+    await new Promise((r) => sock.once('connect', r));
+    const body = JSON.stringify({ name: 'in-flight' });
+    const auth = Buffer.from('term@example.com:term-pw').toString('base64');
+    sock.write(
+      `POST /api/2.0/tags/ HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ${auth}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body.slice(0, 5)}`,
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    srv.child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 200));
+    let reply = '';
+    sock.on('data', (d) => (reply += d));
+    const closed = new Promise((r) => sock.on('close', r));
+    sock.write(body.slice(5));
+    await closed;
+    assert.match(reply, /^HTTP\/1\.1 201/);
+    assert.equal(await srv.exited, 0);
+  });
+
+  test('a client that never finishes its request is timed out', async () => {
+    const srv = await serveProcess(['--db', db.url, '--request-timeout', '500']);
+    try {
+      const url = new URL(srv.base);
+      const sock = net.connect(Number(url.port), url.hostname);
+      let reply = '';
+      sock.on('data', (d) => (reply += d));
+      const closed = new Promise((r) => sock.on('close', r));
+      const auth = Buffer.from('term@example.com:term-pw').toString('base64');
+      sock.write(`POST /api/2.0/tags/ HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ${auth}\r\nContent-Length: 100\r\n\r\n{"na`);
+      const started = Date.now();
+      await closed;
+      assert.ok(Date.now() - started < 10_000);
+      assert.match(reply, /^HTTP\/1\.1 408/, JSON.stringify(reply));
+      const body = JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4));
+      assert.equal(body[0].error_type, 'validation');
+    } finally {
+      srv.child.kill('SIGTERM');
+      await srv.exited;
+    }
+  });
+});
