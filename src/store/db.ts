@@ -47,7 +47,7 @@ export class Store {
       sqlite.pragma('synchronous = NORMAL');
       sqlite.pragma('busy_timeout = 5000');
       sqlite.pragma('foreign_keys = ON');
-      store = new Store(new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) }), 'sqlite', url);
+      store = new Store(new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) }), 'sqlite', url);
     }
     await store.migrate();
     return store;
@@ -84,6 +84,30 @@ export class Store {
   async close(): Promise<void> {
     await this.db.destroy();
   }
+}
+
+/**
+ * Kysely prepares every query afresh; on SQLite preparing costs more than running a small indexed
+ * query. Queries are built from a fixed set of shapes, so their SQL texts repeat: keep the prepared
+ * statements (bounded, least recently used out). Reuse is safe because better-sqlite3 runs each
+ * statement synchronously to completion.
+ */
+function withStatementCache(db: SQLite.Database, max = 500) {
+  const cache = new Map<string, SQLite.Statement>();
+  return {
+    close: () => db.close(),
+    prepare(text: string) {
+      let stmt = cache.get(text);
+      if (stmt) {
+        cache.delete(text);
+      } else {
+        stmt = db.prepare(text);
+        if (cache.size >= max) cache.delete(cache.keys().next().value!);
+      }
+      cache.set(text, stmt);
+      return stmt;
+    },
+  };
 }
 
 function redact(url: string): string {
