@@ -9,6 +9,7 @@ import { registerBodyParsers } from './http/body.js';
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
 import { sortedJson } from './http/json.js';
+import { fromDatabaseError } from './store/errors.js';
 import { registerPath } from './http/routes.js';
 import { resourcePaths } from './http/resource-routes.js';
 import { authenticate, CredentialCache } from './http/auth/basic.js';
@@ -17,6 +18,8 @@ import type { RawQuery } from './http/query.js';
 /** Turn anything thrown into an ApiError: our own pass through, Fastify's keep their status, the rest is a 500. */
 function toApiError(err: unknown, req: FastifyRequest): ApiError {
   if (err instanceof ApiError) return err;
+  const db = fromDatabaseError(err);
+  if (db) return db;
   const fe = err as FastifyError;
   const status = typeof fe?.statusCode === 'number' ? fe.statusCode : 500;
   if (status === 413) return new ApiError('toolarge', 'Request body is too large');

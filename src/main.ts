@@ -7,6 +7,7 @@ import { ApiError } from './core/errors.js';
 import { randomIds } from './core/ids.js';
 import { randomPassword } from './core/passwords.js';
 import { Store } from './store/db.js';
+import { fromDatabaseError } from './store/errors.js';
 import { createUser, ensureDemoLogin, listUsers, setPassword } from './resources/users/users.js';
 
 const USAGE = `Usage: stratus <command> [options]
@@ -98,7 +99,8 @@ async function main(argv: string[]): Promise<void> {
   throw new ConfigError(`unknown command "${command}"\n\n${USAGE}`);
 }
 
-main(process.argv.slice(2)).catch((err: unknown) => {
+main(process.argv.slice(2)).catch((caught: unknown) => {
+  const err = fromDatabaseError(caught) ?? caught;
   // Bad configuration or operator input: a clear message and a non-zero exit, no stack trace.
   const known = err instanceof ConfigError || err instanceof ApiError || (err as { code?: string })?.code?.startsWith('ERR_PARSE_ARGS');
   process.stderr.write(`stratus: ${known ? (err as Error).message : (err as Error)?.stack ?? String(err)}\n`);
