@@ -5,6 +5,7 @@ import compress from '@fastify/compress';
 import type { Services } from './core/context.js';
 import { ApiError } from './core/errors.js';
 import { registry } from './core/registry.js';
+import type { ResourceDecl } from './core/resource.js';
 import { registerBodyParsers } from './http/body.js';
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
@@ -32,7 +33,7 @@ function toApiError(err: unknown, req: FastifyRequest): ApiError {
  * Builds the HTTP app. The API's conventions (negotiation, body parsing, compression, errors, 404,
  * OPTIONS/405, request ids, authentication) are installed here once; routes come from the registry.
  */
-export async function buildApp(services: Services): Promise<FastifyInstance> {
+export async function buildApp(services: Services, kinds: ResourceDecl[] = registry): Promise<FastifyInstance> {
   const { config } = services;
   const app = Fastify<http.Server>({
     logger: { level: config.logLevel },
@@ -89,7 +90,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
 
   const cache = new CredentialCache(services);
   const auth = (req: FastifyRequest) => authenticate(cache, req.headers.authorization);
-  for (const spec of resourcePaths(registry, services)) registerPath(app, spec, auth);
+  for (const spec of resourcePaths(kinds, services)) registerPath(app, spec, auth);
 
   return app;
 }

@@ -31,14 +31,6 @@ export interface SingletonService {
   update?(ctx: Ctx, input: Record<string, unknown>): Promise<Record<string, unknown>>;
 }
 
-/** A sub-list under an object, e.g. `/tags/<uuid>/servers/`. */
-export interface SubList {
-  segment: string;
-  list(ctx: Ctx, uuid: string, query: ListQuery): Promise<ListResult>;
-  /** Projection of the sub-list items (the target kind's short form). */
-  fields?: readonly string[];
-}
-
 interface Common {
   /** URL segment under /api/2.0/ and the `res_type` of tag members. */
   kind: string;
@@ -58,7 +50,6 @@ export interface CollectionDecl extends Common {
   /** Declared filters as `schema/` prints them. */
   filtering: Record<string, string>;
   ordering?: string[];
-  subLists?: SubList[];
   service: CollectionService;
 }
 

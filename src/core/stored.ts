@@ -8,6 +8,7 @@ import { validateFields, type Obj } from './input.js';
 import type { Field } from './fields.js';
 import type { CollectionService, ListQuery, ListResult } from './resource.js';
 import { visibleRows } from './visibility.js';
+import { attachTags, setTagsOf } from './tagging.js';
 
 export interface Row {
   seq: number;
@@ -68,11 +69,18 @@ const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
  * Paging, filtering and counting happen in the database on indexed columns.
  */
 export class StoredCollection implements CollectionService {
+  /** A kind that declares a `tags` field is taggable: tags are kept as tag membership, not in the body. */
+  readonly taggable: boolean;
+  private readonly external: Set<string>;
+
   constructor(
     readonly kind: string,
     private readonly fields: Record<string, Field>,
     private readonly hooks: StoredHooks = {},
-  ) {}
+  ) {
+    this.taggable = 'tags' in fields;
+    this.external = new Set([...(hooks.external ?? []), ...(this.taggable ? ['tags'] : [])]);
+  }
 
   uri(uuid: string): string {
     return `/api/2.0/${this.kind}/${uuid}/`;
@@ -84,7 +92,9 @@ export class StoredCollection implements CollectionService {
 
   private async presentAll(ctx: Ctx, rows: Row[]): Promise<Obj[]> {
     const objects = rows.map((r) => this.present(r));
-    if (this.hooks.decorate && objects.length) await this.hooks.decorate(ctx, objects);
+    if (!objects.length) return objects;
+    if (this.taggable) await attachTags(ctx, this.kind, objects);
+    if (this.hooks.decorate) await this.hooks.decorate(ctx, objects);
     return objects;
   }
 
@@ -127,9 +137,14 @@ export class StoredCollection implements CollectionService {
 
   private bodyOf(values: Obj): Obj {
     const body: Obj = {};
-    const external = new Set(this.hooks.external ?? []);
-    for (const [k, v] of Object.entries(values)) if (!external.has(k)) body[k] = v;
+    for (const [k, v] of Object.entries(values)) if (!this.external.has(k)) body[k] = v;
     return body;
+  }
+
+  /** Work every write shares: the resource's own tags, then the kind's hook. */
+  private async afterWrite(tx: Tx, ctx: Ctx, uuid: string, values: Obj, mode: 'create' | 'update'): Promise<void> {
+    if (this.taggable && values.tags !== undefined) await setTagsOf(tx, ctx, this.kind, uuid, (values.tags as unknown[] | null) ?? []);
+    await this.hooks.afterWrite?.(tx, ctx, uuid, values, mode);
   }
 
   async create(ctx: Ctx, inputs: Obj[]): Promise<Obj[]> {
@@ -153,7 +168,7 @@ export class StoredCollection implements CollectionService {
             updated_at: now,
           })
           .execute();
-        await this.hooks.afterWrite?.(tx, ctx, uuid, values, 'create');
+        await this.afterWrite(tx, ctx, uuid, values, 'create');
         made.push(uuid);
       }
       return made;
@@ -185,7 +200,7 @@ export class StoredCollection implements CollectionService {
         })
         .where('seq', '=', row.seq)
         .execute();
-      await this.hooks.afterWrite?.(tx, ctx, uuid, values, 'update');
+      await this.afterWrite(tx, ctx, uuid, values, 'update');
     });
     return this.get(ctx, uuid);
   }

@@ -56,25 +56,12 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     };
   }
 
-  const paths: PathSpec[] = [
+  return [
     list,
     { url: `${base}detail/`, methods: { GET: lister() } },
     { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } },
     single,
   ];
-  for (const sub of decl.subLists ?? []) {
-    paths.push({
-      url: `${base}:uuid/${sub.segment}/`,
-      methods: {
-        GET: async (req) => {
-          const q = listQuery(req.query, decl.defaultLimit, {});
-          const { total, objects } = await sub.list(ctxOf(req), req.params.uuid, q);
-          return envelope(req.query, q.limit, q.offset, total, objects, sub.fields);
-        },
-      },
-    });
-  }
-  return paths;
 }
 
 /** A single-object kind: GET (and PUT) on the kind's URL, plus its schema. */
@@ -86,8 +73,37 @@ function singletonPaths(decl: SingletonDecl, ctxOf: (req: ApiRequest) => Ctx): P
   return [main, { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } }];
 }
 
+/**
+ * `GET /tags/<uuid>/<kind>/`: the caller's objects of a taggable kind (one declaring `tags`) that carry
+ * the tag, in the kind's short list form. The recorded API nests `resource_uri` here as a reference
+ * (`{resource_uri, uuid}`); clients that read it expect that quirk, so it is kept.
+ */
+function taggedPaths(decls: ResourceDecl[], ctxOf: (req: ApiRequest) => Ctx): PathSpec[] {
+  const tags = decls.find((d): d is CollectionDecl => d.shape === 'collection' && d.kind === 'tags');
+  if (!tags) return [];
+  return decls
+    .filter((d): d is CollectionDecl => d.shape === 'collection' && 'tags' in d.fields)
+    .map((decl) => ({
+      url: `${API_BASE}tags/:uuid/${decl.kind}/`,
+      methods: {
+        GET: async (req: ApiRequest) => {
+          const ctx = ctxOf(req);
+          await tags.service.get(ctx, req.params.uuid); // 404 unless the caller owns the tag
+          const q = listQuery(req.query, decl.defaultLimit, {});
+          q.filters.set('tag', [[req.params.uuid]]);
+          const { total, objects } = await decl.service.list(ctx, q);
+          const nested = objects.map((o) => ({ ...o, resource_uri: { resource_uri: o.resource_uri, uuid: o.uuid } }));
+          return envelope(req.query, q.limit, q.offset, total, nested, decl.listFields);
+        },
+      },
+    }));
+}
+
 /** Every route of every declared kind. */
 export function resourcePaths(decls: ResourceDecl[], services: Services): PathSpec[] {
   const ctxOf = (req: ApiRequest): Ctx => ({ ...services, caller: req.caller });
-  return decls.flatMap((d) => (d.shape === 'collection' ? collectionPaths(d, ctxOf) : singletonPaths(d, ctxOf)));
+  return [
+    ...decls.flatMap((d) => (d.shape === 'collection' ? collectionPaths(d, ctxOf) : singletonPaths(d, ctxOf))),
+    ...taggedPaths(decls, ctxOf),
+  ];
 }

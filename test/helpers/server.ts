@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
+import type { ResourceDecl } from '../../src/core/resource.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { AdjustableClock } from '../../src/core/clock.js';
 import type { Services } from '../../src/core/context.js';
@@ -25,13 +26,13 @@ export interface TestServer {
 let counter = 0;
 
 /** The real HTTP server on a loopback port, on a fresh database of the engine under test. */
-export async function startServer(flags: Record<string, string> = {}): Promise<TestServer> {
+export async function startServer(flags: Record<string, string> = {}, kinds?: ResourceDecl[]): Promise<TestServer> {
   const db = await freshDatabase();
   const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', ...flags }, {});
   const store = await Store.open(config.db, { poolSize: 4 });
   const clock = new AdjustableClock();
   const services: Services = { store, clock, ids: randomIds, config };
-  const app = await buildApp(services);
+  const app = await buildApp(services, kinds);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const port = (app.server.address() as { port: number }).port;
   const base = `http://127.0.0.1:${port}`;
