@@ -15,6 +15,7 @@ import type { Services } from '../src/core/context.js';
 import { randomIds } from '../src/core/ids.js';
 import { Store } from '../src/store/db.js';
 import { createUser } from '../src/resources/users/users.js';
+import { setAccountLimits } from '../src/http/ratelimit/overrides.js';
 
 const CONNECTIONS = 10;
 const WARMUP_SECONDS = 2;
@@ -86,9 +87,10 @@ async function main(): Promise<void> {
   const services: Services = { store, clock: systemClock, ids: randomIds, config };
   const email = 'bench@stratus.local';
   const password = 'bench-password-1';
-  // When a rate limiter is added (configured per account), this bench account must be exempt from it,
-  // or the benchmark measures the limiter's 429s instead of the API.
+  // The deployment's rate limits stay on (the limiter's own cost is part of what is measured), but the
+  // bench account is exempt, or the benchmark would measure 429s instead of the API.
   await createUser(services, { email, password });
+  await setAccountLimits(services, email, 'off');
   const app = await buildApp(services);
   const stratus = await app.listen({ host: '127.0.0.1', port: 0 });
   const auth = { authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` };

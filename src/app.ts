@@ -13,8 +13,12 @@ import { sortedJson } from './http/json.js';
 import { fromDatabaseError } from './store/errors.js';
 import { registerPath } from './http/routes.js';
 import { resourcePaths } from './http/resource-routes.js';
-import { authenticate, CredentialCache } from './http/auth/basic.js';
+import { Auth } from './http/auth/index.js';
+import { accountPaths } from './resources/accounts/routes.js';
+import { registerConfirmPage } from './resources/accounts/confirm-page.js';
+import { createMailer } from './notify/mailer.js';
 import type { RawQuery } from './http/query.js';
+import { RateLimiter } from './http/ratelimit/limiter.js';
 
 /** Turn anything thrown into an ApiError: our own pass through, Fastify's keep their status, the rest is a 500. */
 function toApiError(err: unknown, req: FastifyRequest): ApiError {
@@ -31,7 +35,7 @@ function toApiError(err: unknown, req: FastifyRequest): ApiError {
 
 /**
  * Builds the HTTP app. The API's conventions (negotiation, body parsing, compression, errors, 404,
- * OPTIONS/405, request ids, authentication) are installed here once; routes come from the registry.
+ * OPTIONS/405, request ids, authentication, rate limits) are installed here once; routes come from the registry.
  */
 export async function buildApp(services: Services, kinds: ResourceDecl[] = registry): Promise<FastifyInstance> {
   const { config } = services;
@@ -88,9 +92,24 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
     return send(reply, req.format ?? 'json', { status: 404, body: [e.toWire()], root: 'objects' });
   });
 
-  const cache = new CredentialCache(services);
-  const auth = (req: FastifyRequest) => authenticate(cache, req.headers.authorization);
-  for (const spec of resourcePaths(kinds, services)) registerPath(app, spec, auth);
+  // Basic, Digest and cookie sessions behind one Authenticator (http/auth/index.ts).
+  const auth = await Auth.create(services);
+  const mailer = createMailer(config, services.clock);
+  app.addHook('onClose', async () => mailer.close());
+  const publicUrl = () => config.publicUrl ?? listeningUrl(app, config.host);
+  const accounts = accountPaths(services, auth, { mailer, publicUrl, log: app.log });
+  await registerConfirmPage(app, services, () => `${publicUrl()}/api/2.0/`);
+  const limiter = RateLimiter.create(services, app.log);
+  app.decorate('rateLimiter', limiter);
+  if (limiter) app.addHook('onClose', () => limiter.close());
+  for (const spec of [...resourcePaths(kinds, services), ...accounts]) registerPath(app, spec, auth.authenticate, limiter);
 
   return app;
+}
+
+/** `http://<host>:<port>` of this server as configured (the actual port when it was 0): the default base of e-mailed links. */
+function listeningUrl(app: FastifyInstance, host: string): string {
+  const addr = app.server.address();
+  const port = addr && typeof addr === 'object' ? addr.port : 0;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
+import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './http/ratelimit/rules.js';
 
 export interface Config {
   host: string;
@@ -13,8 +15,24 @@ export interface Config {
   requestTimeoutMs: number;
   /** Idle keep-alive connections close after this many ms. */
   keepAliveTimeoutMs: number;
+  /** SMTP server for outgoing mail (`smtp://user:pass@host:587`); null = write mail to the outbox folder. */
+  smtpUrl: string | null;
+  /** Folder for `.eml` files when no SMTP server is configured. */
+  outbox: string;
+  /** `From:` of outgoing mail. */
+  mailFrom: string;
+  /** Base of links in e-mails (`https://cloud.example.com`); null = `http://<host>:<port>` of this server. */
+  publicUrl: string | null;
+  /** Promo codes sign-up accepts (exact, case-insensitive); empty = only a null/absent promo. */
+  promoCodes: string[];
+  /** Seconds a Digest nonce stays valid before the client is told `stale=true`. */
+  digestNonceTtl: number;
   currency: string;
   capabilities: Record<string, unknown>;
+  /** Simulated durations of infrastructure operations, ms. */
+  delays: Delays;
+  /** The deployment's rate-limit rules (the spec's table by default), or null when limits are off. */
+  rateLimits: readonly Rule[] | null;
 }
 
 /** Every setting: flag name, environment variable, default, and how to read it. */
@@ -49,6 +67,60 @@ function readCapabilities(path: string): Record<string, unknown> {
   if (typeof caps !== 'object' || caps === null || Array.isArray(caps) || typeof caps.hosts !== 'object' || typeof caps.hypervisors !== 'object')
     throw new ConfigError(`capabilities file ${path} must be a JSON object with "hosts" and "hypervisors"`);
   return caps;
+}
+
+/** `off`, `default` (the spec's table), an inline rule list (`GET=1000/min,...`), or a JSON rule file. */
+function readRateLimits(raw: string): readonly Rule[] | null {
+  const value = raw.trim();
+  if (value === 'off') return null;
+  if (value === 'default') return DEFAULT_RULES;
+  try {
+    if (value.includes('=')) return parseRuleList(value) as Rule[];
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(value, 'utf8'));
+    } catch (e) {
+      throw new ConfigError(`rate-limits: cannot read rule file ${value}: ${(e as Error).message} (give off, default, rules like GET=100/min, or a JSON file)`);
+    }
+    return parseRuleJson(parsed);
+  } catch (e) {
+    if (e instanceof RuleError) throw new ConfigError(`rate-limits${value.includes('=') ? '' : ` file ${value}`}: ${e.message}`);
+    throw e;
+  }
+}
+
+function readSmtpUrl(raw: string): string | null {
+  const value = raw.trim();
+  if (value === '') return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`smtp-url must be a URL like smtp://user:pass@host:587, got "${raw}"`);
+  }
+  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new ConfigError('smtp-url must start with smtp:// or smtps://');
+  if (!url.hostname) throw new ConfigError('smtp-url must name a host');
+  return value;
+}
+
+function readPublicUrl(raw: string): string | null {
+  const value = raw.trim();
+  if (value === '') return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`public-url must be an absolute http(s) URL, got "${raw}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError('public-url must start with http:// or https://');
+  if (url.search || url.hash) throw new ConfigError('public-url must not have a query or fragment');
+  return value.replace(/\/+$/, '');
+}
+
+function readPromoCodes(raw: string): string[] {
+  const codes = raw.split(',').map((c) => c.trim()).filter((c) => c !== '');
+  for (const c of codes) if (!/^[\x21-\x7e]{1,64}$/.test(c)) throw new ConfigError(`promo-codes: "${c}" is not a promo code (1-64 printable characters, no spaces)`);
+  return codes;
 }
 
 const DEFAULT_CAPABILITIES = fileURLToPath(new URL('./resources/capabilities/defaults.json', import.meta.url));
@@ -106,6 +178,39 @@ export const SETTINGS: Setting<keyof Config>[] = [
     },
     fallback: () => 'EUR',
   },
+  { key: 'smtpUrl', flag: 'smtp-url', env: 'STRATUS_SMTP_URL', help: 'SMTP server for mail (none: outbox folder)', parse: readSmtpUrl, fallback: () => null },
+  {
+    key: 'outbox',
+    flag: 'outbox',
+    env: 'STRATUS_OUTBOX',
+    help: 'folder for .eml files when no SMTP',
+    parse: (s) => {
+      if (!s.trim()) throw new ConfigError('outbox must not be empty');
+      return s;
+    },
+    fallback: () => './data/outbox',
+  },
+  {
+    key: 'mailFrom',
+    flag: 'mail-from',
+    env: 'STRATUS_MAIL_FROM',
+    help: 'From: address of outgoing mail',
+    parse: (s) => {
+      if (!/@/.test(s) || /[\r\n]/.test(s)) throw new ConfigError('mail-from must be an e-mail address, e.g. "Stratus <no-reply@example.com>"');
+      return s;
+    },
+    fallback: () => 'Stratus <no-reply@stratus.local>',
+  },
+  { key: 'publicUrl', flag: 'public-url', env: 'STRATUS_PUBLIC_URL', help: 'base of links in e-mails', parse: readPublicUrl, fallback: () => null },
+  { key: 'promoCodes', flag: 'promo-codes', env: 'STRATUS_PROMO_CODES', help: 'comma list of accepted promo codes', parse: readPromoCodes, fallback: () => [] },
+  {
+    key: 'digestNonceTtl',
+    flag: 'digest-nonce-ttl',
+    env: 'STRATUS_DIGEST_NONCE_TTL',
+    help: 'seconds a Digest nonce is valid',
+    parse: int('digest-nonce-ttl', 10, 86_400),
+    fallback: () => 300,
+  },
   {
     key: 'capabilities',
     flag: 'capabilities',
@@ -113,6 +218,28 @@ export const SETTINGS: Setting<keyof Config>[] = [
     help: 'JSON file with the location capabilities',
     parse: readCapabilities,
     fallback: () => readCapabilities(DEFAULT_CAPABILITIES),
+  },
+  {
+    key: 'rateLimits',
+    flag: 'rate-limits',
+    env: 'STRATUS_RATE_LIMITS',
+    help: 'off | default | rules (GET=100/min,...) | JSON rule file',
+    parse: readRateLimits,
+    fallback: () => DEFAULT_RULES,
+  },
+  {
+    key: 'delays',
+    flag: 'delays',
+    env: 'STRATUS_DELAYS',
+    help: 'simulated operation durations, e.g. drive.create=0,drive.clone=30000 (ms)',
+    parse: (raw) => {
+      try {
+        return parseDelays(raw);
+      } catch (e) {
+        throw new ConfigError((e as Error).message);
+      }
+    },
+    fallback: () => ({ ...DEFAULT_DELAYS }),
   },
 ];
 

@@ -7,8 +7,11 @@ import { ApiError } from './core/errors.js';
 import { randomIds } from './core/ids.js';
 import { randomPassword } from './core/passwords.js';
 import { Store } from './store/db.js';
+import { Scheduler } from './sim/scheduler.js';
+import { timerHandlers } from './sim/handlers.js';
 import { fromDatabaseError } from './store/errors.js';
-import { createUser, ensureDemoLogin, listUsers, setPassword } from './resources/users/users.js';
+import { createUser, ensureDemoLogin, listUsers, setPassword, setState, USER_STATES } from './resources/users/users.js';
+import { limitsCommand } from './cli/limits.js';
 
 const USAGE = `Usage: stratus <command> [options]
 
@@ -17,8 +20,13 @@ Commands:
   users add EMAIL [--password P] [--state S]
                                      create a user (a password is generated when none is given)
   users list                         list users
+  users set-state EMAIL STATE        set an account's state (REGULAR, TRIAL, GUEST, NEW_USER)
   users set-password EMAIL [--password P]
                                      set a user's password (generated when none is given)
+  users limits EMAIL [--off | --reset | --set RULES]
+                                     show an account's rate limits; --off exempts it, --reset
+                                     returns it to the deployment's, --set overrides rules, e.g.
+                                     --set 'GET=1000/min,POST=200/min,POST:/servers/=5000/day,PUT=off'
 
 Options (every command; flags win over environment variables):
 ${SETTINGS.map((s) => `  --${s.flag.padEnd(20)} ${s.env.padEnd(30)} ${s.help}`).join('\n')}
@@ -34,7 +42,10 @@ async function serve(config: Config): Promise<void> {
   const services = await open(config);
   const demo = await ensureDemoLogin(services, randomPassword());
   const app = await buildApp(services);
+  // Simulated infrastructure: durable timers (boots, clones, ...) run by this process's scheduler.
+  const scheduler = new Scheduler(services, timerHandlers, app.log);
   const address = await app.listen({ host: config.host, port: config.port });
+  scheduler.start();
   const base = `${address}/api/2.0/`;
   const lines = [`Stratus listening at ${base} (database: ${services.store.dialect} ${services.store.location})`];
   if (demo) {
@@ -50,6 +61,7 @@ async function serve(config: Config): Promise<void> {
     closing = true;
     app.log.info({ signal }, 'shutting down');
     await app.close();
+    await scheduler.stop();
     await services.store.close();
     process.exit(0);
   };
@@ -66,11 +78,19 @@ async function users(config: Config, args: string[], values: Record<string, stri
       const user = await createUser(services, { email, password, state: values.state });
       process.stdout.write(`created ${user.email} ${user.uuid}${values.password ? '' : `\npassword: ${password}`}\n`);
     } else if (sub === 'list') {
-      for (const u of await listUsers(services)) process.stdout.write(`${u.uuid}  ${u.state.padEnd(9)} ${u.email}\n`);
+      for (const u of await listUsers(services))
+        process.stdout.write(`${u.uuid}  ${u.state.padEnd(9)} ${u.email}${u.password_hash ? '' : '  (no password yet)'}\n`);
     } else if (sub === 'set-password' && email) {
       const password = values.password ?? randomPassword();
       await setPassword(services, email, password);
       process.stdout.write(`password set for ${email}${values.password ? '' : `: ${password}`}\n`);
+    } else if (sub === 'set-state' && email && args[2]) {
+      const state = args[2].toUpperCase();
+      if (!(USER_STATES as readonly string[]).includes(state)) throw new ConfigError(`state must be one of ${USER_STATES.join(', ')}`);
+      const user = await setState(services, email, state);
+      process.stdout.write(`state of ${user.email} set to ${state}\n`);
+    } else if (sub === 'limits' && email) {
+      process.stdout.write(await limitsCommand(services, email, values as unknown as { off?: boolean; reset?: boolean; set?: string }));
     } else {
       throw new ConfigError(USAGE);
     }
@@ -85,6 +105,9 @@ async function main(argv: string[]): Promise<void> {
     ['password', { type: 'string' as const }],
     ['state', { type: 'string' as const }],
     ['help', { type: 'boolean' as const }],
+    ['off', { type: 'boolean' as const }],
+    ['reset', { type: 'boolean' as const }],
+    ['set', { type: 'string' as const }],
   ]);
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   const flags = values as Record<string, string | undefined>;

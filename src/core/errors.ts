@@ -58,10 +58,10 @@ export interface WireError {
 export class ApiError extends Error {
   readonly type: ErrorType;
   readonly point: string | null;
-  /** Extra response headers this error needs (Allow, WWW-Authenticate, Retry-After). */
-  readonly headers: Record<string, string>;
+  /** Extra response headers this error needs (Allow, WWW-Authenticate, Retry-After); a list repeats the header. */
+  readonly headers: Record<string, string | string[]>;
 
-  constructor(type: ErrorType, message: string, point: string | null = null, headers: Record<string, string> = {}) {
+  constructor(type: ErrorType, message: string, point: string | null = null, headers: Record<string, string | string[]> = {}) {
     super(message);
     this.type = type;
     this.point = point;

@@ -98,6 +98,9 @@ export const f = {
       help: HELP_RELATED_MANY,
       ...opts,
     }),
+  /** A related list whose request items have their own shape (ACL rules `{permission}`). */
+  relatedItems: (item: TSchema, opts: Opts = {}) =>
+    make('related', Type.Array(item), { default: () => [], schemaDefault: NO_DEFAULT, help: HELP_RELATED_MANY, ...opts }),
   related: (opts: Opts = {}) =>
     make('related', Type.Union([Type.String(), Type.Object({ uuid: Type.Optional(Type.String()), resource_uri: Type.Optional(Type.String()) })]), opts),
   object: (opts: Opts = {}) => make('object', Type.Record(Type.String(), Type.Unknown()), opts),

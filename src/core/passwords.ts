@@ -1,4 +1,4 @@
-import { createHmac, randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { createHash, createHmac, randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 
 const scrypt = (pw: string, salt: Buffer, len: number, opts: ScryptOptions) =>
   new Promise<Buffer>((resolve, reject) => scryptCb(pw, salt, len, opts, (err, key) => (err ? reject(err) : resolve(key))));
@@ -49,3 +49,42 @@ export const passwordTag = (password: string): Buffer => createHmac('sha256', ca
 export const sameTag = (a: Buffer, b: Buffer): boolean => a.length === b.length && timingSafeEqual(a, b);
 
 export const randomPassword = (): string => randomBytes(12).toString('base64url');
+
+/** The realm of HTTP Digest (the real API's literal). */
+export const DIGEST_REALM = 'users';
+
+/** What Digest needs stored: HA1 = MD5(email:realm:password), UTF-8. */
+export const digestHa1 = (email: string, password: string): string =>
+  createHash('md5').update(`${email}:${DIGEST_REALM}:${password}`, 'utf8').digest('hex');
+
+export const sha256Hex = (s: string): string => createHash('sha256').update(s, 'utf8').digest('hex');
+
+/**
+ * Constant-time equality of two strings (secrets, tokens, MACs). Only the length can leak, and every
+ * secret compared here has a fixed, public length.
+ */
+export function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'utf8');
+  const y = Buffer.from(b, 'utf8');
+  if (x.length !== y.length) {
+    timingSafeEqual(x, x); // same work either way
+    return false;
+  }
+  return timingSafeEqual(x, y);
+}
+
+/** A hash to check against when the user does not exist, so an unknown e-mail costs as much as a wrong password. */
+let dummy: Promise<string> | null = null;
+export const dummyHash = (): Promise<string> => (dummy ??= hashPassword(randomBytes(16).toString('hex')));
+
+/** Random token of `length` characters from [A-Za-z0-9] (rejection sampling: no modulo bias). */
+export function randomAlnum(length: number): string {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+  let out = '';
+  while (out.length < length) {
+    for (const byte of randomBytes(length * 2)) {
+      if (byte < 248 && out.length < length) out += alphabet[byte % 62];
+    }
+  }
+  return out;
+}

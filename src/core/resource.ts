@@ -1,5 +1,6 @@
 import type { Field } from './fields.js';
 import type { Ctx } from './context.js';
+import type { Permission } from './permissions.js';
 
 export type Method = 'get' | 'post' | 'put' | 'delete';
 
@@ -23,6 +24,22 @@ export interface CollectionService {
   create?(ctx: Ctx, inputs: Record<string, unknown>[]): Promise<Record<string, unknown>[]>;
   update?(ctx: Ctx, uuid: string, input: Record<string, unknown>): Promise<Record<string, unknown>>;
   remove?(ctx: Ctx, uuid: string): Promise<void>;
+  removeMany?(ctx: Ctx, uuids: string[]): Promise<void>;
+  /** The object if the caller may use `perm` on it: 404 when invisible, 403 when visible but not permitted. */
+  authorize?(ctx: Ctx, uuid: string, perm: Permission): Promise<{ uuid: string; owner_uuid: string | null }>;
+}
+
+/** What an action answers: the API fixes the status per action (202 for asynchronous ones). */
+export interface ActionResult {
+  status: 200 | 202;
+  body: unknown;
+}
+
+/** `POST /<kind>/<uuid>/action/?do=<name>`: the generic route finds the object and checks the permission. */
+export interface ActionDecl {
+  /** ACL permission a user other than the owner needs (spec rules: START, STOP, OPEN_VNC, CLONE, ...). */
+  permission: Permission;
+  run(ctx: Ctx, uuid: string, body: Record<string, unknown>, query: Record<string, string | string[] | undefined>): Promise<ActionResult>;
 }
 
 /** What a single-object kind (profile, capabilities, balance) implements. */
@@ -48,8 +65,13 @@ export interface CollectionDecl extends Common {
   /** Keys of the short items of `GET /<kind>/`; absent means the full object. */
   listFields?: readonly string[];
   /** Declared filters as `schema/` prints them. */
-  filtering: Record<string, string>;
+  filtering: Record<string, string | number>;
   ordering?: string[];
+  /** ACL permissions that apply to this kind; absent = never shared (tags, ACLs). */
+  permissions?: readonly Permission[];
+  /** Carries tags (a `tags` field of tag references, kept as tag membership). */
+  taggable?: boolean;
+  actions?: Record<string, ActionDecl>;
   service: CollectionService;
 }
 

@@ -1,14 +1,16 @@
 import { sql, type ExpressionBuilder, type SelectQueryBuilder } from 'kysely';
 import type { Database } from '../store/schema.js';
-import type { Tx } from '../store/db.js';
+import type { Db, Tx } from '../store/db.js';
 import { isoTimestamp } from './clock.js';
 import { ownerRef, type Ctx } from './context.js';
 import { notFound } from './errors.js';
 import { validateFields, type Obj } from './input.js';
-import type { Field } from './fields.js';
-import type { CollectionService, ListQuery, ListResult } from './resource.js';
+import Type from 'typebox';
+import { f, NO_DEFAULT, type Field } from './fields.js';
+import type { CollectionDecl, CollectionService, ListQuery, ListResult } from './resource.js';
 import { visibleRows } from './visibility.js';
 import { attachTags, setTagsOf } from './tagging.js';
+import { declareApplicable, effectivePermissions, granteesOf, requirePermission, type Permission } from './permissions.js';
 
 export interface Row {
   seq: number;
@@ -16,6 +18,7 @@ export interface Row {
   uuid: string;
   owner_uuid: string | null;
   name: string | null;
+  status: string | null;
   body: string;
   created_at: string;
   updated_at: string;
@@ -25,10 +28,18 @@ export interface Row {
 export interface StoredHooks {
   /** Declared fields that are not kept in the JSON body (kept elsewhere, e.g. tag membership). */
   external?: readonly string[];
+  /** Normalises validated values before anything is written (may throw a validation error). */
+  prepare?(values: Obj, mode: 'create' | 'update'): Obj;
+  /** Runs in the update transaction with the current row, before the write; may adjust the values. */
+  beforeUpdate?(tx: Tx, ctx: Ctx, row: Row, values: Obj): Promise<Obj>;
+  /** When the caller can see no such object: another place it may live (library drives under /drives/). */
+  fallbackGet?(ctx: Ctx, uuid: string): Promise<Obj | undefined>;
   /** Runs in the write transaction after the row is written (create and update). */
-  afterWrite?(tx: Tx, ctx: Ctx, uuid: string, values: Obj, mode: 'create' | 'update'): Promise<void>;
+  afterWrite?(tx: Tx, ctx: Ctx, uuid: string, values: Obj, mode: 'create' | 'update', input: Obj): Promise<void>;
   /** Runs in the delete transaction before the row goes. */
-  beforeDelete?(tx: Tx, ctx: Ctx, uuid: string): Promise<void>;
+  beforeDelete?(tx: Tx, ctx: Ctx, uuid: string, row: Row): Promise<void>;
+  /** Rows of other users this kind shows the caller anyway (read-only unless a permission says more). */
+  alsoVisible?(ctx: Ctx, db: Db | Tx): SelectQueryBuilder<Database, any, { uuid: string }>;
   /** Adds computed fields to a page of objects in one batch (never one query per object). */
   decorate?(ctx: Ctx, objects: Obj[]): Promise<void>;
 }
@@ -38,15 +49,20 @@ type Q = SelectQueryBuilder<Database, 'resources', any>;
 /** Filters every stored kind understands; a kind declares which of them it exposes. */
 const FILTERS: Record<string, (eb: ExpressionBuilder<Database, 'resources'>, values: string[], ctx: Ctx, kind: string) => any> = {
   uuid: (eb, v) => eb('resources.uuid', 'in', v),
+  status: (eb, v) => eb('resources.status', 'in', v),
+  state: (eb, v) => eb('resources.status', 'in', v),
   name: (eb, v) => eb('resources.name', 'in', v),
-  name__contains: (eb, v, ctx) => eb.or(v.map((s) => eb('resources.name', ctx.store.ilike, `%${escapeLike(s)}%`))),
-  tag: (eb, v, _ctx, kind) =>
+  name__contains: (eb, v, ctx) => eb.or(v.map((s) => ctx.store.like('resources.name', s, { contains: true, caseInsensitive: true }))),
+  // Only the caller's own tags filter (an owner's tag on a shared resource is not the grantee's business).
+  tag: (eb, v, ctx, kind) =>
     eb.exists(
       eb
         .selectFrom('tag_members')
+        .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tag_members.tag_uuid').on('t.kind', '=', 'tags'))
         .select(sql.lit(1).as('one'))
         .whereRef('tag_members.res_uuid', '=', 'resources.uuid')
         .where('tag_members.res_type', '=', kind)
+        .where('t.owner_uuid', '=', ctx.caller.uuid)
         .where('tag_members.tag_uuid', 'in', v),
     ),
   tag__name: (eb, v, ctx, kind) =>
@@ -62,24 +78,52 @@ const FILTERS: Record<string, (eb: ExpressionBuilder<Database, 'resources'>, val
     ),
 };
 
-const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 /**
  * Generic list/get/create/update/delete for a kind kept in the `resources` table.
  * Paging, filtering and counting happen in the database on indexed columns.
  */
+/** What the generic machinery needs to know of a kind: its name, fields and, if shareable, its ACL permissions. */
+export interface StoredKind {
+  kind: string;
+  fields: Record<string, Field>;
+  /** ACL permissions that apply to this kind; absent = never shared (tags, ACLs). */
+  permissions?: readonly Permission[];
+  taggable?: boolean;
+  /** Body key mirrored into the indexed `status` column (default `status`; jobs use `state`). */
+  statusKey?: string;
+  /** List order: creation order (default) or most recently changed first (jobs). */
+  order?: 'created' | 'recent';
+}
+
 export class StoredCollection implements CollectionService {
-  /** A kind that declares a `tags` field is taggable: tags are kept as tag membership, not in the body. */
+  readonly kind: string;
+  private readonly fields: Record<string, Field>;
+  /** Taggable kinds keep their `tags` field as tag membership, not in the body. */
   readonly taggable: boolean;
+  /** Shareable through ACLs: lists include granted rows, objects carry `permissions` and `grantees`. */
+  readonly permissions: readonly Permission[] | undefined;
   private readonly external: Set<string>;
 
   constructor(
-    readonly kind: string,
-    private readonly fields: Record<string, Field>,
+    private readonly spec: StoredKind,
     private readonly hooks: StoredHooks = {},
   ) {
-    this.taggable = 'tags' in fields;
-    this.external = new Set([...(hooks.external ?? []), ...(this.taggable ? ['tags'] : [])]);
+    this.kind = spec.kind;
+    this.fields = spec.fields;
+    this.permissions = spec.permissions;
+    if (spec.permissions) declareApplicable(spec.kind, spec.permissions);
+    this.taggable = spec.taggable ?? false;
+    this.external = new Set([...(hooks.external ?? []), ...(this.taggable ? ['tags'] : []), 'grantees', 'permissions']);
+  }
+
+  private visible(ctx: Ctx, db: Db | Tx = ctx.store.db): Q {
+    const extra = this.hooks.alsoVisible;
+    if (!extra) return visibleRows(ctx, this.kind, db, this.permissions !== undefined);
+    return db
+      .selectFrom('resources')
+      .where('resources.kind', '=', this.kind)
+      .where((eb) => eb.or([eb('resources.owner_uuid', '=', ctx.caller.uuid), eb('resources.uuid', 'in', extra(ctx, db))]));
   }
 
   uri(uuid: string): string {
@@ -94,13 +138,35 @@ export class StoredCollection implements CollectionService {
     const objects = rows.map((r) => this.present(r));
     if (!objects.length) return objects;
     if (this.taggable) await attachTags(ctx, this.kind, objects);
+    if (this.permissions) await this.attachSharing(ctx, rows, objects, this.permissions);
     if (this.hooks.decorate) await this.hooks.decorate(ctx, objects);
+    // Body keys starting with `_` are simulator state: hooks may read them, clients never see them.
+    for (const o of objects) for (const k of Object.keys(o)) if (k.startsWith('_')) delete o[k];
     return objects;
+  }
+
+  /**
+   * `permissions` (the caller's effective grants, empty for the owner) and `grantees` (who holds what,
+   * shown to the owner only, so a grantee never learns who else shares the resource).
+   */
+  private async attachSharing(ctx: Ctx, rows: Row[], objects: Obj[], applicable: readonly Permission[]): Promise<void> {
+    const me = ctx.caller.uuid;
+    const mine = rows.filter((r) => r.owner_uuid === me).map((r) => r.uuid);
+    const theirs = rows.filter((r) => r.owner_uuid !== me).map((r) => r.uuid);
+    const [grantees, perms] = await Promise.all([
+      granteesOf(ctx.store.db, this.kind, mine, applicable),
+      effectivePermissions(ctx.store.db, me, this.kind, theirs, applicable),
+    ]);
+    objects.forEach((o, i) => {
+      const own = rows[i].owner_uuid === me;
+      o.grantees = own ? (grantees.get(rows[i].uuid) ?? []) : [];
+      o.permissions = own ? [] : (perms.get(rows[i].uuid) ?? []);
+    });
   }
 
   /** The visible rows of this kind matching the query's filters (no paging). */
   filtered(ctx: Ctx, query: ListQuery): Q {
-    let q: Q = visibleRows(ctx, this.kind);
+    let q: Q = this.visible(ctx);
     for (const [name, groups] of query.filters) {
       const apply = FILTERS[name];
       if (!apply) continue;
@@ -111,7 +177,10 @@ export class StoredCollection implements CollectionService {
 
   async list(ctx: Ctx, query: ListQuery): Promise<ListResult> {
     const base = this.filtered(ctx, query);
-    let page = base.selectAll('resources').orderBy('resources.seq');
+    let page =
+      this.spec.order === 'recent'
+        ? base.selectAll('resources').orderBy('resources.updated_at', 'desc').orderBy('resources.seq', 'desc')
+        : base.selectAll('resources').orderBy('resources.seq');
     if (query.limit > 0) page = page.limit(query.limit);
     if (query.offset > 0) page = page.offset(query.offset);
     const rows = (await page.execute()) as Row[];
@@ -123,16 +192,37 @@ export class StoredCollection implements CollectionService {
     return { total, objects: await this.presentAll(ctx, rows) };
   }
 
+  async authorize(ctx: Ctx, uuid: string, perm: Permission, db: Db | Tx = ctx.store.db): Promise<Row> {
+    const row = (await this.visible(ctx, db).selectAll('resources').where('resources.uuid', '=', uuid).executeTakeFirst()) as Row | undefined;
+    if (!row) throw notFound(uuid);
+    if (row.owner_uuid !== ctx.caller.uuid) await requirePermission(ctx, this.kind, row, perm, db);
+    return row;
+  }
+
   async findRow(ctx: Ctx, uuid: string): Promise<Row | undefined> {
-    return (await visibleRows(ctx, this.kind).selectAll('resources').where('resources.uuid', '=', uuid).executeTakeFirst()) as
+    return (await this.visible(ctx).selectAll('resources').where('resources.uuid', '=', uuid).executeTakeFirst()) as
       | Row
       | undefined;
   }
 
   async get(ctx: Ctx, uuid: string): Promise<Obj> {
     const row = await this.findRow(ctx, uuid);
-    if (!row) throw notFound(uuid);
+    if (!row) {
+      const elsewhere = await this.hooks.fallbackGet?.(ctx, uuid);
+      if (elsewhere) return elsewhere;
+      throw notFound(uuid);
+    }
     return (await this.presentAll(ctx, [row]))[0];
+  }
+
+  statusOf(body: Obj): string | null {
+    const v = body[this.spec.statusKey ?? 'status'];
+    return typeof v === 'string' ? v : null;
+  }
+
+  private validated(input: Obj, mode: 'create' | 'update'): Obj {
+    const values = validateFields(this.fields, input, mode);
+    return this.hooks.prepare ? this.hooks.prepare(values, mode) : values;
   }
 
   private bodyOf(values: Obj): Obj {
@@ -141,77 +231,132 @@ export class StoredCollection implements CollectionService {
     return body;
   }
 
-  /** Work every write shares: the resource's own tags, then the kind's hook. */
-  private async afterWrite(tx: Tx, ctx: Ctx, uuid: string, values: Obj, mode: 'create' | 'update'): Promise<void> {
-    if (this.taggable && values.tags !== undefined) await setTagsOf(tx, ctx, this.kind, uuid, (values.tags as unknown[] | null) ?? []);
-    await this.hooks.afterWrite?.(tx, ctx, uuid, values, mode);
+  /**
+   * Work every write shares: the resource's own tags, then the kind's hook. Only the owner organises a
+   * resource with tags; `tags` sent by a grantee (clients PUT whole objects back) are ignored.
+   */
+  private async afterWrite(
+    tx: Tx,
+    ctx: Ctx,
+    row: { uuid: string; owner_uuid: string | null },
+    values: Obj,
+    mode: 'create' | 'update',
+    input: Obj,
+  ): Promise<void> {
+    const uuid = row.uuid;
+    if (this.taggable && values.tags !== undefined && row.owner_uuid === ctx.caller.uuid)
+      await setTagsOf(tx, ctx, this.kind, uuid, (values.tags as unknown[] | null) ?? []);
+    await this.hooks.afterWrite?.(tx, ctx, uuid, values, mode, input);
   }
 
   async create(ctx: Ctx, inputs: Obj[]): Promise<Obj[]> {
     // Validate everything first: one bad object rejects the whole request and writes nothing.
-    const all = inputs.map((input) => validateFields(this.fields, input, 'create'));
-    const now = isoTimestamp(ctx.clock.now());
+    const all = inputs.map((input) => this.validated(input, 'create'));
     const uuids = await ctx.store.transaction(async (tx) => {
       const made: string[] = [];
-      for (const values of all) {
+      for (const [i, values] of all.entries()) {
         const uuid = ctx.ids.uuid();
-        const body = this.bodyOf(values);
-        await tx
-          .insertInto('resources')
-          .values({
-            kind: this.kind,
-            uuid,
-            owner_uuid: ctx.caller.uuid,
-            name: typeof body.name === 'string' ? body.name : null,
-            body: JSON.stringify(body),
-            created_at: now,
-            updated_at: now,
-          })
-          .execute();
-        await this.afterWrite(tx, ctx, uuid, values, 'create');
+        await this.insert(tx, ctx, uuid, ctx.caller.uuid, this.bodyOf(values));
+        await this.afterWrite(tx, ctx, { uuid, owner_uuid: ctx.caller.uuid }, values, 'create', inputs[i]);
         made.push(uuid);
       }
       return made;
     });
-    const rows = (await ctx.store.db
-      .selectFrom('resources')
-      .selectAll()
-      .where('kind', '=', this.kind)
-      .where('uuid', 'in', uuids)
-      .orderBy('seq')
-      .execute()) as Row[];
-    return this.presentAll(ctx, rows);
+    return this.presentUuids(ctx, uuids);
   }
 
   async update(ctx: Ctx, uuid: string, input: Obj): Promise<Obj> {
-    const values = validateFields(this.fields, input, 'update');
+    const validated = this.validated(input, 'update');
     await ctx.store.transaction(async (tx) => {
-      let q = visibleRows(ctx, this.kind, tx).selectAll('resources').where('resources.uuid', '=', uuid);
-      if (ctx.store.dialect === 'postgres') q = q.forUpdate();
-      const row = (await q.executeTakeFirst()) as Row | undefined;
-      if (!row) throw notFound(uuid);
-      const body = { ...JSON.parse(row.body), ...this.bodyOf(values) };
+      const row = await this.authorize(ctx, uuid, 'EDIT', tx);
+      const values = this.hooks.beforeUpdate ? await this.hooks.beforeUpdate(tx, ctx, row, validated) : validated;
+      // Lock the row for the read-modify-write (SQLite transactions are already serialised).
+      if (ctx.store.dialect === 'postgres') await tx.selectFrom('resources').select('seq').where('seq', '=', row.seq).forUpdate().execute();
+      const fresh = (await tx.selectFrom('resources').select('body').where('seq', '=', row.seq).executeTakeFirstOrThrow()).body;
+      const body = { ...JSON.parse(fresh), ...this.bodyOf(values) };
       await tx
         .updateTable('resources')
         .set({
           body: JSON.stringify(body),
           name: typeof body.name === 'string' ? body.name : null,
+          status: this.statusOf(body),
           updated_at: isoTimestamp(ctx.clock.now()),
         })
         .where('seq', '=', row.seq)
         .execute();
-      await this.afterWrite(tx, ctx, uuid, values, 'update');
+      await this.afterWrite(tx, ctx, row, values, 'update', input);
     });
     return this.get(ctx, uuid);
   }
 
-  async remove(ctx: Ctx, uuid: string): Promise<void> {
+  /**
+   * Change a stored object's body outside a request (timers, actions), keeping the status column in step.
+   * Returns the new body, or undefined when the object is gone.
+   */
+  async patch(tx: Tx, s: Pick<Ctx, 'clock'>, uuid: string, change: (body: Obj) => Obj): Promise<Obj | undefined> {
+    const row = await tx.selectFrom('resources').select(['seq', 'body']).where('kind', '=', this.kind).where('uuid', '=', uuid).executeTakeFirst();
+    if (!row) return undefined;
+    const body = change(JSON.parse(row.body) as Obj);
+    await tx
+      .updateTable('resources')
+      .set({ body: JSON.stringify(body), status: this.statusOf(body), name: typeof body.name === 'string' ? body.name : null, updated_at: isoTimestamp(s.clock.now()) })
+      .where('seq', '=', row.seq)
+      .execute();
+    return body;
+  }
+
+  /** Insert an object owned by `owner` outside the create path (clones, jobs). */
+  async insert(tx: Tx, s: Pick<Ctx, 'clock'>, uuid: string, owner: string | null, body: Obj): Promise<void> {
+    const now = isoTimestamp(s.clock.now());
+    await tx
+      .insertInto('resources')
+      .values({ kind: this.kind, uuid, owner_uuid: owner, name: typeof body.name === 'string' ? body.name : null, status: this.statusOf(body), body: JSON.stringify(body), created_at: now, updated_at: now })
+      .execute();
+  }
+
+  /** Present objects by uuid (any owner) as `ctx.caller` sees them, in the given order. */
+  async presentUuids(ctx: Ctx, uuids: string[]): Promise<Obj[]> {
+    if (!uuids.length) return [];
+    const rows = (await ctx.store.db.selectFrom('resources').selectAll().where('kind', '=', this.kind).where('uuid', 'in', uuids).execute()) as Row[];
+    rows.sort((a, b) => uuids.indexOf(a.uuid) - uuids.indexOf(b.uuid));
+    return this.presentAll(ctx, rows);
+  }
+
+  /** Bulk delete (`DELETE /<kind>/` with `{objects:[{uuid}]}`): all or nothing, one transaction. */
+  async removeMany(ctx: Ctx, uuids: string[]): Promise<void> {
     await ctx.store.transaction(async (tx) => {
-      const row = await visibleRows(ctx, this.kind, tx).select('resources.seq').where('resources.uuid', '=', uuid).executeTakeFirst();
-      if (!row) throw notFound(uuid);
-      await this.hooks.beforeDelete?.(tx, ctx, uuid);
-      await tx.deleteFrom('tag_members').where('res_type', '=', this.kind).where('res_uuid', '=', uuid).execute();
-      await tx.deleteFrom('resources').where('seq', '=', row.seq).execute();
+      for (const uuid of uuids) await this.removeIn(tx, ctx, uuid);
     });
   }
+
+  async remove(ctx: Ctx, uuid: string): Promise<void> {
+    await ctx.store.transaction((tx) => this.removeIn(tx, ctx, uuid));
+  }
+
+  private async removeIn(tx: Tx, ctx: Ctx, uuid: string): Promise<void> {
+    const row = await this.authorize(ctx, uuid, 'DELETE', tx);
+    await this.hooks.beforeDelete?.(tx, ctx, uuid, row);
+    await tx.deleteFrom('tag_members').where('res_type', '=', this.kind).where('res_uuid', '=', uuid).execute();
+    await tx.deleteFrom('resources').where('seq', '=', row.seq).execute();
+  }
+}
+
+/** Read-only fields every shareable kind carries (spec ACL rules 6 and 7). */
+const SHARING_FIELDS: Record<string, Field> = {
+  // Computed on every read; the recorded schema marks them writable, and whatever a client sends back is ignored.
+  grantees: f.list(Type.Unknown(), { default: undefined, schemaDefault: NO_DEFAULT }),
+  permissions: f.list(Type.Unknown(), { default: undefined, schemaDefault: NO_DEFAULT }),
+};
+
+/**
+ * A collection kind kept in the shared table: the declaration plus the generic service built from it.
+ * Declaring `permissions` is all a kind does to become shareable; its sharing fields are added here.
+ */
+export function storedDecl(
+  decl: Omit<CollectionDecl, 'service'> & Pick<StoredKind, 'statusKey' | 'order'>,
+  hooks: StoredHooks = {},
+): CollectionDecl & { service: StoredCollection } {
+  const fields = decl.permissions ? { ...decl.fields, ...SHARING_FIELDS } : decl.fields;
+  const full = { ...decl, fields: Object.fromEntries(Object.entries(fields).sort(([a], [b]) => a.localeCompare(b))) };
+  return { ...full, service: new StoredCollection(full, hooks) };
 }

@@ -32,18 +32,23 @@ export async function setTagsOf(tx: Tx, ctx: Ctx, kind: string, uuid: string, re
   if (ids.length) await tx.insertInto('tag_members').values(ids.map((t) => ({ tag_uuid: t, res_type: kind, res_uuid: uuid }))).execute();
 }
 
-/** Fill `tags` ([{resource_uri, uuid}]) for a page of objects of one kind, in one query. */
+/**
+ * Fill `tags` ([{resource_uri, uuid}]) for a page of objects of one kind, in one query. Only the
+ * caller's own tags show: a grantee does not see how the owner organises a shared resource.
+ */
 export async function attachTags(ctx: Ctx, kind: string, objects: Obj[]): Promise<void> {
   const rows = await ctx.store.db
     .selectFrom('tag_members')
+    .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tag_members.tag_uuid').on('t.kind', '=', 'tags'))
     .select(['res_uuid', 'tag_uuid'])
+    .where('t.owner_uuid', '=', ctx.caller.uuid)
     .where('res_type', '=', kind)
     .where(
       'res_uuid',
       'in',
       objects.map((o) => o.uuid as string),
     )
-    .orderBy('seq')
+    .orderBy('tag_members.seq')
     .execute();
   const byResource = new Map<string, Obj[]>();
   for (const r of rows) {

@@ -33,7 +33,7 @@ export function splitOr(value: string): string[] {
 }
 
 /** `offset`/`limit` (limit=0 = all), and the declared filters: repeated parameter = AND, comma = OR. */
-export function listQuery(q: RawQuery, defaultLimit: number, declared: Record<string, string>): ListQuery {
+export function listQuery(q: RawQuery, defaultLimit: number, declared: Record<string, unknown>): ListQuery {
   const filters = new Map<string, string[][]>();
   for (const name of Object.keys(declared)) {
     const groups = all(q[name]).map(splitOr);

@@ -1,5 +1,6 @@
 import type { Ctx, Services } from '../core/context.js';
-import { createItems, objectBody } from '../core/input.js';
+import { createItems, objectBody, relatedId } from '../core/input.js';
+import { validation } from '../core/errors.js';
 import type { CollectionDecl, ResourceDecl, SingletonDecl } from '../core/resource.js';
 import { buildSchema } from '../core/schema.js';
 import { fieldsParam, listQuery, project, type RawQuery } from './query.js';
@@ -41,6 +42,15 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     };
   }
 
+  if (allows(decl.listMethods, 'delete') && svc.removeMany) {
+    const removeMany = svc.removeMany.bind(svc);
+    list.methods.DELETE = async (req) => {
+      const items = createItems(req.body);
+      await removeMany(ctxOf(req), items.map((o) => relatedId(o, 'objects')));
+      return { status: 204 };
+    };
+  }
+
   const single: PathSpec = { url: `${base}:uuid/`, methods: {} };
   if (allows(decl.detailMethods, 'get'))
     single.methods.GET = async (req) => ok(project(await svc.get(ctxOf(req), req.params.uuid), fieldsParam(req.query)));
@@ -56,12 +66,31 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     };
   }
 
-  return [
+  const paths: PathSpec[] = [
     list,
     { url: `${base}detail/`, methods: { GET: lister() } },
     { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } },
     single,
   ];
+  const actions = decl.actions;
+  if (actions && svc.authorize) {
+    const authorize = svc.authorize.bind(svc);
+    paths.push({
+      url: `${base}:uuid/action/`,
+      methods: {
+        POST: async (req) => {
+          const name = [req.query.do].flat().pop();
+          const action = name ? actions[name] : undefined;
+          if (!action) throw validation('do', `Unknown action ${JSON.stringify(name ?? null)}; allowed: ${Object.keys(actions).join(', ')}`);
+          const ctx = ctxOf(req);
+          await authorize(ctx, req.params.uuid, action.permission);
+          const { status, body } = await action.run(ctx, req.params.uuid, objectBody(req.body), req.query);
+          return { status, body, root: 'object' };
+        },
+      },
+    });
+  }
+  return paths;
 }
 
 /** A single-object kind: GET (and PUT) on the kind's URL, plus its schema. */
@@ -74,7 +103,7 @@ function singletonPaths(decl: SingletonDecl, ctxOf: (req: ApiRequest) => Ctx): P
 }
 
 /**
- * `GET /tags/<uuid>/<kind>/`: the caller's objects of a taggable kind (one declaring `tags`) that carry
+ * `GET /tags/<uuid>/<kind>/`: the caller's objects of a taggable kind that carry
  * the tag, in the kind's short list form. The recorded API nests `resource_uri` here as a reference
  * (`{resource_uri, uuid}`); clients that read it expect that quirk, so it is kept.
  */
@@ -82,7 +111,7 @@ function taggedPaths(decls: ResourceDecl[], ctxOf: (req: ApiRequest) => Ctx): Pa
   const tags = decls.find((d): d is CollectionDecl => d.shape === 'collection' && d.kind === 'tags');
   if (!tags) return [];
   return decls
-    .filter((d): d is CollectionDecl => d.shape === 'collection' && 'tags' in d.fields)
+    .filter((d): d is CollectionDecl => d.shape === 'collection' && d.taggable === true)
     .map((decl) => ({
       url: `${API_BASE}tags/:uuid/${decl.kind}/`,
       methods: {

@@ -9,7 +9,8 @@ export interface Result {
   body?: unknown;
   /** XML root element: `response` for envelopes, `object` for one object, `objects` for a bare list. */
   root?: XmlRoot;
-  headers?: Record<string, string>;
+  /** A list value sends the header once per item (two `Set-Cookie`, two `WWW-Authenticate`). */
+  headers?: Record<string, string | string[]>;
 }
 
 const CONTENT_TYPE: Record<Format, string> = {

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
@@ -15,6 +16,16 @@ export interface ApiRequest {
   body: unknown;
   /** `scheme://host` the client addressed, for absolute `Location` headers. */
   origin: string;
+  /** The request line, client address and headers, for the few handlers that need them (login, sessions). */
+  http: RequestInfo;
+}
+
+export interface RequestInfo {
+  method: string;
+  /** The raw request target (path and query), as Digest signs it. */
+  url: string;
+  ip: string;
+  headers: IncomingHttpHeaders;
 }
 
 export type Handler = (req: ApiRequest) => Promise<Result>;
@@ -43,11 +54,20 @@ const ALL = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as cons
 export type Authenticator = (req: FastifyRequest) => Promise<Caller>;
 
 /**
+ * Rate limits (http/ratelimit): wraps authentication so a request is counted against its user, or, on a
+ * public route or when authentication fails, against its client address. Absent when limits are off.
+ */
+export interface Limiter {
+  guard(req: FastifyRequest, reply: FastifyReply, authenticate: Authenticator | null): Promise<Caller | undefined>;
+}
+
+/**
  * Registers one URL for every HTTP method. Before the body is even read, OPTIONS is answered with the
  * allowed list, a method not in it gets 405 with `Allow`, and the caller is authenticated — the same
- * order tastypie uses (method check, then authentication). HEAD follows GET.
+ * order tastypie uses (method check, then authentication) — and counted against the rate limits.
+ * HEAD follows GET.
  */
-export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate: Authenticator): void {
+export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate: Authenticator, limiter?: Limiter | null): void {
   const allowed = (Object.keys(spec.methods) as HttpMethod[]).join(',');
   app.route({
     method: [...ALL],
@@ -61,7 +81,8 @@ export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate:
       }
       if (!spec.methods[method as HttpMethod])
         throw new ApiError('method', `Method ${req.method} is not allowed on this URL; allowed: ${allowed}`, null, { Allow: allowed });
-      if (!spec.public) req.caller = await authenticate(req);
+      if (limiter) req.caller = await limiter.guard(req, reply, spec.public ? null : authenticate);
+      else if (!spec.public) req.caller = await authenticate(req);
     },
     handler: async (req: FastifyRequest, reply: FastifyReply) => {
       const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
@@ -71,6 +92,7 @@ export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate:
         query: req.query as RawQuery,
         body: req.body,
         origin: `${req.protocol}://${req.host}`,
+        http: { method: req.method, url: req.url, ip: req.ip, headers: req.headers },
       });
       return send(reply, req.format, result);
     },

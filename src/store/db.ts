@@ -77,6 +77,17 @@ export class Store {
     return this.dialect === 'postgres' ? 'ilike' : 'like';
   }
 
+  /**
+   * `column LIKE pattern` where `%`, `_` and `\` in `literal` match themselves: SQLite has no default
+   * escape character, so the ESCAPE clause is spelled out for both engines.
+   */
+  like(column: string, literal: string, opts: { prefix?: boolean; contains?: boolean; caseInsensitive?: boolean } = {}) {
+    const escaped = literal.replace(/[\\%_]/g, (c) => `\\${c}`);
+    const pattern = opts.contains ? `%${escaped}%` : opts.prefix ? `${escaped}%` : escaped;
+    const op = sql.raw(opts.caseInsensitive ? this.ilike : 'like');
+    return sql<boolean>`${sql.ref(column)} ${op} ${pattern} escape '\\'`;
+  }
+
   async ping(): Promise<void> {
     await sql`select 1`.execute(this.db);
   }

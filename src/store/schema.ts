@@ -5,6 +5,8 @@ export interface UsersTable {
   uuid: string;
   email: string;
   password_hash: string | null;
+  /** MD5(email:users:password) for HTTP Digest; null until a password is set. */
+  digest_ha1: string | null;
   state: string;
   profile: string;
   created_at: string;
@@ -20,6 +22,8 @@ export interface ResourcesTable {
   uuid: string;
   owner_uuid: string | null;
   name: string | null;
+  /** Mirror of the kind's status/state field, for indexed filters. */
+  status: string | null;
   body: string;
   created_at: string;
   updated_at: string;
@@ -38,8 +42,114 @@ export interface SettingsTable {
   value: string;
 }
 
+export interface AclGranteesTable {
+  acl_uuid: string;
+  grantee_uuid: string;
+  position: number;
+}
+
+export interface AclRulesTable {
+  acl_uuid: string;
+  permission: string;
+}
+
+export interface AclTagsTable {
+  acl_uuid: string;
+  tag_uuid: string;
+  position: number;
+}
+
+/** Cookie sessions: the session id only as its SHA-256, the CSRF token the session's unsafe requests must echo. */
+export interface SessionsTable {
+  id_hash: string;
+  user_uuid: string;
+  csrf_token: string;
+  created_at: string;
+  expires_ms: number;
+}
+
+/** One-time sign-up links (SHA-256 of the token). */
+export interface SignupTokensTable {
+  token_hash: string;
+  user_uuid: string;
+  created_at: string;
+  expires_ms: number;
+}
+
+/** Highest Digest `nc` used per nonce, until the nonce expires. */
+export interface DigestNoncesTable {
+  nonce: string;
+  max_nc: number;
+  expires_ms: number;
+}
+
+/** Failed-login counters (login protection). */
+export interface LoginFailuresTable {
+  key: string;
+  window_start_ms: number;
+  failures: number;
+  locked_until_ms: number;
+}
+
+/** One fixed window of one rate-limit rule for one user or client address (see src/http/ratelimit/). */
+export interface RateCountersTable {
+  bucket: string;
+  count: number;
+  /** The rule's limit when last counted; the upsert compares against it. */
+  lim: number;
+  /** Window end, ms since the epoch. */
+  expires_at: number;
+}
+
+/** An operator's per-account rate-limit rules: `off`, or a rule list such as `GET=1000/min,PUT=off`. */
+export interface RateLimitOverridesTable {
+  user_uuid: string;
+  rules: string;
+  updated_at: string;
+}
+
+export interface TimersTable {
+  id: Generated<number>;
+  kind: string;
+  subject: string;
+  due_at: string;
+  payload: string;
+  state: 'pending' | 'failed';
+  attempts: number;
+  last_error: string | null;
+  created_at: string;
+}
+
+export interface AuditLogTable {
+  seq: Generated<number>;
+  /** Whose log the entry belongs to (the owner of the resource acted on). */
+  owner_uuid: string;
+  actor_uuid: string | null;
+  action: string;
+  category: string;
+  uuid: string;
+  details: string;
+  /** 1 or 0 */
+  success: number;
+  error_type: string | null;
+  error_point: string | null;
+  error_message: string;
+  timestamp: string;
+}
+
 export interface Database {
+  timers: TimersTable;
+  audit_log: AuditLogTable;
+  rate_counters: RateCountersTable;
+  rate_limit_overrides: RateLimitOverridesTable;
+  acl_grantees: AclGranteesTable;
+  acl_rules: AclRulesTable;
+  acl_tags: AclTagsTable;
   settings: SettingsTable;
+  sessions: SessionsTable;
+  signup_tokens: SignupTokensTable;
+  digest_nonces: DigestNoncesTable;
+  login_failures: LoginFailuresTable;
   users: UsersTable;
   resources: ResourcesTable;
   tag_members: TagMembersTable;

@@ -59,7 +59,7 @@ describe('declared resource kinds', () => {
     const list = await alice.get('widgets/?name=short');
     assert.deepEqual(Object.keys(list.json.objects[0]), ['name', 'owner', 'resource_uri', 'uuid']);
     const detail = await alice.get('widgets/detail/?name=short');
-    assert.deepEqual(Object.keys(detail.json.objects[0]).sort(), ['color', 'enabled', 'meta', 'name', 'owner', 'resource_uri', 'size', 'tags', 'uuid']);
+    assert.deepEqual(Object.keys(detail.json.objects[0]).sort(), ['color', 'enabled', 'grantees', 'meta', 'name', 'owner', 'permissions', 'resource_uri', 'size', 'tags', 'uuid']);
     const one = await alice.get(list.json.objects[0].resource_uri);
     assert.deepEqual(one.json, detail.json.objects[0]);
     const chosen = await alice.get('widgets/?name=short&fields=size,color');

@@ -4,6 +4,8 @@ import { gunzipSync } from 'node:zlib';
 export interface Response {
   status: number;
   headers: http.IncomingHttpHeaders;
+  /** Header lines as sent (repeated headers stay separate): name, value, name, value, … */
+  rawHeaders: string[];
   /** Raw body bytes as received (still compressed if the server compressed). */
   raw: Buffer;
   text: string;
@@ -27,7 +29,8 @@ export class Client {
   request(
     method: string,
     path: string,
-    opts: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string> } = {},
+    /** `localAddress` sends from another loopback address (127.0.0.2, …): a different client address. */
+    opts: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string>; localAddress?: string } = {},
   ): Promise<Response> {
     const url = new URL(path.startsWith('/api/') ? path : `/api/2.0/${path.replace(/^\//, '')}`, this.base);
     const headers: Record<string, string> = { ...this.authHeader(), ...opts.headers };
@@ -39,7 +42,7 @@ export class Client {
     }
     if (payload) headers['content-length'] = String(payload.length);
     return new Promise((resolve, reject) => {
-      const req = http.request(url, { method, headers, agent }, (res) => {
+      const req = http.request(url, { method, headers, agent, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c) => chunks.push(c));
         res.on('end', () => {
@@ -48,7 +51,7 @@ export class Client {
           const text = body.toString('utf8');
           let json: unknown;
           if ((res.headers['content-type'] ?? '').includes('json') && text) json = JSON.parse(text);
-          resolve({ status: res.statusCode!, headers: res.headers, raw, text, json });
+          resolve({ status: res.statusCode!, headers: res.headers, rawHeaders: res.rawHeaders, raw, text, json });
         });
         res.on('error', reject);
       });

@@ -8,6 +8,8 @@ import { randomIds } from '../../src/core/ids.js';
 import { Store } from '../../src/store/db.js';
 import { createUser } from '../../src/resources/users/users.js';
 import { freshDatabase } from './db.js';
+import { Scheduler } from '../../src/sim/scheduler.js';
+import { timerHandlers } from '../../src/sim/handlers.js';
 import { Client } from './client.js';
 
 export interface TestServer {
@@ -16,6 +18,9 @@ export interface TestServer {
   app: FastifyInstance;
   services: Services;
   clock: AdjustableClock;
+  scheduler: Scheduler;
+  /** Move the injected clock forward and run every timer that fell due (no sleeping). */
+  advance(ms: number): Promise<void>;
   /** A client logged in as a fresh user (Basic auth). */
   user(email?: string): Promise<Client & { uuid: string; email: string; password: string }>;
   /** A client with no credentials. */
@@ -25,14 +30,20 @@ export interface TestServer {
 
 let counter = 0;
 
-/** The real HTTP server on a loopback port, on a fresh database of the engine under test. */
+/**
+ * The real HTTP server on a loopback port, on a fresh database of the engine under test. Rate limits are
+ * off unless the flags ask for them (`{'rate-limits': 'default'}`): suites make hundreds of requests a minute.
+ */
 export async function startServer(flags: Record<string, string> = {}, kinds?: ResourceDecl[]): Promise<TestServer> {
-  const db = await freshDatabase();
-  const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', ...flags }, {});
+  // `db` in the flags reopens an existing database (restart tests); otherwise a fresh one.
+  const db = flags.db ? { url: flags.db, drop: async () => {} } : await freshDatabase();
+  const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', 'rate-limits': 'off', ...flags }, {});
   const store = await Store.open(config.db, { poolSize: 4 });
   const clock = new AdjustableClock();
   const services: Services = { store, clock, ids: randomIds, config };
   const app = await buildApp(services, kinds);
+  // No polling loop: tests drive the simulator by moving the clock (`advance`).
+  const scheduler = new Scheduler(services, timerHandlers);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const port = (app.server.address() as { port: number }).port;
   const base = `http://127.0.0.1:${port}`;
@@ -42,6 +53,11 @@ export async function startServer(flags: Record<string, string> = {}, kinds?: Re
     app,
     services,
     clock,
+    scheduler,
+    async advance(ms: number) {
+      clock.advance(ms);
+      await scheduler.runDue();
+    },
     async user(email = `user${++counter}-${Date.now()}@example.com`) {
       const password = `pw-${counter}-secret`;
       const row = await createUser(services, { email, password });
@@ -50,6 +66,7 @@ export async function startServer(flags: Record<string, string> = {}, kinds?: Re
     anon: () => new Client(base),
     async close() {
       await app.close();
+      await scheduler.stop();
       await store.close();
       await db.drop();
     },

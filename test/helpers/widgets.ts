@@ -1,6 +1,6 @@
 import { f } from '../../src/core/fields.js';
 import type { CollectionDecl } from '../../src/core/resource.js';
-import { StoredCollection } from '../../src/core/stored.js';
+import { storedDecl } from '../../src/core/stored.js';
 import { registry } from '../../src/core/registry.js';
 
 /**
@@ -20,7 +20,7 @@ const fields = {
   uuid: f.string({ readonly: true }),
 };
 
-export const widgets: CollectionDecl = {
+export const widgets: CollectionDecl = storedDecl({
   shape: 'collection',
   kind: 'widgets',
   flavour: 'custom',
@@ -31,7 +31,12 @@ export const widgets: CollectionDecl = {
   listFields: ['name', 'owner', 'resource_uri', 'uuid'],
   filtering: { name: 'exact', name__contains: 'exact', tag: 'exact', tag__name: 'exact', uuid: 'exact' },
   ordering: ['uuid', 'name'],
-  service: new StoredCollection('widgets', fields),
-};
+  permissions: ['LIST', 'EDIT', 'ATTACH', 'DELETE'],
+  taggable: true,
+  actions: {
+    // An action as servers and drives declare theirs: the generic route checks the permission first.
+    poke: { permission: 'ATTACH', run: async (_ctx, uuid) => ({ status: 202, body: { action: 'poke', result: 'success', uuid } }) },
+  },
+});
 
 export const withWidgets = [...registry, widgets];

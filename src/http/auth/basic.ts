@@ -1,6 +1,5 @@
 import type { Caller, Services } from '../../core/context.js';
-import { ApiError } from '../../core/errors.js';
-import { passwordTag, sameTag, verifyPassword } from '../../core/passwords.js';
+import { dummyHash, passwordTag, sameTag, verifyPassword } from '../../core/passwords.js';
 import { findUserByEmail, normalizeEmail, onPasswordChange } from '../../resources/users/users.js';
 
 interface Verified {
@@ -20,27 +19,48 @@ const MAX_ENTRIES = 10_000;
  * Entries hold an HMAC of the password under a per-process key, never the password. After FRESH_MS
  * the user row is read again (so a password or state changed by another process is seen); scrypt runs
  * again only when the stored hash changed. A local password change forgets the entry at once.
+ *
+ * Entries are per account *and client address* (`scope`): a hit skips login protection's lock check, so
+ * an address locked out of an account must never be answered from an entry another address earned.
  */
 export class CredentialCache {
   private entries = new Map<string, Verified>();
 
   constructor(private readonly s: Services) {
-    onPasswordChange((email) => this.entries.delete(normalizeEmail(email)));
+    onPasswordChange((email) => this.forget(email));
   }
 
   clear(): void {
     this.entries.clear();
   }
 
-  async verify(email: string, password: string): Promise<Caller | null> {
-    const key = normalizeEmail(email);
+  /** Drops every entry of one account (its password or state changed, or login protection locked it). */
+  forget(email: string): void {
+    const prefix = `${normalizeEmail(email)}\n`;
+    for (const key of this.entries.keys()) if (key.startsWith(prefix)) this.entries.delete(key);
+  }
+
+  /** The caller when these exact credentials were verified from `scope` within FRESH_MS; no database, no scrypt. */
+  fresh(email: string, password: string, scope = ''): Caller | null {
+    const hit = this.entries.get(`${normalizeEmail(email)}\n${scope}`);
+    if (hit && hit.freshUntil > this.s.clock.now().getTime() && sameTag(hit.tag, passwordTag(password))) return hit.caller;
+    return null;
+  }
+
+  async verify(email: string, password: string, scope = ''): Promise<Caller | null> {
+    const address = normalizeEmail(email);
+    const key = `${address}\n${scope}`;
     const tag = passwordTag(password);
     const hit = this.entries.get(key);
     const now = this.s.clock.now().getTime();
     if (hit && hit.freshUntil > now && sameTag(hit.tag, tag)) return hit.caller;
 
-    const user = await findUserByEmail(this.s, key);
-    if (!user || !user.password_hash) return null;
+    const user = await findUserByEmail(this.s, address);
+    if (!user || !user.password_hash) {
+      // Same cost as a wrong password, so response times do not tell which e-mails have accounts.
+      await verifyPassword(password, await dummyHash());
+      return null;
+    }
     const known = hit && hit.hash === user.password_hash && sameTag(hit.tag, tag);
     if (!known && !(await verifyPassword(password, user.password_hash))) return null;
 
@@ -54,9 +74,6 @@ export class CredentialCache {
 
 export const BASIC_CHALLENGE = 'Basic realm="users"';
 
-export const unauthorized = (message = 'Authentication credentials were not provided or are wrong') =>
-  new ApiError('auth', message, null, { 'WWW-Authenticate': BASIC_CHALLENGE });
-
 /** Decode `Authorization: Basic …` into email and password, or null when the header is not Basic. */
 export function parseBasic(header: string): { email: string; password: string } | null {
   const m = /^Basic\s+([A-Za-z0-9+/=_-]+)\s*$/i.exec(header);
@@ -65,14 +82,4 @@ export function parseBasic(header: string): { email: string; password: string } 
   const colon = decoded.indexOf(':');
   if (colon < 0) return null;
   return { email: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
-}
-
-/** Authenticate a request from its Authorization header; throws 401 with a challenge otherwise. */
-export async function authenticate(cache: CredentialCache, header: string | undefined): Promise<Caller> {
-  if (!header) throw unauthorized();
-  const creds = parseBasic(header);
-  if (!creds) throw unauthorized('Unsupported or malformed Authorization header');
-  const caller = await cache.verify(creds.email, creds.password);
-  if (!caller) throw unauthorized('Invalid e-mail or password');
-  return caller;
 }

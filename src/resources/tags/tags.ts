@@ -2,7 +2,7 @@ import { f } from '../../core/fields.js';
 import { relatedId, type Obj } from '../../core/input.js';
 import { ownerRef, type Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
-import { StoredCollection } from '../../core/stored.js';
+import { storedDecl } from '../../core/stored.js';
 import type { CollectionDecl } from '../../core/resource.js';
 import type { Tx } from '../../store/db.js';
 
@@ -70,24 +70,28 @@ async function attachMembers(ctx: Ctx, tags: Obj[]): Promise<void> {
   for (const t of tags) t.resources = byTag.get(t.uuid as string) ?? [];
 }
 
-export const tags: CollectionDecl = {
-  shape: 'collection',
-  kind: 'tags',
-  flavour: 'model',
-  fields: tagFields,
-  defaultLimit: 20,
-  listMethods: ['get', 'post'],
-  detailMethods: ['get', 'put', 'delete'],
-  filtering: { name: 'exact', name__contains: 'exact', uuid: 'exact' },
-  service: new StoredCollection('tags', tagFields, {
+export const tags: CollectionDecl = storedDecl(
+  {
+    shape: 'collection',
+    kind: 'tags',
+    flavour: 'model',
+    fields: tagFields,
+    defaultLimit: 20,
+    listMethods: ['get', 'post'],
+    detailMethods: ['get', 'put', 'delete'],
+    filtering: { name: 'exact', name__contains: 'exact', uuid: 'exact' },
+  },
+  {
     external: ['resources'],
     async afterWrite(tx, ctx, uuid, values) {
       // null clears the member set; absent leaves it alone.
       if (values.resources !== undefined) await setMembers(tx, ctx, uuid, (values.resources as unknown[] | null) ?? []);
     },
     async beforeDelete(tx, _ctx, uuid) {
+      // A deleted tag stops carrying its resources and stops sharing them through ACLs.
       await tx.deleteFrom('tag_members').where('tag_uuid', '=', uuid).execute();
+      await tx.deleteFrom('acl_tags').where('tag_uuid', '=', uuid).execute();
     },
     decorate: attachMembers,
-  }),
-};
+  },
+);

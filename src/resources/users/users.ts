@@ -1,7 +1,7 @@
 import type { Services } from '../../core/context.js';
 import { isoTimestamp } from '../../core/clock.js';
 import { ApiError, validation } from '../../core/errors.js';
-import { hashPassword } from '../../core/passwords.js';
+import { digestHa1, hashPassword } from '../../core/passwords.js';
 import { profileDefaults } from '../profile/profile.js';
 
 export const USER_STATES = ['REGULAR', 'TRIAL', 'GUEST', 'NEW_USER'] as const;
@@ -10,6 +10,7 @@ export interface UserRow {
   uuid: string;
   email: string;
   password_hash: string | null;
+  digest_ha1: string | null;
   state: string;
   profile: string;
   created_at: string;
@@ -17,6 +18,10 @@ export interface UserRow {
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+$/;
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
+/** Whether a string is an acceptable account e-mail (after normalizing). */
+export const isValidEmail = (email: string) => EMAIL_RE.test(normalizeEmail(email)) && normalizeEmail(email).length <= 254;
+
+const isUserState = (state: string) => (USER_STATES as readonly string[]).includes(state);
 
 /** Listeners told when a user's password changes (the credential cache forgets that user). */
 const passwordListeners: ((email: string) => void)[] = [];
@@ -27,15 +32,16 @@ export async function createUser(
   input: { email: string; password?: string | null; state?: string },
 ): Promise<UserRow> {
   const email = normalizeEmail(input.email);
-  if (!EMAIL_RE.test(email) || email.length > 254) throw validation('email', 'Enter a valid e-mail address');
+  if (!isValidEmail(email)) throw validation('email', 'Enter a valid e-mail address');
   const state = input.state ?? 'REGULAR';
-  if (!(USER_STATES as readonly string[]).includes(state)) throw validation('state', `State must be one of ${USER_STATES.join(', ')}`);
+  if (!isUserState(state)) throw validation('state', `State must be one of ${USER_STATES.join(', ')}`);
   const uuid = s.ids.uuid();
   const now = s.clock.now();
   const row: UserRow = {
     uuid,
     email,
     password_hash: input.password ? await hashPassword(input.password) : null,
+    digest_ha1: input.password ? digestHa1(email, input.password) : null,
     state,
     profile: JSON.stringify(profileDefaults(uuid, now, s.config.currency)),
     created_at: isoTimestamp(now),
@@ -54,13 +60,31 @@ export function findUser(s: Services, uuid: string): Promise<UserRow | undefined
   return s.store.db.selectFrom('users').selectAll().where('uuid', '=', uuid).executeTakeFirst();
 }
 
-export async function setPassword(s: Services, email: string, password: string): Promise<void> {
+/**
+ * Set a user's password: the scrypt hash and the Digest HA1 change together. `state`, when given, is set in
+ * the same statement (finishing sign-up moves NEW_USER to REGULAR).
+ */
+export async function setPassword(s: Services, email: string, password: string, state?: string): Promise<void> {
   const user = await findUserByEmail(s, email);
   if (!user) throw new ApiError('notexist', `No user with e-mail ${email}`, 'email');
-  await s.store.db.updateTable('users').set({ password_hash: await hashPassword(password) }).where('uuid', '=', user.uuid).execute();
+  if (state !== undefined && !isUserState(state)) throw validation('state', `State must be one of ${USER_STATES.join(', ')}`);
+  const values = { password_hash: await hashPassword(password), digest_ha1: digestHa1(user.email, password), ...(state ? { state } : {}) };
+  await s.store.db.updateTable('users').set(values).where('uuid', '=', user.uuid).execute();
+  // A new password ends the account's browser sessions.
+  await s.store.db.deleteFrom('sessions').where('user_uuid', '=', user.uuid).execute();
   // A changed password retires the demo login printed at start-up.
   await s.store.db.deleteFrom('settings').where('key', '=', 'demo_login').where('value', 'like', `%"${user.email}"%`).execute();
   for (const fn of passwordListeners) fn(user.email);
+}
+
+/** Change a user's account state (REGULAR, TRIAL, GUEST, NEW_USER). */
+export async function setState(s: Services, email: string, state: string): Promise<UserRow> {
+  if (!isUserState(state)) throw validation('state', `State must be one of ${USER_STATES.join(', ')}`);
+  const user = await findUserByEmail(s, email);
+  if (!user) throw new ApiError('notexist', `No user with e-mail ${email}`, 'email');
+  await s.store.db.updateTable('users').set({ state }).where('uuid', '=', user.uuid).execute();
+  for (const fn of passwordListeners) fn(user.email); // cached callers carry the old state
+  return { ...user, state };
 }
 
 export function listUsers(s: Services): Promise<UserRow[]> {
@@ -73,7 +97,18 @@ export function listUsers(s: Services): Promise<UserRow[]> {
  */
 export async function ensureDemoLogin(s: Services, password: string): Promise<{ email: string; password: string } | null> {
   const saved = await s.store.db.selectFrom('settings').select('value').where('key', '=', 'demo_login').executeTakeFirst();
-  if (saved) return JSON.parse(saved.value);
+  if (saved) {
+    const login = JSON.parse(saved.value) as { email: string; password: string };
+    // Databases from before Digest support: give the demo user its HA1 (its password is known here).
+    await s.store.db
+      .updateTable('users')
+      .set({ digest_ha1: digestHa1(normalizeEmail(login.email), login.password) })
+      .where('email', '=', normalizeEmail(login.email))
+      .where('digest_ha1', 'is', null)
+      .where('password_hash', 'is not', null)
+      .execute();
+    return login;
+  }
   const anyUser = await s.store.db.selectFrom('users').select('uuid').limit(1).executeTakeFirst();
   if (anyUser) return null;
   const login = { email: 'demo@stratus.local', password };

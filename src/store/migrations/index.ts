@@ -1,5 +1,10 @@
 import { sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
 import type { Dialect } from '../db.js';
+import { accounts } from './0002_accounts.js';
+import { rateLimits } from './0003_rate_limits.js';
+import { acls } from './0004_acls.js';
+import { scheduler } from './0005_scheduler.js';
+import { statusColumn } from './0006_status.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -58,6 +63,11 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('tag_members_res').on('tag_members').columns(['res_type', 'res_uuid']).execute();
       },
     },
+    '0002_accounts': accounts,
+    '0003_rate_limits': rateLimits,
+    '0004_acls': acls,
+    '0005_scheduler': scheduler(dialect),
+    '0006_status': statusColumn,
   };
 }
 

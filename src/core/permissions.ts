@@ -1,0 +1,178 @@
+import type { Ctx } from './context.js';
+import { notFound, permission as forbidden } from './errors.js';
+import type { Db, Tx } from '../store/db.js';
+
+/**
+ * The ACL permission model (spec "ACL" rules 1–8), in one place. An ACL owned by O grants its rules to
+ * its grantees on every resource carrying one of its tags. Tags only ever hold their owner's own
+ * resources (tag membership is written by the resource owner only), so a grant reaches only resources
+ * of the ACL's owner: permissions cannot be passed on (rule 4).
+ */
+export const PERMISSIONS = ['LIST', 'EDIT', 'CLONE', 'START', 'STOP', 'OPEN_VNC', 'ATTACH', 'DELETE'] as const;
+export type Permission = (typeof PERMISSIONS)[number];
+export const isPermission = (p: unknown): p is Permission => typeof p === 'string' && (PERMISSIONS as readonly string[]).includes(p);
+
+/**
+ * Permissions that apply to each shareable kind, as its declaration states them (spec table; plus
+ * DELETE, which the real ACLs carry and which lets an owner delegate deletion). Others in an ACL are
+ * ignored for that kind (rule 2). Filled in when a kind's service is built.
+ */
+const applicableByKind = new Map<string, readonly Permission[]>();
+export const declareApplicable = (kind: string, perms: readonly Permission[]) => applicableByKind.set(kind, perms);
+export const applicableTo = (kind: string): readonly Permission[] => applicableByKind.get(kind) ?? [];
+
+/** Subquery: uuids of `kind` resources on which `grantee` holds `perm` through some ACL. */
+export function grantedUuids(db: Db | Tx, grantee: string, kind: string, perm: Permission) {
+  return db
+    .selectFrom('acl_grantees as g')
+    .innerJoin('acl_rules as r', (j) => j.onRef('r.acl_uuid', '=', 'g.acl_uuid').on('r.permission', '=', perm))
+    .innerJoin('acl_tags as t', 't.acl_uuid', 'g.acl_uuid')
+    .innerJoin('tag_members as tm', (j) => j.onRef('tm.tag_uuid', '=', 't.tag_uuid').on('tm.res_type', '=', kind))
+    .select('tm.res_uuid')
+    .where('g.grantee_uuid', '=', grantee);
+}
+
+/**
+ * The caller's effective permissions on each of a set of resources (union over all ACLs and tags,
+ * rule 1), restricted to what applies to the kind, sorted. One query for the whole set.
+ */
+export async function effectivePermissions(
+  db: Db | Tx,
+  caller: string,
+  kind: string,
+  uuids: string[],
+  applicable: readonly Permission[],
+): Promise<Map<string, Permission[]>> {
+  const out = new Map<string, Permission[]>();
+  if (!uuids.length || !applicable.length) return out;
+  const rows = await db
+    .selectFrom('acl_grantees as g')
+    .innerJoin('acl_rules as r', 'r.acl_uuid', 'g.acl_uuid')
+    .innerJoin('acl_tags as t', 't.acl_uuid', 'g.acl_uuid')
+    .innerJoin('tag_members as tm', (j) => j.onRef('tm.tag_uuid', '=', 't.tag_uuid').on('tm.res_type', '=', kind))
+    .select(['tm.res_uuid', 'r.permission'])
+    .distinct()
+    .where('g.grantee_uuid', '=', caller)
+    .where('tm.res_uuid', 'in', uuids)
+    .where('r.permission', 'in', [...applicable])
+    .execute();
+  for (const r of rows) {
+    const list = out.get(r.res_uuid) ?? [];
+    list.push(r.permission as Permission);
+    out.set(r.res_uuid, list);
+  }
+  for (const list of out.values()) list.sort();
+  return out;
+}
+
+export interface GranteeEntry {
+  permissions: Permission[];
+  user: { email: string | null; resource_uri: string; uuid: string };
+}
+
+/** Who holds which applicable permissions on each resource (the owner's `grantees` view), one query. */
+export async function granteesOf(
+  db: Db | Tx,
+  kind: string,
+  uuids: string[],
+  applicable: readonly Permission[],
+): Promise<Map<string, GranteeEntry[]>> {
+  const out = new Map<string, GranteeEntry[]>();
+  if (!uuids.length || !applicable.length) return out;
+  const rows = await db
+    .selectFrom('tag_members as tm')
+    .innerJoin('acl_tags as t', 't.tag_uuid', 'tm.tag_uuid')
+    .innerJoin('acl_grantees as g', 'g.acl_uuid', 't.acl_uuid')
+    .innerJoin('acl_rules as r', 'r.acl_uuid', 't.acl_uuid')
+    .innerJoin('users as u', 'u.uuid', 'g.grantee_uuid')
+    .select(['tm.res_uuid', 'g.grantee_uuid', 'u.email', 'r.permission'])
+    .distinct()
+    .where('tm.res_type', '=', kind)
+    .where('tm.res_uuid', 'in', uuids)
+    .where('r.permission', 'in', [...applicable])
+    .execute();
+  const byRes = new Map<string, Map<string, GranteeEntry>>();
+  for (const r of rows) {
+    const users = byRes.get(r.res_uuid) ?? new Map<string, GranteeEntry>();
+    const entry = users.get(r.grantee_uuid) ?? {
+      permissions: [],
+      user: { email: r.email, resource_uri: `/api/2.0/user/${r.grantee_uuid}/`, uuid: r.grantee_uuid },
+    };
+    entry.permissions.push(r.permission as Permission);
+    users.set(r.grantee_uuid, entry);
+    byRes.set(r.res_uuid, users);
+  }
+  for (const [res, users] of byRes) {
+    const list = [...users.values()].sort((a, b) => a.user.uuid.localeCompare(b.user.uuid));
+    for (const e of list) e.permissions.sort();
+    out.set(res, list);
+  }
+  return out;
+}
+
+/** Whether `user` may use `perm` on a resource: owners may do everything, others need the grant. */
+export async function holds(
+  db: Db | Tx,
+  user: string,
+  kind: string,
+  resource: { uuid: string; owner_uuid: string | null },
+  perm: Permission,
+): Promise<boolean> {
+  if (resource.owner_uuid === user) return true;
+  const applicable = applicableTo(kind);
+  if (!applicable.includes(perm)) return false;
+  const perms = await effectivePermissions(db, user, kind, [resource.uuid], applicable);
+  return perms.get(resource.uuid)?.includes(perm) ?? false;
+}
+
+/** Throw 403 `permission` unless the caller holds `perm` (for a resource already known to be visible). */
+export async function requirePermission(
+  ctx: Ctx,
+  kind: string,
+  resource: { uuid: string; owner_uuid: string | null },
+  perm: Permission,
+  db: Db | Tx = ctx.store.db,
+): Promise<void> {
+  if (!(await holds(db, ctx.caller.uuid, kind, resource, perm)))
+    throw forbidden(`Permission ${perm} is required on ${kind} ${resource.uuid}`);
+}
+
+async function ownerOf(db: Db | Tx, kind: string, uuid: string): Promise<string | null | undefined> {
+  const row = await db.selectFrom('resources').select('owner_uuid').where('kind', '=', kind).where('uuid', '=', uuid).executeTakeFirst();
+  return row ? row.owner_uuid : undefined;
+}
+
+/**
+ * Rule 8: a resource (drive, IP, VLAN, firewall policy) may be attached to a server only when the
+ * server's owner owns it or holds ATTACH on it — also when a grantee is the one editing the server.
+ * Throws 403 `permission` naming the field, or 404 for a resource that does not exist.
+ */
+export async function assertCanAttach(
+  db: Db | Tx,
+  serverOwner: string,
+  kind: string,
+  uuid: string,
+  point: string,
+): Promise<void> {
+  const owner = await ownerOf(db, kind, uuid);
+  if (owner === undefined) throw notFound(uuid);
+  if (!(await holds(db, serverOwner, kind, { uuid, owner_uuid: owner }, 'ATTACH')))
+    throw forbidden(`The server owner may not attach ${kind} ${uuid}: it needs to own it or hold ATTACH`, point);
+}
+
+/**
+ * Rule 5: cloning another user's server needs CLONE on the server and on its attached non-cdrom drives,
+ * and ATTACH on its attached cdroms. Throws 403 naming the first missing grant.
+ */
+export async function assertCanCloneServer(
+  db: Db | Tx,
+  caller: string,
+  server: { uuid: string; owner_uuid: string | null },
+  drives: { uuid: string; owner_uuid: string | null; media: string }[],
+): Promise<void> {
+  if (!(await holds(db, caller, 'servers', server, 'CLONE'))) throw forbidden(`Permission CLONE is required on server ${server.uuid}`);
+  for (const d of drives) {
+    const perm: Permission = d.media === 'cdrom' ? 'ATTACH' : 'CLONE';
+    if (!(await holds(db, caller, 'drives', d, perm))) throw forbidden(`Permission ${perm} is required on drive ${d.uuid}`, 'drives');
+  }
+}

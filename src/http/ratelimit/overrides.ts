@@ -1,0 +1,61 @@
+import type { Services } from '../../core/context.js';
+import { isoTimestamp } from '../../core/clock.js';
+import { ApiError } from '../../core/errors.js';
+import { findUserByEmail } from '../../resources/users/users.js';
+import { formatRules, parseRuleList, RuleError, type OverrideRule } from './rules.js';
+
+/**
+ * An account's own rate limits, set by an operator (`stratus users limits`): `off` (exempt), or rules that
+ * replace (or, with `=off`, remove) the deployment's rules of the same METHOD[:PATH]. No row: the
+ * deployment's rules. Stored as the canonical rule text, so it reads the same in SQL as on the CLI.
+ */
+export type AccountLimits = 'off' | OverrideRule[] | null;
+
+/** Told when an account's override changes in this process, so the limiter forgets its cached copy. */
+const listeners: ((userUuid: string) => void)[] = [];
+export const onAccountLimitsChange = (fn: (userUuid: string) => void) => listeners.push(fn);
+
+/** Reads a stored override text; anything unreadable (edited by hand) throws RuleError. */
+export function decodeAccountLimits(text: string): Exclude<AccountLimits, null> {
+  return text.trim().toLowerCase() === 'off' ? 'off' : parseRuleList(text, true);
+}
+
+export async function getAccountLimits(s: Services, userUuid: string): Promise<AccountLimits> {
+  const row = await s.store.db.selectFrom('rate_limit_overrides').select('rules').where('user_uuid', '=', userUuid).executeTakeFirst();
+  return row ? decodeAccountLimits(row.rules) : null;
+}
+
+/** Stored override text for a user, or undefined (no override). */
+export async function getAccountLimitsText(s: Services, userUuid: string): Promise<string | undefined> {
+  const row = await s.store.db.selectFrom('rate_limit_overrides').select('rules').where('user_uuid', '=', userUuid).executeTakeFirst();
+  return row?.rules;
+}
+
+/**
+ * Sets (`off` or rules, as values or as text like `GET=1000/min,POST:/servers/=5000/day`) or clears (null)
+ * an account's override. Bad rule text is a validation error naming the problem.
+ */
+export async function setAccountLimits(s: Services, email: string, limits: AccountLimits | string): Promise<{ uuid: string; email: string }> {
+  const user = await findUserByEmail(s, email);
+  if (!user) throw new ApiError('notexist', `No user with e-mail ${email}`, 'email');
+  let value: AccountLimits;
+  try {
+    value = typeof limits === 'string' ? decodeAccountLimits(limits) : limits;
+  } catch (e) {
+    if (e instanceof RuleError) throw new ApiError('validation', e.message, 'limits');
+    throw e;
+  }
+  if (value === null) {
+    await s.store.db.deleteFrom('rate_limit_overrides').where('user_uuid', '=', user.uuid).execute();
+  } else {
+    const text = value === 'off' ? 'off' : formatRules(value);
+    const updated_at = isoTimestamp(s.clock.now());
+    await s.store.db
+      .insertInto('rate_limit_overrides')
+      .values({ user_uuid: user.uuid, rules: text, updated_at })
+      .onConflict((oc) => oc.column('user_uuid').doUpdateSet({ rules: text, updated_at }))
+      .execute();
+  }
+  for (const fn of listeners) fn(user.uuid);
+  return { uuid: user.uuid, email: user.email };
+}

@@ -1,0 +1,80 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import nodemailer from 'nodemailer';
+import type { Clock } from '../core/clock.js';
+
+/** One plain-text e-mail. */
+export interface MailMessage {
+  to: string;
+  subject: string;
+  text: string;
+}
+
+/** Where a message went: handed to the SMTP server, or written to a file in the outbox folder. */
+export type Delivery = { via: 'smtp'; messageId: string } | { via: 'outbox'; file: string };
+
+/** E-mail delivery, injected so services never know how mail leaves. */
+export interface Mailer {
+  /** `smtp` or `outbox`: lets a caller decide whether to log what a local user needs (a sign-up link). */
+  readonly kind: 'smtp' | 'outbox';
+  send(msg: MailMessage): Promise<Delivery>;
+  close(): void;
+}
+
+export interface MailerConfig {
+  smtpUrl: string | null;
+  outbox: string;
+  mailFrom: string;
+}
+
+/** SMTP through nodemailer when a server is configured (`smtp://user:pass@host:587`, `smtps://…`). */
+class SmtpMailer implements Mailer {
+  readonly kind = 'smtp';
+  private readonly transport;
+
+  constructor(url: string, private readonly from: string) {
+    // Bounded waits: a request that sends mail must not hang on an unreachable server for minutes.
+    this.transport = nodemailer.createTransport({ url, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 });
+  }
+
+  async send(msg: MailMessage): Promise<Delivery> {
+    const info = await this.transport.sendMail({ from: this.from, to: msg.to, subject: msg.subject, text: msg.text });
+    return { via: 'smtp', messageId: String(info.messageId) };
+  }
+
+  close(): void {
+    this.transport.close();
+  }
+}
+
+/**
+ * No SMTP server: each message is composed exactly as it would be sent and written to the outbox folder
+ * as an `.eml` file (any mail client opens it), so a user running Stratus locally can still read it.
+ */
+class OutboxMailer implements Mailer {
+  readonly kind = 'outbox';
+  private readonly transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+  private readonly dir: string;
+
+  constructor(dir: string, private readonly from: string, private readonly clock: Clock) {
+    this.dir = resolve(dir);
+  }
+
+  async send(msg: MailMessage): Promise<Delivery> {
+    const info = await this.transport.sendMail({ from: this.from, to: msg.to, subject: msg.subject, text: msg.text });
+    mkdirSync(this.dir, { recursive: true });
+    const stamp = this.clock.now().toISOString().replace(/[:.]/g, '-');
+    const file = join(this.dir, `${stamp}-${randomBytes(4).toString('hex')}.eml`);
+    writeFileSync(file, info.message as Buffer, { mode: 0o600 });
+    return { via: 'outbox', file };
+  }
+
+  close(): void {
+    this.transport.close();
+  }
+}
+
+export function createMailer(config: MailerConfig, clock: Clock): Mailer {
+  return config.smtpUrl ? new SmtpMailer(config.smtpUrl, config.mailFrom) : new OutboxMailer(config.outbox, config.mailFrom, clock);
+}

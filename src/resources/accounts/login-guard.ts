@@ -1,0 +1,160 @@
+import type { Services } from '../../core/context.js';
+import { ApiError } from '../../core/errors.js';
+import { sha256Hex } from '../../core/passwords.js';
+import { normalizeEmail } from '../users/users.js';
+
+/**
+ * Login protection against password guessing.
+ *
+ * The rule. A failed login is a wrong password (or an unknown e-mail) through HTTP Basic, HTTP Digest (a
+ * wrong `response` for a genuine nonce) or `accounts/action/?do=login`. Three counters of failed logins are
+ * kept, each over a fixed 15-minute window that its first failure opens:
+ *
+ *   pair     one account (e-mail) from one client address   5 failures -> that address is refused for that account
+ *   address  one client address, any accounts              20 failures -> that address is refused for every account
+ *   account  one account, from all addresses together       50 failures -> the account is refused from every address
+ *
+ * "Refused" means 429 (`ratelimit`, error array, `Retry-After` = seconds until the lock ends) before the
+ * password is even looked at: the right password is refused too, and a refused guess costs no scrypt. A
+ * lock lasts 15 minutes from the failure that set it. Refused attempts are not counted, so a lock never
+ * extends itself: every lock ends 15 minutes after the failure that set it, whatever an attacker does
+ * meanwhile. An attempt whose password was checked answers 429 if a lock is in force when the check ends,
+ * whether the password was right or wrong (so the failure that sets a lock already answers 429, and a
+ * burst of parallel guesses that passed the first check together cannot tell a right guess by its
+ * status); else 200 or 401. A successful login clears its pair counter (not the address or account ones).
+ *
+ * Why three counters: the pair counter stops the guessing of one account from one address after 5
+ * tries, without touching the owner logging in from anywhere else; the address counter stops one address
+ * from spraying guesses over many accounts; the account counter stops a guess spread over many addresses.
+ * Because its pair lock caps any single address at 5 failures per account and window, an attacker needs at
+ * least ten addresses at once to lock the owner out of an account, and that lock, too, ends 15 minutes
+ * after its last counted failure.
+ *
+ * Counters are rows of `login_failures` (so every API process on one PostgreSQL database agrees), keyed
+ * by a SHA-256 of the counter kind and its subject (no e-mail or address in clear), timed by the
+ * injected clock. Credentials a process verified for the same account from the same address in the last
+ * 2 s may still be accepted from its cache for that long after another process set a lock (see
+ * http/auth/basic.ts: the cache is per account and address, so a locked address never rides on an entry
+ * another address earned); a lock set in the same process drops the account's cache entries at once.
+ */
+export const LOGIN_WINDOW_MS = 15 * 60_000;
+export const LOGIN_LOCK_MS = 15 * 60_000;
+export const LOGIN_LIMITS = { pair: 5, address: 20, account: 50 } as const;
+
+type Kind = keyof typeof LOGIN_LIMITS;
+export type LoginKeys = Record<Kind, string>;
+
+const PRUNE_EVERY_MS = 60_000;
+let nextPrune = 0;
+
+/** The three counter keys of one attempt. */
+export function loginKeys(email: string, address: string): LoginKeys {
+  const who = normalizeEmail(email);
+  return {
+    pair: sha256Hex(`pair\n${who}\n${address}`),
+    address: sha256Hex(`address\n${address}`),
+    account: sha256Hex(`account\n${who}`),
+  };
+}
+
+interface LockState {
+  /** Latest end of a lock in force on any of the keys (0 = none). */
+  lockedUntil: number;
+  /** Failures currently counted for the pair (a success clears them). */
+  pairFailures: number;
+}
+
+async function readState(s: Services, keys: LoginKeys, now: number): Promise<LockState> {
+  const rows = await s.store.db
+    .selectFrom('login_failures')
+    .select(['key', 'failures', 'window_start_ms', 'locked_until_ms'])
+    .where('key', 'in', [keys.pair, keys.address, keys.account])
+    .execute();
+  let lockedUntil = 0;
+  for (const r of rows) if (Number(r.locked_until_ms) > now) lockedUntil = Math.max(lockedUntil, Number(r.locked_until_ms));
+  const pair = rows.find((r) => r.key === keys.pair);
+  return { lockedUntil, pairFailures: pair ? Number(pair.failures) : 0 };
+}
+
+function refused(until: number, now: number): ApiError {
+  const seconds = Math.max(1, Math.ceil((until - now) / 1000));
+  return new ApiError('ratelimit', `Too many failed logins; try again in ${seconds} seconds`, null, { 'Retry-After': String(seconds) });
+}
+
+/**
+ * Before the password is looked at: throws 429 while any of the attempt's counters is locked.
+ *
+ * Concurrency: many attempts may pass this check together (before any of them failed), and their
+ * password checks then finish one after another. So the outcome is decided again when the check
+ * ends (loginFailed, loginSucceeded): an attempt that finds a lock in force then answers 429 whether its
+ * password was right or wrong, so a burst of parallel guesses learns nothing past the first few.
+ */
+export async function checkLogin(s: Services, keys: LoginKeys): Promise<void> {
+  const now = s.clock.now().getTime();
+  const { lockedUntil } = await readState(s, keys, now);
+  if (lockedUntil > now) throw refused(lockedUntil, now);
+}
+
+/**
+ * Counts one failed login on all three counters (one atomic upsert each), then throws 429 if a lock is
+ * in force (this failure may have set it), else returns. `accountLocked` tells the caller to drop cached
+ * credentials of the account (a lock of its pair or account counter was set).
+ */
+export async function loginFailed(s: Services, keys: LoginKeys, onAccountLocked?: () => void): Promise<void> {
+  const now = s.clock.now().getTime();
+  let until = 0;
+  let accountLocked = false;
+  for (const kind of ['pair', 'address', 'account'] as const) {
+    const { lockedUntil, setNow } = await countFailure(s, keys[kind], LOGIN_LIMITS[kind], now);
+    if (lockedUntil > now) until = Math.max(until, lockedUntil);
+    if (setNow && kind !== 'address') accountLocked = true;
+  }
+  if (now >= nextPrune) {
+    nextPrune = now + PRUNE_EVERY_MS;
+    await s.store.db
+      .deleteFrom('login_failures')
+      .where('window_start_ms', '<=', now - LOGIN_WINDOW_MS)
+      .where('locked_until_ms', '<=', now)
+      .execute();
+  }
+  if (accountLocked) onAccountLocked?.();
+  if (until > now) throw refused(until, now);
+}
+
+/** After a right password: 429 if a lock came into force meanwhile; otherwise the pair's failures are forgotten. */
+export async function loginSucceeded(s: Services, keys: LoginKeys): Promise<void> {
+  const now = s.clock.now().getTime();
+  const state = await readState(s, keys, now);
+  if (state.lockedUntil > now) throw refused(state.lockedUntil, now);
+  if (state.pairFailures > 0) await s.store.db.deleteFrom('login_failures').where('key', '=', keys.pair).execute();
+}
+
+/**
+ * Adds a failure to one counter: a window older than LOGIN_WINDOW_MS starts over at 1; the failure that
+ * reaches the limit sets the lock (never while a lock is running, so concurrent failures cannot extend it).
+ * Returns the counter's lock end and whether this failure set it.
+ */
+async function countFailure(s: Services, key: string, limit: number, now: number): Promise<{ lockedUntil: number; setNow: boolean }> {
+  const row = await s.store.db
+    .insertInto('login_failures')
+    .values({ key, window_start_ms: now, failures: 1, locked_until_ms: limit <= 1 ? now + LOGIN_LOCK_MS : 0 })
+    .onConflict((oc) =>
+      oc.column('key').doUpdateSet((eb) => {
+        const fresh = eb('login_failures.window_start_ms', '>', now - LOGIN_WINDOW_MS);
+        return {
+          window_start_ms: eb.case().when(fresh).then(eb.ref('login_failures.window_start_ms')).else(now).end(),
+          failures: eb.case().when(fresh).then(eb('login_failures.failures', '+', 1)).else(1).end(),
+          locked_until_ms: eb
+            .case()
+            .when(eb.and([fresh, eb('login_failures.failures', '>=', limit - 1), eb('login_failures.locked_until_ms', '<=', now)]))
+            .then(now + LOGIN_LOCK_MS)
+            .else(eb.ref('login_failures.locked_until_ms'))
+            .end(),
+        };
+      }),
+    )
+    .returning(['locked_until_ms'])
+    .executeTakeFirst();
+  const lockedUntil = Number(row?.locked_until_ms ?? 0);
+  return { lockedUntil, setNow: lockedUntil === now + LOGIN_LOCK_MS };
+}

@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto';
+import { isoTimestamp } from '../../core/clock.js';
+import type { Caller, Services } from '../../core/context.js';
+import { randomAlnum, sha256Hex } from '../../core/passwords.js';
+
+/**
+ * Cookie sessions (browser clients), server-side in the database so any API process can serve them.
+ * The session id is a secret the client holds; the table keeps only its SHA-256, so a leaked table
+ * yields no usable session. The CSRF token is not a credential on its own (it is sent in a readable
+ * cookie and echoed in `X-CSRFToken`), so it is stored as is. Session ids and tokens come from the
+ * CSPRNG, never from the injectable id generator (tests may make that one predictable).
+ */
+export const SESSION_TTL_MS = 14 * 24 * 3600_000; // reference 4.3: sessionid Max-Age=1209600
+export const CSRF_COOKIE_MAX_AGE_S = 31_449_600; // reference 4.3: csrftoken Max-Age (a year)
+
+const SESSION_ID_RE = /^[0-9a-f]{32}$/;
+
+export interface Session {
+  caller: Caller;
+  csrfToken: string;
+}
+
+/** Starts a session for a user; returns the session id (32 hex) and its CSRF token (32 characters). */
+export async function startSession(s: Services, userUuid: string): Promise<{ id: string; csrfToken: string; maxAgeS: number }> {
+  const now = s.clock.now();
+  const id = randomBytes(16).toString('hex');
+  const csrfToken = randomAlnum(32);
+  await s.store.db
+    .insertInto('sessions')
+    .values({ id_hash: sha256Hex(id), user_uuid: userUuid, csrf_token: csrfToken, created_at: isoTimestamp(now), expires_ms: now.getTime() + SESSION_TTL_MS })
+    .execute();
+  // Ended sessions are forgotten as new ones start (indexed; cheap).
+  await s.store.db.deleteFrom('sessions').where('expires_ms', '<=', now.getTime()).execute();
+  return { id, csrfToken, maxAgeS: SESSION_TTL_MS / 1000 };
+}
+
+/** The live session with this id and its user, or null (unknown, malformed, expired or logged out). */
+export async function findSession(s: Services, id: string): Promise<Session | null> {
+  if (!SESSION_ID_RE.test(id)) return null;
+  const row = await s.store.db
+    .selectFrom('sessions')
+    .innerJoin('users', 'users.uuid', 'sessions.user_uuid')
+    .select(['users.uuid', 'users.email', 'users.state', 'sessions.csrf_token', 'sessions.expires_ms'])
+    .where('sessions.id_hash', '=', sha256Hex(id))
+    .executeTakeFirst();
+  if (!row || Number(row.expires_ms) <= s.clock.now().getTime()) return null;
+  return { caller: { uuid: row.uuid, email: row.email, state: row.state }, csrfToken: row.csrf_token };
+}
+
+/** Ends a session (logout). Unknown ids are fine. */
+export async function endSession(s: Services, id: string): Promise<void> {
+  if (!SESSION_ID_RE.test(id)) return;
+  await s.store.db.deleteFrom('sessions').where('id_hash', '=', sha256Hex(id)).execute();
+}
+
+/** Ends every session of a user (their password changed). */
+export async function endUserSessions(s: Services, userUuid: string): Promise<void> {
+  await s.store.db.deleteFrom('sessions').where('user_uuid', '=', userUuid).execute();
+}

@@ -1,0 +1,157 @@
+import { randomBytes } from 'node:crypto';
+import { isoTimestamp } from '../../core/clock.js';
+import type { Services } from '../../core/context.js';
+import { ApiError, validation } from '../../core/errors.js';
+import { isPlainObject } from '../../core/input.js';
+import { sha256Hex } from '../../core/passwords.js';
+import type { Mailer, MailMessage } from '../../notify/mailer.js';
+import { fromDatabaseError } from '../../store/errors.js';
+import { createUser, findUser, findUserByEmail, isValidEmail, normalizeEmail, setPassword, type UserRow } from '../users/users.js';
+
+/**
+ * Sign-up by e-mail (`POST /accounts/action/?do=create`, reference 4.4) and its confirmation link.
+ *
+ * A new account starts in state NEW_USER without a password; a one-time link (a 256-bit random token,
+ * stored only as its SHA-256, valid 24 h by the injected clock) lets the owner of the address set one,
+ * which moves the account to REGULAR. Sign-up never tells whether an address already has an account:
+ * the answer is always 200 `{success: true, uuid}` (a random uuid for an existing address), and the
+ * address gets either a fresh link (the account is still waiting for its password) or a notice that
+ * someone tried to sign up with it.
+ */
+export const SIGNUP_TOKEN_TTL_MS = 24 * 3600_000;
+export const MIN_PASSWORD_LENGTH = 8;
+export const MAX_PASSWORD_LENGTH = 1024;
+export const CONFIRM_PATH = '/accounts/confirm/';
+
+const TOKEN_RE = /^[A-Za-z0-9_-]{43}$/;
+
+export interface SignupDeps {
+  mailer: Mailer;
+  /** Base URL of links in e-mails, without a trailing slash. */
+  publicUrl: () => string;
+  log: { info(obj: object, msg: string): void; error(obj: object, msg: string): void };
+}
+
+export async function signUp(s: Services, deps: SignupDeps, body: unknown): Promise<{ success: true; uuid: string }> {
+  const input = body === undefined || body === null ? {} : body;
+  if (!isPlainObject(input)) throw validation(null, 'Request body must be an object {email, promo}');
+  const { email, promo } = input;
+  if (email === undefined || email === null) throw validation('email', 'This field is required');
+  if (typeof email !== 'string' || !isValidEmail(email)) throw validation('email', 'Enter a valid e-mail address');
+  if (promo !== undefined && promo !== null && promo !== '') {
+    const wanted = typeof promo === 'string' ? promo.trim().toLowerCase() : null;
+    if (wanted === null || !s.config.promoCodes.some((c) => c.toLowerCase() === wanted)) throw validation('promo', 'Unknown promo code');
+  }
+
+  const address = normalizeEmail(email);
+  let user = await findUserByEmail(s, address);
+  let created = false;
+  if (!user) {
+    try {
+      user = await createUser(s, { email: address, state: 'NEW_USER' });
+      created = true;
+    } catch (e) {
+      // A concurrent sign-up for the same address won the insert: answer as for an existing account.
+      const err = e instanceof ApiError ? e : fromDatabaseError(e);
+      if (err?.type !== 'conflict') throw e;
+      user = await findUserByEmail(s, address);
+      if (!user) throw e;
+    }
+  }
+
+  if (created || (user.state === 'NEW_USER' && !user.password_hash)) {
+    const link = `${deps.publicUrl()}${CONFIRM_PATH}${await issueToken(s, user.uuid)}`;
+    await deliver(deps, confirmationMail(user.email, link), link);
+  } else {
+    await deliver(deps, attemptNotice(user.email));
+  }
+  return { success: true, uuid: created ? user.uuid : s.ids.uuid() };
+}
+
+/** A new link for a user; earlier links of that user stop working. */
+async function issueToken(s: Services, userUuid: string): Promise<string> {
+  const now = s.clock.now();
+  const token = randomBytes(32).toString('base64url');
+  await s.store.transaction(async (tx) => {
+    await tx.deleteFrom('signup_tokens').where((eb) => eb.or([eb('user_uuid', '=', userUuid), eb('expires_ms', '<=', now.getTime())])).execute();
+    await tx
+      .insertInto('signup_tokens')
+      .values({ token_hash: sha256Hex(token), user_uuid: userUuid, created_at: isoTimestamp(now), expires_ms: now.getTime() + SIGNUP_TOKEN_TTL_MS })
+      .execute();
+  });
+  return token;
+}
+
+/** Mail goes out while the request waits (bounded by the mailer's timeouts); a failure is logged, not shown. */
+async function deliver(deps: SignupDeps, msg: MailMessage, link?: string): Promise<void> {
+  try {
+    const delivery = await deps.mailer.send(msg);
+    if (delivery.via === 'outbox')
+      deps.log.info({ to: msg.to, file: delivery.file, ...(link ? { link } : {}) }, 'no SMTP server configured: e-mail written to the outbox');
+  } catch (err) {
+    deps.log.error({ err, to: msg.to }, 'sending e-mail failed; the user can sign up again to get a new message');
+  }
+}
+
+function confirmationMail(to: string, link: string): MailMessage {
+  return {
+    to,
+    subject: 'Confirm your Stratus account',
+    text:
+      `Hello,\n\nan account was requested for ${to}. To finish signing up, choose a password here ` +
+      `(the link works once, for 24 hours):\n\n${link}\n\n` +
+      `If you did not sign up, ignore this e-mail: without a password the account cannot be used.\n`,
+  };
+}
+
+function attemptNotice(to: string): MailMessage {
+  return {
+    to,
+    subject: 'Sign-up attempt for your Stratus account',
+    text:
+      `Hello,\n\nsomeone just tried to sign up with ${to}, which already has an account. Nothing was changed.\n` +
+      `If it was you, log in with your password. If it was not, you can ignore this e-mail.\n`,
+  };
+}
+
+/** The account a confirmation token is for, while the token is valid; null otherwise. */
+export async function pendingSignup(s: Services, token: string): Promise<UserRow | null> {
+  if (!TOKEN_RE.test(token)) return null;
+  const row = await s.store.db
+    .selectFrom('signup_tokens')
+    .select('user_uuid')
+    .where('token_hash', '=', sha256Hex(token))
+    .where('expires_ms', '>', s.clock.now().getTime())
+    .executeTakeFirst();
+  return row ? ((await findUser(s, row.user_uuid)) ?? null) : null;
+}
+
+/** Checks a new password (shared by the page and its tests). */
+export function checkNewPassword(password: unknown, repeat: unknown): string {
+  if (typeof password !== 'string' || password.length < MIN_PASSWORD_LENGTH)
+    throw validation('password', `The password must have at least ${MIN_PASSWORD_LENGTH} characters`);
+  if (password.length > MAX_PASSWORD_LENGTH) throw validation('password', `The password must have at most ${MAX_PASSWORD_LENGTH} characters`);
+  if (repeat !== undefined && repeat !== password) throw validation('password2', 'The two passwords differ');
+  return password;
+}
+
+/**
+ * Sets the password through a confirmation token: the token is consumed first (one atomic delete, so
+ * two submissions cannot both use it), then the password (scrypt hash and Digest HA1) is set and a
+ * NEW_USER account becomes REGULAR. Throws `notexist` for an unknown, used or expired token.
+ */
+export async function confirmSignup(s: Services, token: string, password: unknown, repeat?: unknown): Promise<UserRow> {
+  const chosen = checkNewPassword(password, repeat);
+  if (!TOKEN_RE.test(token)) throw new ApiError('notexist', 'This link is not valid');
+  const used = await s.store.db
+    .deleteFrom('signup_tokens')
+    .where('token_hash', '=', sha256Hex(token))
+    .where('expires_ms', '>', s.clock.now().getTime())
+    .returning('user_uuid')
+    .executeTakeFirst();
+  const user = used ? await findUser(s, used.user_uuid) : undefined;
+  if (!user) throw new ApiError('notexist', 'This link is not valid, was already used or has expired');
+  await setPassword(s, user.email, chosen, user.state === 'NEW_USER' ? 'REGULAR' : undefined);
+  await s.store.db.deleteFrom('signup_tokens').where('user_uuid', '=', user.uuid).execute();
+  return (await findUser(s, user.uuid)) ?? user;
+}

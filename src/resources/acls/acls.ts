@@ -1,0 +1,142 @@
+import Type from 'typebox';
+import { f } from '../../core/fields.js';
+import { isPlainObject, relatedId, type Obj } from '../../core/input.js';
+import type { Ctx } from '../../core/context.js';
+import { validation } from '../../core/errors.js';
+import { isPermission, type Permission } from '../../core/permissions.js';
+import { storedDecl } from '../../core/stored.js';
+import type { CollectionDecl } from '../../core/resource.js';
+import type { Db, Tx } from '../../store/db.js';
+import { normalizeEmail } from '../users/users.js';
+
+/**
+ * ACLs share the owner's tagged resources with other users (spec "ACL"). The ACL object is stored like
+ * any kind; its grantees, rules and tags are mirrored into relation tables that core/permissions reads.
+ * Owners create and change ACLs; a grantee can read the ACLs that name them (as the recorded API shows),
+ * seeing only themselves among the grantees and none of the owner's tags.
+ */
+const ref = Type.Union([Type.String(), Type.Object({ uuid: Type.Optional(Type.String()), email: Type.Optional(Type.String()), resource_uri: Type.Optional(Type.String()) })]);
+
+export const aclFields = {
+  grantees: f.relatedItems(ref, { nullable: true }),
+  meta: f.dict(),
+  name: f.string({ default: '', maxLength: 1024 }),
+  owner: f.related({ readonly: true }),
+  resource_uri: f.string({ readonly: true }),
+  rules: f.relatedItems(Type.Union([Type.Object({ permission: Type.String() }), Type.String()]), { nullable: true, help: 'ACL rules' }),
+  tags: f.relatedItems(ref, { nullable: true }),
+  uuid: f.string({ readonly: true }),
+};
+
+/** `[{permission}]` (or bare strings) -> distinct permissions in the order given; anything else is a 400. */
+function parseRules(items: unknown[]): Permission[] {
+  const out: Permission[] = [];
+  for (const item of items) {
+    const p = typeof item === 'string' ? item : isPlainObject(item) ? item.permission : undefined;
+    if (!isPermission(p)) throw validation('rules', `Unknown permission ${JSON.stringify(p)}; allowed: LIST, EDIT, CLONE, START, STOP, OPEN_VNC, ATTACH, DELETE`);
+    if (!out.includes(p)) out.push(p);
+  }
+  return out;
+}
+
+/** Grantees by uuid or e-mail (or both, which must agree); unknown users are a 400 on `grantees`. */
+async function resolveGrantees(tx: Tx, items: unknown[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const item of items) {
+    const uuid = typeof item === 'string' ? relatedId(item, 'grantees') : isPlainObject(item) && (item.uuid || item.resource_uri) ? relatedId(item, 'grantees') : undefined;
+    const email = isPlainObject(item) && typeof item.email === 'string' && item.email ? normalizeEmail(item.email) : undefined;
+    if (!uuid && !email) throw validation('grantees', 'Each grantee needs a uuid or an email');
+    let q = tx.selectFrom('users').select(['uuid', 'email']);
+    q = uuid ? q.where('uuid', '=', uuid) : q.where('email', '=', email!);
+    const user = await q.executeTakeFirst();
+    if (!user || (email && user.email !== email)) throw validation('grantees', `User ${uuid ?? email} does not exist`);
+    if (!out.includes(user.uuid)) out.push(user.uuid);
+  }
+  return out;
+}
+
+/** The ACL's tags must be the caller's own tags. */
+async function resolveTags(tx: Tx, ctx: Ctx, items: unknown[]): Promise<string[]> {
+  const ids = [...new Set(items.map((t) => relatedId(t, 'tags')))];
+  if (!ids.length) return ids;
+  const owned = await tx.selectFrom('resources').select('uuid').where('kind', '=', 'tags').where('owner_uuid', '=', ctx.caller.uuid).where('uuid', 'in', ids).execute();
+  const have = new Set(owned.map((r) => r.uuid));
+  const missing = ids.find((id) => !have.has(id));
+  if (missing !== undefined) throw validation('tags', `Tag ${missing} does not exist`);
+  return ids;
+}
+
+async function writeRelations(tx: Tx, ctx: Ctx, acl: string, values: Obj): Promise<void> {
+  if (values.rules !== undefined) {
+    const rules = values.rules as { permission: Permission }[];
+    await tx.deleteFrom('acl_rules').where('acl_uuid', '=', acl).execute();
+    if (rules.length) await tx.insertInto('acl_rules').values(rules.map(({ permission }) => ({ acl_uuid: acl, permission }))).execute();
+  }
+  if (values.grantees !== undefined) {
+    const grantees = await resolveGrantees(tx, (values.grantees as unknown[] | null) ?? []);
+    await tx.deleteFrom('acl_grantees').where('acl_uuid', '=', acl).execute();
+    if (grantees.length)
+      await tx.insertInto('acl_grantees').values(grantees.map((grantee_uuid, position) => ({ acl_uuid: acl, grantee_uuid, position }))).execute();
+  }
+  if (values.tags !== undefined) {
+    const tags = await resolveTags(tx, ctx, (values.tags as unknown[] | null) ?? []);
+    await tx.deleteFrom('acl_tags').where('acl_uuid', '=', acl).execute();
+    if (tags.length) await tx.insertInto('acl_tags').values(tags.map((tag_uuid, position) => ({ acl_uuid: acl, tag_uuid, position }))).execute();
+  }
+}
+
+/** Grantees and tags for a page of ACLs: two queries for the page. */
+async function attachRelations(ctx: Ctx, acls: Obj[]): Promise<void> {
+  const ids = acls.map((a) => a.uuid as string);
+  const db: Db = ctx.store.db;
+  const [grantees, tags] = await Promise.all([
+    db
+      .selectFrom('acl_grantees as g')
+      .innerJoin('users as u', 'u.uuid', 'g.grantee_uuid')
+      .select(['g.acl_uuid', 'g.grantee_uuid', 'u.email'])
+      .where('g.acl_uuid', 'in', ids)
+      .orderBy('g.position')
+      .execute(),
+    db.selectFrom('acl_tags').select(['acl_uuid', 'tag_uuid']).where('acl_uuid', 'in', ids).orderBy('position').execute(),
+  ]);
+  for (const acl of acls) {
+    const own = (acl.owner as { uuid: string }).uuid === ctx.caller.uuid;
+    acl.grantees = grantees
+      .filter((g) => g.acl_uuid === acl.uuid && (own || g.grantee_uuid === ctx.caller.uuid))
+      .map((g) => {
+        const uri = `/api/2.0/user/${g.grantee_uuid}/`;
+        return { email: g.email, resource_uri: { resource_uri: uri, uuid: g.grantee_uuid }, uuid: g.grantee_uuid };
+      });
+    acl.tags = own
+      ? tags.filter((t) => t.acl_uuid === acl.uuid).map((t) => ({ resource_uri: `/api/2.0/tags/${t.tag_uuid}/`, uuid: t.tag_uuid }))
+      : [];
+    acl.rules ??= [];
+  }
+}
+
+export const acls: CollectionDecl = storedDecl(
+  {
+    shape: 'collection',
+    kind: 'acls',
+    flavour: 'model',
+    fields: aclFields,
+    defaultLimit: 20,
+    listMethods: ['get', 'post'],
+    detailMethods: ['get', 'put', 'delete'],
+    filtering: { name: 'exact', name__contains: 'exact', uuid: 'exact' },
+  },
+  {
+    external: ['grantees', 'tags'],
+    // Rules are kept in the body in the caller's order (what GET shows) and mirrored into acl_rules.
+    prepare: (values) =>
+      values.rules === undefined ? values : { ...values, rules: parseRules((values.rules as unknown[] | null) ?? []).map((permission) => ({ permission })) },
+    async afterWrite(tx, ctx, uuid, values) {
+      await writeRelations(tx, ctx, uuid, values);
+    },
+    async beforeDelete(tx, _ctx, uuid) {
+      for (const table of ['acl_grantees', 'acl_rules', 'acl_tags'] as const) await tx.deleteFrom(table).where('acl_uuid', '=', uuid).execute();
+    },
+    alsoVisible: (ctx, db) => db.selectFrom('acl_grantees').select('acl_uuid as uuid').where('grantee_uuid', '=', ctx.caller.uuid),
+    decorate: attachRelations,
+  },
+);

@@ -1,0 +1,27 @@
+import Type from 'typebox';
+import { f } from '../../core/fields.js';
+
+export const MEDIA = ['cdrom', 'disk'] as const;
+/** Storage types the schema names; a location offers those its capabilities list. */
+export const STORAGE_TYPES = ['magnetic', 'ssd', 'dssd', 'zadara', 'solidfire'] as const;
+
+/** Drive fields and help texts as the recorded `drives/schema/` shows them (reference §6.2). */
+export const driveFields = {
+  affinities: f.list(Type.Union([Type.Literal('ssd')]), { default: () => [], schemaDefault: [], choices: ['ssd'], help: 'A list of affinities this drive should belong to' }),
+  allow_multimount: f.boolean({ default: false, help: 'Allow the drive to be mounted on multiple guests. Not taken into account when drive is cdrom.' }),
+  jobs: f.relatedItems(Type.Unknown(), { readonly: true, required: true, help: 'Background jobs related to this resource' }),
+  licenses: f.relatedItems(Type.Unknown(), { schemaDefault: [], help: 'A list of licenses attached to this drive' }),
+  media: f.string({ required: true, choices: MEDIA, schemaDefault: null, help: 'Media representation type' }),
+  meta: f.dict({ schemaDefault: {}, help: 'User defined meta information' }),
+  mounted_on: f.relatedItems(Type.Unknown(), { readonly: true, help: 'Servers on which this drive is mounted on' }),
+  name: f.string({ required: true, maxLength: 1024, schemaDefault: null, help: 'Human readable name of the drive' }),
+  owner: f.related({ readonly: true, schemaDefault: null, help: 'Owner of the drive' }),
+  resource_uri: f.string({ readonly: true, required: true }),
+  runtime: f.related({ readonly: true, help: 'Runtime information of the drive' }),
+  size: f.integer({ required: true, minimum: 1, numericStrings: true, schemaDefault: null, help: 'Size of the drive in bytes' }),
+  snapshots: f.relatedItems(Type.Unknown(), { readonly: true, help: 'Servers on which this drive is mounted on' }),
+  status: f.string({ readonly: true, required: true, help: 'Status of the drive.' }),
+  storage_type: f.string({ choices: STORAGE_TYPES, schemaDefault: null, help: 'Underlying storage' }),
+  tags: f.relatedMany({ help: 'Many related resources. Can be either a list of URIs or list of individually nested resource data.' }),
+  uuid: f.string({ readonly: true, required: true, schemaDefault: null, help: 'UUID of the drive' }),
+};

@@ -1,0 +1,110 @@
+import Type from 'typebox';
+import { f } from '../../core/fields.js';
+import { isoTimestamp } from '../../core/clock.js';
+import type { Ctx, Services } from '../../core/context.js';
+import type { Obj } from '../../core/input.js';
+import { storedDecl } from '../../core/stored.js';
+import { schedule, type TimerHandler } from '../../sim/scheduler.js';
+import type { Tx } from '../../store/db.js';
+
+/**
+ * Background jobs (reference §10): read-only records of long operations (drive_clone, server_clone).
+ * Progress is derived from the injected clock between the job's start and its planned end, so it moves
+ * 0..100 without any writes; completion and expiry are durable timers.
+ */
+export const JOB_KEEP_MS = 3 * 24 * 3600 * 1000;
+
+const fields = {
+  children: f.relatedItems(Type.Unknown(), { readonly: true, nullable: true, help: 'Background jobs, initiated by this job.' }),
+  created: f.datetime({ readonly: true }),
+  data: f.object({ readonly: true, nullable: true, help: "Meta information related to this background job's execution." }),
+  last_modified: f.datetime({ readonly: true }),
+  operation: f.string({ readonly: true, nullable: true }),
+  resource_uri: f.string({ readonly: true }),
+  resources: f.list(Type.String(), { readonly: true, nullable: true, help: 'Resources linked to this background job.' }),
+  state: f.string({ readonly: true, default: 'started' }),
+  uuid: f.string({ readonly: true, unique: true }),
+};
+
+/** Fill `data.progress` of running jobs and nest `children` (full job objects), for a page. */
+async function present(ctx: Ctx, jobs: Obj[]): Promise<void> {
+  const now = ctx.clock.now().getTime();
+  const childIds = jobs.flatMap((j) => (j._children as string[] | undefined) ?? []);
+  const children = childIds.length ? await jobService.presentUuids(ctx, childIds) : [];
+  for (const j of jobs) {
+    delete j.owner; // job records carry no owner (recorded dumps)
+    if (j.state === 'started') {
+      const start = Number(j._started_at);
+      const end = Number(j._ends_at ?? start);
+      const progress = end <= start ? 99 : Math.floor(((now - start) / (end - start)) * 100);
+      j.data = { ...(j.data as Obj), progress: Math.max(0, Math.min(99, progress)) };
+    }
+    j.children = ((j._children as string[] | undefined) ?? []).map((id) => children.find((c) => c.uuid === id)).filter(Boolean);
+  }
+}
+
+export const jobs = storedDecl(
+  {
+    shape: 'collection',
+    kind: 'jobs',
+    flavour: 'model',
+    fields,
+    defaultLimit: 20,
+    listMethods: ['get'],
+    detailMethods: ['get'],
+    filtering: { state: 1 },
+    ordering: ['-last_modified'],
+    statusKey: 'state',
+    order: 'recent',
+  },
+  { decorate: present },
+);
+const jobService = jobs.service;
+
+/** Start a job in the caller's transaction; it finishes when its operation's timer completes it. */
+export async function startJob(
+  tx: Tx,
+  s: Services,
+  owner: string,
+  job: { uuid: string; operation: string; resources: string[]; durationMs: number; children?: string[] },
+): Promise<void> {
+  const now = s.clock.now();
+  const stamp = isoTimestamp(now);
+  await jobService.insert(tx, s, job.uuid, owner, {
+    created: stamp,
+    data: { progress: 0 },
+    last_modified: stamp,
+    operation: job.operation,
+    resources: job.resources,
+    state: 'started',
+    _children: job.children ?? [],
+    _started_at: now.getTime(),
+    _ends_at: now.getTime() + job.durationMs,
+  });
+}
+
+/** Finish a job (success or failure) and schedule its removal after three days. */
+export async function finishJob(tx: Tx, s: Services, uuid: string, state: 'success' | 'failed', error?: string): Promise<void> {
+  const body = await jobService.patch(tx, s, uuid, (b) => ({
+    ...b,
+    state,
+    last_modified: isoTimestamp(s.clock.now()),
+    data: { ...(b.data as Obj), progress: 100, ...(error ? { error } : {}) },
+  }));
+  if (body) await schedule(tx, s, { kind: 'job.expire', subject: uuid, inMs: JOB_KEEP_MS });
+}
+
+export const jobTimers: Record<string, TimerHandler> = {
+  'job.expire': {
+    async run(_s, tx, timer) {
+      await tx.deleteFrom('resources').where('kind', '=', 'jobs').where('uuid', '=', timer.subject).execute();
+    },
+  },
+};
+
+/** Which of these job uuids still exist (expired jobs drop out of resources' `jobs` lists). */
+export async function existingJobs(ctx: Ctx, uuids: string[]): Promise<Set<string>> {
+  if (!uuids.length) return new Set();
+  const rows = await ctx.store.db.selectFrom('resources').select('uuid').where('kind', '=', 'jobs').where('uuid', 'in', uuids).execute();
+  return new Set(rows.map((r) => r.uuid));
+}

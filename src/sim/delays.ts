@@ -1,0 +1,27 @@
+/**
+ * How long each simulated operation takes, in ms of the injected clock. `0` makes an operation finish
+ * at the scheduler's next pass. Operators set them with `--delays drive.create=0,drive.clone=30000`.
+ */
+export const DEFAULT_DELAYS = {
+  'drive.create': 2_000,
+  /** Per started GiB of the source on top of `drive.clone`. */
+  'drive.clone': 5_000,
+  'drive.clone.per_gib': 200,
+  'drive.resize': 3_000,
+} as const;
+
+export type DelayName = keyof typeof DEFAULT_DELAYS;
+export type Delays = Record<DelayName, number>;
+
+export class DelaysError extends Error {}
+
+export function parseDelays(raw: string): Delays {
+  const out: Delays = { ...DEFAULT_DELAYS };
+  for (const part of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const m = /^([a-z_.]+)=(\d{1,9})$/.exec(part);
+    if (!m) throw new DelaysError(`delays: "${part}" is not name=milliseconds`);
+    if (!(m[1] in DEFAULT_DELAYS)) throw new DelaysError(`delays: unknown operation "${m[1]}"; known: ${Object.keys(DEFAULT_DELAYS).join(', ')}`);
+    out[m[1] as DelayName] = Number(m[2]);
+  }
+  return out;
+}

@@ -1,0 +1,6 @@
+import type { TimerHandler } from './scheduler.js';
+import { driveTimers } from '../resources/drives/drives.js';
+import { jobTimers } from '../resources/jobs/jobs.js';
+
+/** Every kind of durable follow-up work and what runs it. */
+export const timerHandlers: Record<string, TimerHandler> = { ...driveTimers, ...jobTimers };

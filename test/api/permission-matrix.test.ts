@@ -1,0 +1,223 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, type TestServer } from '../helpers/server.js';
+import type { Client, Response } from '../helpers/client.js';
+import { withWidgets } from '../helpers/widgets.js';
+import { resourcePaths, API_BASE } from '../../src/http/resource-routes.js';
+import type { Permission } from '../../src/core/permissions.js';
+import type { CollectionDecl, ResourceDecl } from '../../src/core/resource.js';
+import type { Field } from '../../src/core/fields.js';
+
+/**
+ * Generated from the registry: every route x every kind of caller. Routes come from the same
+ * `resourcePaths` the app registers, so a route added later is covered here without editing this file
+ * (an unrecognised route shape fails the test, asking for a rule).
+ */
+type User = Client & { uuid: string; email: string };
+type Caller = 'owner' | 'exact' | 'allBut' | 'stranger' | 'anonymous';
+const CALLERS: Caller[] = ['owner', 'exact', 'allBut', 'stranger', 'anonymous'];
+
+let srv: TestServer;
+let cases = 0;
+const kinds: ResourceDecl[] = withWidgets;
+
+let people: Setup['users'];
+before(async () => {
+  srv = await startServer({}, kinds);
+  // The same four users serve every case: each case shares a fresh object through a fresh tag, so
+  // grants never carry from one case to another.
+  const [owner, exact, allBut, stranger] = [await srv.user(), await srv.user(), await srv.user(), await srv.user()];
+  people = { owner, exact, allBut, stranger, anonymous: srv.anon() };
+});
+after(async () => {
+  console.log(`permission matrix: ${cases} cases`);
+  await srv.close();
+});
+
+/** Values the schema alone cannot tell (limits that come from capabilities). */
+const SAMPLE_VALUES: Record<string, Record<string, unknown>> = { drives: { size: 1 << 30 } };
+
+/** A minimal valid create body from a declaration's required fields. */
+function sampleBody(decl: CollectionDecl): Record<string, unknown> {
+  const fields: Record<string, Field> = decl.fields;
+  const body: Record<string, unknown> = { ...SAMPLE_VALUES[decl.kind] };
+  for (const [name, field] of Object.entries(fields)) {
+    if (!field.required || field.readonly || name in body) continue;
+    if (field.choices) body[name] = field.choices[0];
+    else if (field.type === 'integer') body[name] = (field.schema as { minimum?: number }).minimum ?? 1;
+    else if (field.type === 'boolean') body[name] = true;
+    else body[name] = `matrix-${name}`;
+  }
+  return body;
+}
+
+type RouteKind = 'list' | 'detail' | 'schema' | 'create' | 'get' | 'update' | 'delete' | 'bulk-delete' | 'action' | 'tagged' | 'singleton-get' | 'singleton-put';
+interface Route {
+  decl: ResourceDecl;
+  method: string;
+  url: string;
+  kind: RouteKind;
+  action?: string;
+}
+
+function classify(url: string, method: string): { decl: ResourceDecl; kind: RouteKind } {
+  const rest = url.slice(API_BASE.length);
+  const [kindName, second, third] = rest.split('/');
+  const decl = kinds.find((d) => d.kind === (second === ':uuid' && third && kinds.some((k) => k.kind === third) && kindName === 'tags' ? third : kindName));
+  assert.ok(decl, `no declaration for route ${url}`);
+  if (decl.shape === 'singleton') {
+    if (second === 'schema') return { decl, kind: 'schema' };
+    return { decl, kind: method === 'GET' ? 'singleton-get' : 'singleton-put' };
+  }
+  if (kindName === 'tags' && second === ':uuid' && third && decl.kind !== 'tags') return { decl, kind: 'tagged' };
+  if (second === '') return { decl, kind: method === 'GET' ? 'list' : method === 'POST' ? 'create' : method === 'DELETE' ? 'bulk-delete' : fail(url, method) };
+  if (second === 'detail') return { decl, kind: 'detail' };
+  if (second === 'schema') return { decl, kind: 'schema' };
+  if (second === ':uuid' && third === '') return { decl, kind: method === 'GET' ? 'get' : method === 'PUT' ? 'update' : method === 'DELETE' ? 'delete' : fail(url, method) };
+  if (second === ':uuid' && third === 'action') return { decl, kind: 'action' };
+  return fail(url, method);
+}
+function fail(url: string, method: string): never {
+  throw new Error(`permission matrix has no rule for ${method} ${url}: add one`);
+}
+
+function routes(): Route[] {
+  const out: Route[] = [];
+  for (const spec of resourcePaths(kinds, srv.services)) {
+    for (const method of Object.keys(spec.methods)) {
+      const { decl, kind } = classify(spec.url, method);
+      if (kind === 'action') for (const action of Object.keys((decl as CollectionDecl).actions ?? {})) out.push({ decl, method, url: spec.url, kind, action });
+      else out.push({ decl, method, url: spec.url, kind });
+    }
+  }
+  return out;
+}
+
+/** The permission a non-owner needs for a route on a shareable kind (LIST is always needed to see it). */
+function needed(r: Route): Permission | null {
+  switch (r.kind) {
+    case 'get':
+    case 'list':
+    case 'detail':
+      return 'LIST';
+    case 'update':
+      return 'EDIT';
+    case 'delete':
+    case 'bulk-delete':
+      return 'DELETE';
+    case 'action':
+      return (r.decl as CollectionDecl).actions![r.action!].permission;
+    default:
+      return null;
+  }
+}
+
+interface Setup {
+  users: Record<Exclude<Caller, 'anonymous'>, User> & { anonymous: Client };
+  uuid?: string;
+  tagUuid?: string;
+  /** The object as its owner reads it. */
+  definition?: Record<string, unknown>;
+  secrets: string[];
+}
+
+/** A fresh object, tag and grants for one case, so deletes and edits never interfere. */
+async function setup(r: Route): Promise<Setup> {
+  const users = people;
+  const { owner, exact, allBut } = users;
+  const decl = r.decl;
+  if (decl.shape === 'singleton') return { users, secrets: [] };
+  const d = decl as CollectionDecl;
+  const tag = (await owner.post('tags/', { name: 'matrix-private-tag' })).json.objects[0];
+  const seeder = SEEDERS[d.kind];
+  let uuid: string;
+  if (seeder) uuid = await seeder(owner);
+  else {
+    assert.ok(d.listMethods.includes('post'), `${d.kind} cannot be created through the API: add a seeder to SEEDERS`);
+    const created = await owner.post(`${d.kind}/`, { ...sampleBody(d), ...(d.taggable ? { tags: [tag.uuid] } : {}) });
+    assert.equal(created.status, 201, `create ${d.kind}: ${created.text}`);
+    uuid = created.json.objects[0].uuid;
+  }
+  // Let the simulator finish whatever the creation started (a drive leaves `creating`).
+  await srv.advance(3_600_000);
+  const definition = (await owner.get(`${d.kind}/${uuid}/`)).json;
+  const perm = needed(r);
+  if (d.permissions && perm) {
+    const applicable = d.permissions;
+    const exactRules = [...new Set<Permission>(['LIST', perm])];
+    const allButRules = applicable.filter((p) => p !== perm);
+    for (const [grantee, rules] of [[exact, exactRules], [allBut, allButRules]] as const) {
+      const acl = await owner.post('acls/', { grantees: [{ uuid: grantee.uuid }], rules: rules.map((permission) => ({ permission })), tags: [{ uuid: tag.uuid }] });
+      assert.equal(acl.status, 201, acl.text);
+    }
+  }
+  // What a non-owner must never read: the owner's e-mail and tag, other grantees' identities.
+  return { users, uuid, tagUuid: tag.uuid, definition, secrets: [owner.email, tag.uuid] };
+}
+
+/** Kinds that only come into being as a side effect: how the owner makes one. */
+const SEEDERS: Record<string, (owner: User) => Promise<string>> = {
+  jobs: async (owner) => {
+    const d = (await owner.post('drives/', { media: 'disk', name: 'seed', size: 1 << 30 })).json.objects[0];
+    await srv.advance(60_000);
+    return (await owner.post(`drives/${d.uuid}/action/?do=clone`, {})).json.objects[0].jobs[0].uuid;
+  },
+};
+
+function call(r: Route, client: Client, s: Setup): Promise<Response> {
+  const path = r.url.replace(':uuid', r.kind === 'tagged' ? s.tagUuid! : s.uuid ?? '');
+  const q = r.action ? `?do=${r.action}` : r.kind === 'list' || r.kind === 'detail' ? '?limit=0' : '';
+  const body =
+    r.kind === 'create'
+      ? sampleBody(r.decl as CollectionDecl)
+      : r.kind === 'bulk-delete'
+        ? { objects: [{ uuid: s.uuid }] }
+        : r.kind === 'action'
+          ? s.definition // the object's own definition: valid for every action (resize wants a full one)
+          : r.kind === 'update' || r.kind === 'singleton-put'
+            ? {}
+            : undefined;
+  return client.request(r.method, `${path}${q}`, { body });
+}
+
+/** The expected status (and for lists whether the object is in them) per route kind and caller. */
+function expectation(r: Route, caller: Caller): { status: number; listed?: boolean } {
+  if (caller === 'anonymous') return { status: 401 };
+  const success = { list: 200, detail: 200, schema: 200, create: 201, get: 200, update: 200, delete: 204, 'bulk-delete': 204, action: 202, tagged: 200, 'singleton-get': 200, 'singleton-put': 200 }[r.kind];
+  // Routes about no particular object: every authenticated user may call them.
+  if (r.kind === 'schema' || r.kind === 'create' || r.kind === 'singleton-get' || r.kind === 'singleton-put') return { status: success };
+  const perm = needed(r);
+  // Whether the caller can see the object (LIST) and holds what the route needs.
+  const sees = caller === 'owner' || caller === 'exact' || (caller === 'allBut' && perm !== 'LIST');
+  const may = caller === 'owner' || caller === 'exact';
+  if (r.kind === 'tagged') return { status: caller === 'owner' ? 200 : 404 }; // the tag is the owner's
+  if (r.kind === 'list' || r.kind === 'detail') return { status: 200, listed: sees };
+  if (!sees) return { status: 404 };
+  return { status: may ? success : 403 };
+}
+
+test('every route x every caller', async () => {
+  const all = routes();
+  assert.ok(all.length > 20, `found ${all.length} routes`);
+  for (const r of all) {
+    for (const caller of CALLERS) {
+      if (r.decl.shape === 'collection' && !(r.decl.permissions && needed(r)) && (caller === 'exact' || caller === 'allBut')) continue;
+      const s = await setup(r);
+      const res = await call(r, s.users[caller], s);
+      const want = expectation(r, caller);
+      const label = `${r.method} ${r.url}${r.action ? `?do=${r.action}` : ''} as ${caller}`;
+      assert.equal(res.status, want.status, `${label}: ${res.text}`);
+      if (want.listed !== undefined) {
+        const uuids = res.json.objects.map((o: any) => o.uuid);
+        assert.equal(uuids.includes(s.uuid), want.listed, `${label}: listed`);
+      }
+      // Secrets the caller itself sent in the URL (an error may echo them) are no leak.
+      const path = r.url.replace(':uuid', r.kind === 'tagged' ? s.tagUuid! : s.uuid ?? '');
+      if (caller !== 'owner' && res.text)
+        for (const secret of s.secrets.filter((x) => !path.includes(x))) assert.ok(!res.text.includes(secret), `${label} leaks ${secret}`);
+      if (caller === 'exact' && res.status === 200 && res.json && !Array.isArray(res.json) && 'grantees' in res.json)
+        assert.deepEqual(res.json.grantees, [], `${label}: grantees hidden`);
+      cases++;
+    }
+  }
+});
