@@ -19,6 +19,7 @@ import { registerConfirmPage } from './resources/accounts/confirm-page.js';
 import { createMailer } from './notify/mailer.js';
 import type { RawQuery } from './http/query.js';
 import { RateLimiter } from './http/ratelimit/limiter.js';
+import { syncLibrary } from './resources/libdrives/catalogue.js';
 
 /** Turn anything thrown into an ApiError: our own pass through, Fastify's keep their status, the rest is a 500. */
 function toApiError(err: unknown, req: FastifyRequest): ApiError {
@@ -39,6 +40,8 @@ function toApiError(err: unknown, req: FastifyRequest): ApiError {
  */
 export async function buildApp(services: Services, kinds: ResourceDecl[] = registry): Promise<FastifyInstance> {
   const { config } = services;
+  // The configured library catalogue into the database, once per start (idempotent, safe for several processes).
+  if (kinds.some((k) => k.kind === 'libdrives')) await syncLibrary(services);
   const app = Fastify<http.Server>({
     logger: { level: config.logLevel },
     bodyLimit: config.bodyLimit,

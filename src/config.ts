@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
 import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './http/ratelimit/rules.js';
+import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources/libdrives/catalogue.js';
+import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './resources/ips/pool.js';
 
 export interface Config {
   host: string;
@@ -29,10 +31,20 @@ export interface Config {
   digestNonceTtl: number;
   currency: string;
   capabilities: Record<string, unknown>;
+  /** Probability (0..1) that a simulated boot fails; 0 = never (chaos testing). */
+  simFailureRate: number;
+  /** Host named in VNC tunnel URLs (`vnc://<host>:<port>`). */
+  vncHost: string;
   /** Simulated durations of infrastructure operations, ms. */
   delays: Delays;
   /** The deployment's rate-limit rules (the spec's table by default), or null when limits are off. */
   rateLimits: readonly Rule[] | null;
+  /** The library drive catalogue (checked), stored into the database at start-up. */
+  libdrives: LibraryEntry[];
+  /** Public IPv4 blocks the operator assigns from and DHCP leases come from (`185.12.6.0/24@185.12.6.1,…`). */
+  ipPool: IpPoolBlock[];
+  /** Nameservers every pool IP shows. */
+  nameservers: string[];
 }
 
 /** Every setting: flag name, environment variable, default, and how to read it. */
@@ -122,6 +134,15 @@ function readPromoCodes(raw: string): string[] {
   for (const c of codes) if (!/^[\x21-\x7e]{1,64}$/.test(c)) throw new ConfigError(`promo-codes: "${c}" is not a promo code (1-64 printable characters, no spaces)`);
   return codes;
 }
+
+/** A parser from another module whose errors become ConfigErrors. */
+const wrapped = <T>(parse: (raw: string) => T) => (raw: string): T => {
+  try {
+    return parse(raw);
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+};
 
 const DEFAULT_CAPABILITIES = fileURLToPath(new URL('./resources/capabilities/defaults.json', import.meta.url));
 
@@ -241,6 +262,45 @@ export const SETTINGS: Setting<keyof Config>[] = [
     },
     fallback: () => ({ ...DEFAULT_DELAYS }),
   },
+  {
+    key: 'libdrives',
+    flag: 'libdrives',
+    env: 'STRATUS_LIBDRIVES',
+    help: 'JSON file with the library drive catalogue',
+    parse: (path) => {
+      try {
+        return readCatalogue(path);
+      } catch (e) {
+        throw new ConfigError(`libdrives: ${(e as Error).message}`);
+      }
+    },
+    fallback: () => readCatalogue(BUILTIN_CATALOGUE),
+  },
+  {
+    key: 'simFailureRate',
+    flag: 'sim-failure-rate',
+    env: 'STRATUS_SIM_FAILURE_RATE',
+    help: 'probability (0..1) that a simulated boot fails',
+    parse: (raw) => {
+      const n = Number(raw);
+      if (!/^(0(\.\d+)?|1(\.0+)?)$/.test(raw) || n < 0 || n > 1) throw new ConfigError(`sim-failure-rate must be a number from 0 to 1, got "${raw}"`);
+      return n;
+    },
+    fallback: () => 0,
+  },
+  {
+    key: 'vncHost',
+    flag: 'vnc-host',
+    env: 'STRATUS_VNC_HOST',
+    help: 'host named in VNC tunnel URLs',
+    parse: (raw) => {
+      if (!/^[A-Za-z0-9.:-]{1,253}$/.test(raw)) throw new ConfigError('vnc-host must be a host name or address');
+      return raw;
+    },
+    fallback: () => '127.0.0.1',
+  },
+  { key: 'ipPool', flag: 'ip-pool', env: 'STRATUS_IP_POOL', help: 'public IP pool: CIDR[@GATEWAY],...', parse: wrapped(parseIpPool), fallback: () => parseIpPool(DEFAULT_IP_POOL) },
+  { key: 'nameservers', flag: 'nameservers', env: 'STRATUS_NAMESERVERS', help: 'nameservers of pool IPs, comma list', parse: wrapped(parseNameservers), fallback: () => parseNameservers(DEFAULT_NAMESERVERS) },
 ];
 
 /**

@@ -12,6 +12,7 @@ import { timerHandlers } from './sim/handlers.js';
 import { fromDatabaseError } from './store/errors.js';
 import { createUser, ensureDemoLogin, listUsers, setPassword, setState, USER_STATES } from './resources/users/users.js';
 import { limitsCommand } from './cli/limits.js';
+import { ipsCommand, vlansCommand } from './cli/network.js';
 
 const USAGE = `Usage: stratus <command> [options]
 
@@ -27,6 +28,12 @@ Commands:
                                      show an account's rate limits; --off exempts it, --reset
                                      returns it to the deployment's, --set overrides rules, e.g.
                                      --set 'GET=1000/min,POST=200/min,POST:/servers/=5000/day,PUT=off'
+  ips assign EMAIL [--count N]       give an account N free addresses of the --ip-pool (default 1)
+  ips release ADDRESS                take an address back into the pool
+  ips list [EMAIL]                   addresses in use (assigned and DHCP leases)
+  vlans assign EMAIL [--count N]     give an account N new private VLANs (default 1)
+  vlans release UUID                 remove a VLAN
+  vlans list [EMAIL]                 VLANs and their owners
 
 Options (every command; flags win over environment variables):
 ${SETTINGS.map((s) => `  --${s.flag.padEnd(20)} ${s.env.padEnd(30)} ${s.help}`).join('\n')}
@@ -99,6 +106,15 @@ async function users(config: Config, args: string[], values: Record<string, stri
   }
 }
 
+async function network(config: Config, command: 'ips' | 'vlans', args: string[], values: Record<string, string | undefined>): Promise<void> {
+  const services = await open(config);
+  try {
+    process.stdout.write(await (command === 'ips' ? ipsCommand : vlansCommand)(services, args, values, USAGE));
+  } finally {
+    await services.store.close();
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const options = Object.fromEntries([
     ...SETTINGS.map((s) => [s.flag, { type: 'string' as const }]),
@@ -108,6 +124,7 @@ async function main(argv: string[]): Promise<void> {
     ['off', { type: 'boolean' as const }],
     ['reset', { type: 'boolean' as const }],
     ['set', { type: 'string' as const }],
+    ['count', { type: 'string' as const }],
   ]);
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   const flags = values as Record<string, string | undefined>;
@@ -119,6 +136,7 @@ async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = positionals;
   if (command === 'serve') return serve(config);
   if (command === 'users') return users(config, rest, flags);
+  if (command === 'ips' || command === 'vlans') return network(config, command, rest, flags);
   throw new ConfigError(`unknown command "${command}"\n\n${USAGE}`);
 }
 

@@ -26,6 +26,8 @@ export interface Field {
   help: string;
   /** Integer fields: also accept numeric strings ("1024") as the real service does. */
   numericStrings?: boolean;
+  /** Sub-fields of the items `schema/` describes under `fields` (a drive's `licenses`); documentation only. */
+  fields?: Record<string, Field>;
 }
 
 /** tastypie's stock help texts, reproduced because clients and the golden schemas show them. */

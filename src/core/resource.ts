@@ -23,7 +23,7 @@ export interface CollectionService {
   get(ctx: Ctx, uuid: string): Promise<Record<string, unknown>>;
   create?(ctx: Ctx, inputs: Record<string, unknown>[]): Promise<Record<string, unknown>[]>;
   update?(ctx: Ctx, uuid: string, input: Record<string, unknown>): Promise<Record<string, unknown>>;
-  remove?(ctx: Ctx, uuid: string): Promise<void>;
+  remove?(ctx: Ctx, uuid: string, query?: Record<string, unknown>): Promise<void>;
   removeMany?(ctx: Ctx, uuids: string[]): Promise<void>;
   /** The object if the caller may use `perm` on it: 404 when invisible, 403 when visible but not permitted. */
   authorize?(ctx: Ctx, uuid: string, perm: Permission): Promise<{ uuid: string; owner_uuid: string | null }>;
@@ -57,6 +57,8 @@ interface Common {
   defaultLimit: number;
   detailMethods: Method[];
   listMethods: Method[];
+  /** Keys `schema/` prints differently from what is generated (the recorded `ips` schema lists its list methods as the string "get"). */
+  schemaQuirks?: Record<string, unknown>;
 }
 
 /** One declaration per resource kind: it drives validation, schema/, projections and the generic routes. */

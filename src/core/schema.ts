@@ -10,7 +10,8 @@ function schemaDefault(field: Field): unknown {
 function describeField(field: Field, flavour: ResourceDecl['flavour']): Record<string, unknown> {
   const common = { default: schemaDefault(field), help_text: field.help, readonly: field.readonly, type: field.type };
   if (flavour === 'model') return { ...common, blank: field.blank, nullable: field.nullable, unique: field.unique };
-  return { ...common, required: field.required, ...(field.choices ? { choices: [...field.choices] } : {}) };
+  const nested = field.fields && Object.fromEntries(Object.entries(field.fields).map(([k, f]) => [k, describeField(f, flavour)]));
+  return { ...common, required: field.required, ...(field.choices ? { choices: [...field.choices] } : {}), ...(nested ? { fields: nested } : {}) };
 }
 
 /** `GET /<kind>/schema/` in tastypie's `build_schema` format, generated from the declaration. */
@@ -29,5 +30,5 @@ export function buildSchema(decl: ResourceDecl): Record<string, unknown> {
     if (Object.keys(decl.filtering).length) out.filtering = decl.filtering;
     if (decl.ordering) out.ordering = decl.ordering;
   }
-  return out;
+  return decl.schemaQuirks ? { ...out, ...decl.schemaQuirks } : out;
 }

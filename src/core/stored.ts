@@ -34,10 +34,18 @@ export interface StoredHooks {
   beforeUpdate?(tx: Tx, ctx: Ctx, row: Row, values: Obj): Promise<Obj>;
   /** When the caller can see no such object: another place it may live (library drives under /drives/). */
   fallbackGet?(ctx: Ctx, uuid: string): Promise<Obj | undefined>;
+  /**
+   * Access outside ownership and ACLs (library drives belong to no one; anyone may clone them). Asked when
+   * the caller does not own the object (`row` undefined when it is not visible at all): return the row to
+   * act on to allow `perm`, throw (403) to refuse, or undefined for the usual rules (ACL grants, else 404).
+   */
+  access?(ctx: Ctx, uuid: string, perm: Permission, row: Row | undefined, db: Db | Tx): Promise<Row | undefined>;
+  /** Filters of this kind beyond the generic ones (name -> condition on a `resources` row). */
+  filters?: Record<string, StoredFilter>;
   /** Runs in the write transaction after the row is written (create and update). */
   afterWrite?(tx: Tx, ctx: Ctx, uuid: string, values: Obj, mode: 'create' | 'update', input: Obj): Promise<void>;
   /** Runs in the delete transaction before the row goes. */
-  beforeDelete?(tx: Tx, ctx: Ctx, uuid: string, row: Row): Promise<void>;
+  beforeDelete?(tx: Tx, ctx: Ctx, uuid: string, row: Row, query: Record<string, unknown>): Promise<void>;
   /** Rows of other users this kind shows the caller anyway (read-only unless a permission says more). */
   alsoVisible?(ctx: Ctx, db: Db | Tx): SelectQueryBuilder<Database, any, { uuid: string }>;
   /** Adds computed fields to a page of objects in one batch (never one query per object). */
@@ -46,8 +54,11 @@ export interface StoredHooks {
 
 type Q = SelectQueryBuilder<Database, 'resources', any>;
 
+/** A filter: the condition one group of OR-ed values puts on a `resources` row. */
+export type StoredFilter = (eb: ExpressionBuilder<Database, 'resources'>, values: string[], ctx: Ctx, kind: string) => any;
+
 /** Filters every stored kind understands; a kind declares which of them it exposes. */
-const FILTERS: Record<string, (eb: ExpressionBuilder<Database, 'resources'>, values: string[], ctx: Ctx, kind: string) => any> = {
+const FILTERS: Record<string, StoredFilter> = {
   uuid: (eb, v) => eb('resources.uuid', 'in', v),
   status: (eb, v) => eb('resources.status', 'in', v),
   state: (eb, v) => eb('resources.status', 'in', v),
@@ -168,7 +179,7 @@ export class StoredCollection implements CollectionService {
   filtered(ctx: Ctx, query: ListQuery): Q {
     let q: Q = this.visible(ctx);
     for (const [name, groups] of query.filters) {
-      const apply = FILTERS[name];
+      const apply = this.hooks.filters?.[name] ?? FILTERS[name];
       if (!apply) continue;
       for (const values of groups) q = q.where((eb) => apply(eb, values, ctx, this.kind));
     }
@@ -194,6 +205,10 @@ export class StoredCollection implements CollectionService {
 
   async authorize(ctx: Ctx, uuid: string, perm: Permission, db: Db | Tx = ctx.store.db): Promise<Row> {
     const row = (await this.visible(ctx, db).selectAll('resources').where('resources.uuid', '=', uuid).executeTakeFirst()) as Row | undefined;
+    if (this.hooks.access && row?.owner_uuid !== ctx.caller.uuid) {
+      const other = await this.hooks.access(ctx, uuid, perm, row, db);
+      if (other) return other;
+    }
     if (!row) throw notFound(uuid);
     if (row.owner_uuid !== ctx.caller.uuid) await requirePermission(ctx, this.kind, row, perm, db);
     return row;
@@ -325,17 +340,18 @@ export class StoredCollection implements CollectionService {
   /** Bulk delete (`DELETE /<kind>/` with `{objects:[{uuid}]}`): all or nothing, one transaction. */
   async removeMany(ctx: Ctx, uuids: string[]): Promise<void> {
     await ctx.store.transaction(async (tx) => {
-      for (const uuid of uuids) await this.removeIn(tx, ctx, uuid);
+      for (const uuid of uuids) await this.removeWithin(tx, ctx, uuid);
     });
   }
 
-  async remove(ctx: Ctx, uuid: string): Promise<void> {
-    await ctx.store.transaction((tx) => this.removeIn(tx, ctx, uuid));
+  async remove(ctx: Ctx, uuid: string, query: Record<string, unknown> = {}): Promise<void> {
+    await ctx.store.transaction((tx) => this.removeWithin(tx, ctx, uuid, query));
   }
 
-  private async removeIn(tx: Tx, ctx: Ctx, uuid: string): Promise<void> {
+  /** Delete inside the caller's transaction (a server deleted with `recurse` takes its drives along). */
+  async removeWithin(tx: Tx, ctx: Ctx, uuid: string, query: Record<string, unknown> = {}): Promise<void> {
     const row = await this.authorize(ctx, uuid, 'DELETE', tx);
-    await this.hooks.beforeDelete?.(tx, ctx, uuid, row);
+    await this.hooks.beforeDelete?.(tx, ctx, uuid, row, query);
     await tx.deleteFrom('tag_members').where('res_type', '=', this.kind).where('res_uuid', '=', uuid).execute();
     await tx.deleteFrom('resources').where('seq', '=', row.seq).execute();
   }

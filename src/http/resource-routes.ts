@@ -61,7 +61,7 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
   if (allows(decl.detailMethods, 'delete') && svc.remove) {
     const remove = svc.remove.bind(svc);
     single.methods.DELETE = async (req) => {
-      await remove(ctxOf(req), req.params.uuid);
+      await remove(ctxOf(req), req.params.uuid, req.query);
       return { status: 204 };
     };
   }
@@ -110,22 +110,24 @@ function singletonPaths(decl: SingletonDecl, ctxOf: (req: ApiRequest) => Ctx): P
 function taggedPaths(decls: ResourceDecl[], ctxOf: (req: ApiRequest) => Ctx): PathSpec[] {
   const tags = decls.find((d): d is CollectionDecl => d.shape === 'collection' && d.kind === 'tags');
   if (!tags) return [];
+  // `…/<kind>/` gives the short form (with the recorded nested resource_uri); `…/<kind>/detail/` full
+  // objects, which libcloud's list_nodes(ex_tag=…) reads.
+  const lister = (decl: CollectionDecl, detail: boolean): Handler => async (req) => {
+    const ctx = ctxOf(req);
+    await tags.service.get(ctx, req.params.uuid); // 404 unless the caller owns the tag
+    const q = listQuery(req.query, decl.defaultLimit, {});
+    q.filters.set('tag', [[req.params.uuid]]);
+    const { total, objects } = await decl.service.list(ctx, q);
+    if (detail) return envelope(req.query, q.limit, q.offset, total, objects);
+    const nested = objects.map((o) => ({ ...o, resource_uri: { resource_uri: o.resource_uri, uuid: o.uuid } }));
+    return envelope(req.query, q.limit, q.offset, total, nested, decl.listFields);
+  };
   return decls
     .filter((d): d is CollectionDecl => d.shape === 'collection' && d.taggable === true)
-    .map((decl) => ({
-      url: `${API_BASE}tags/:uuid/${decl.kind}/`,
-      methods: {
-        GET: async (req: ApiRequest) => {
-          const ctx = ctxOf(req);
-          await tags.service.get(ctx, req.params.uuid); // 404 unless the caller owns the tag
-          const q = listQuery(req.query, decl.defaultLimit, {});
-          q.filters.set('tag', [[req.params.uuid]]);
-          const { total, objects } = await decl.service.list(ctx, q);
-          const nested = objects.map((o) => ({ ...o, resource_uri: { resource_uri: o.resource_uri, uuid: o.uuid } }));
-          return envelope(req.query, q.limit, q.offset, total, nested, decl.listFields);
-        },
-      },
-    }));
+    .flatMap((decl) => [
+      { url: `${API_BASE}tags/:uuid/${decl.kind}/`, methods: { GET: lister(decl, false) } },
+      { url: `${API_BASE}tags/:uuid/${decl.kind}/detail/`, methods: { GET: lister(decl, true) } },
+    ]);
 }
 
 /** Every route of every declared kind. */

@@ -8,6 +8,15 @@ export const DEFAULT_DELAYS = {
   'drive.clone': 5_000,
   'drive.clone.per_gib': 200,
   'drive.resize': 3_000,
+  'server.boot': 3_000,
+  /** A hard stop (power cord). */
+  'server.stop': 2_000,
+  /** An obedient guest powers off this long after an ACPI shutdown request. */
+  'server.shutdown': 5_000,
+  /** A guest that ignores ACPI is back to `running` after this long (the real service retries for a minute). */
+  'server.acpi_timeout': 60_000,
+  /** A host failure keeps a server `unavailable` this long. */
+  'server.host_recovery': 30_000,
 } as const;
 
 export type DelayName = keyof typeof DEFAULT_DELAYS;

@@ -137,9 +137,24 @@ export interface AuditLogTable {
   timestamp: string;
 }
 
+/** A public IP in use by a server: statically configured (dynamic 0) or leased by DHCP (dynamic 1). */
+export interface IpServersTable {
+  address: string;
+  server_uuid: string;
+  dynamic: number;
+}
+
+/** A server with a NIC in a private VLAN. */
+export interface VlanServersTable {
+  vlan_uuid: string;
+  server_uuid: string;
+}
+
 export interface Database {
   timers: TimersTable;
   audit_log: AuditLogTable;
+  ip_servers: IpServersTable;
+  vlan_servers: VlanServersTable;
   rate_counters: RateCountersTable;
   rate_limit_overrides: RateLimitOverridesTable;
   acl_grantees: AclGranteesTable;

@@ -7,6 +7,8 @@ import { resourcePaths, API_BASE } from '../../src/http/resource-routes.js';
 import type { Permission } from '../../src/core/permissions.js';
 import type { CollectionDecl, ResourceDecl } from '../../src/core/resource.js';
 import type { Field } from '../../src/core/fields.js';
+import { assignIps } from '../../src/resources/ips/ips.js';
+import { assignVlans } from '../../src/resources/vlans/vlans.js';
 
 /**
  * Generated from the registry: every route x every kind of caller. Routes come from the same
@@ -35,7 +37,22 @@ after(async () => {
 });
 
 /** Values the schema alone cannot tell (limits that come from capabilities). */
-const SAMPLE_VALUES: Record<string, Record<string, unknown>> = { drives: { size: 1 << 30 } };
+const SAMPLE_VALUES: Record<string, Record<string, unknown>> = {
+  drives: { size: 1 << 30 },
+  servers: { cpu: 1000, mem: 536870912 },
+};
+
+/** Actions that need their object in a particular state first (the owner puts it there). */
+const PREPARE: Record<string, (owner: User, uri: string) => Promise<unknown>> = {
+  'servers.stop': (o, uri) => startServer_(o, uri),
+  'servers.shutdown': (o, uri) => startServer_(o, uri),
+  'servers.open_vnc': (o, uri) => startServer_(o, uri),
+  'servers.open_console': (o, uri) => startServer_(o, uri),
+};
+async function startServer_(owner: User, uri: string) {
+  await owner.post(`${uri}action/?do=start`, {});
+  await srv.advance(60_000);
+}
 
 /** A minimal valid create body from a declaration's required fields. */
 function sampleBody(decl: CollectionDecl): Record<string, unknown> {
@@ -131,8 +148,11 @@ async function setup(r: Route): Promise<Setup> {
   const tag = (await owner.post('tags/', { name: 'matrix-private-tag' })).json.objects[0];
   const seeder = SEEDERS[d.kind];
   let uuid: string;
-  if (seeder) uuid = await seeder(owner);
-  else {
+  if (seeder) {
+    uuid = await seeder(owner);
+    // A seeded object carries the case's tag as a created one does, so the ACLs below reach it.
+    if (d.taggable) assert.equal((await owner.put(`${d.kind}/${uuid}/`, { tags: [tag.uuid] })).status, 200);
+  } else {
     assert.ok(d.listMethods.includes('post'), `${d.kind} cannot be created through the API: add a seeder to SEEDERS`);
     const created = await owner.post(`${d.kind}/`, { ...sampleBody(d), ...(d.taggable ? { tags: [tag.uuid] } : {}) });
     assert.equal(created.status, 201, `create ${d.kind}: ${created.text}`);
@@ -140,6 +160,7 @@ async function setup(r: Route): Promise<Setup> {
   }
   // Let the simulator finish whatever the creation started (a drive leaves `creating`).
   await srv.advance(3_600_000);
+  if (r.action) await PREPARE[`${d.kind}.${r.action}`]?.(owner, `${d.kind}/${uuid}/`);
   const definition = (await owner.get(`${d.kind}/${uuid}/`)).json;
   const perm = needed(r);
   if (d.permissions && perm) {
@@ -157,6 +178,14 @@ async function setup(r: Route): Promise<Setup> {
 
 /** Kinds that only come into being as a side effect: how the owner makes one. */
 const SEEDERS: Record<string, (owner: User) => Promise<string>> = {
+  // The library is loaded at start-up and belongs to no one: any of its drives.
+  libdrives: async () => srv.services.config.libdrives[0].uuid,
+  // /pubkeys/ shows keypairs read-only: the owner creates a keypair.
+  pubkeys: async (owner) => (await owner.post('keypairs/', { name: 'seed' })).json.objects[0].uuid,
+  ips: async (owner) => (await srv.services.store.transaction((tx) => assignIps(tx, srv.services, owner.uuid, 1)))[0],
+  vlans: async (owner) => (await srv.services.store.transaction((tx) => assignVlans(tx, srv.services, owner.uuid, 1)))[0],
+  // An audit log entry is about a resource: the drive's `create` entry carries the drive's uuid.
+  logs: async (owner) => (await owner.post('drives/', { media: 'disk', name: 'seed', size: 1 << 30 })).json.objects[0].uuid,
   jobs: async (owner) => {
     const d = (await owner.post('drives/', { media: 'disk', name: 'seed', size: 1 << 30 })).json.objects[0];
     await srv.advance(60_000);
@@ -180,12 +209,17 @@ function call(r: Route, client: Client, s: Setup): Promise<Response> {
   return client.request(r.method, `${path}${q}`, { body });
 }
 
+/** Kinds whose objects have no owner and are open to every authenticated user (read, and their actions). */
+const PUBLIC_KINDS = new Set(['libdrives']);
+
 /** The expected status (and for lists whether the object is in them) per route kind and caller. */
 function expectation(r: Route, caller: Caller): { status: number; listed?: boolean } {
   if (caller === 'anonymous') return { status: 401 };
   const success = { list: 200, detail: 200, schema: 200, create: 201, get: 200, update: 200, delete: 204, 'bulk-delete': 204, action: 202, tagged: 200, 'singleton-get': 200, 'singleton-put': 200 }[r.kind];
   // Routes about no particular object: every authenticated user may call them.
   if (r.kind === 'schema' || r.kind === 'create' || r.kind === 'singleton-get' || r.kind === 'singleton-put') return { status: success };
+  // Objects of no one (the drive library): every user sees them and may use what the kind offers.
+  if (PUBLIC_KINDS.has(r.decl.kind)) return r.kind === 'list' || r.kind === 'detail' ? { status: 200, listed: true } : { status: success };
   const perm = needed(r);
   // Whether the caller can see the object (LIST) and holds what the route needs.
   const sees = caller === 'owner' || caller === 'exact' || (caller === 'allBut' && perm !== 'LIST');

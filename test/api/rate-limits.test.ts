@@ -21,6 +21,9 @@ import { serveProcess, stratus } from '../helpers/process.js';
  * limits for unauthenticated requests, the operator command, and two processes sharing one PostgreSQL.
  */
 
+/** A valid server definition for POST /servers/. */
+const SERVER = { cpu: 1000, mem: 536870912, vnc_password: 'rate-limit' };
+
 /** `/servers/` exists before the servers kind does: a stand-in collection, so POST /servers/ reaches the limiter. */
 const standInServers: CollectionDecl = {
   shape: 'collection',
@@ -153,17 +156,17 @@ describe('the default table (the spec\'s "Limits")', () => {
     const u = await srv.user();
     startOfFreshMinute(srv, 10);
     for (let m = 0; m < 5; m++) {
-      const statuses = await run(100, (i) => u.post(i % 2 ? 'servers/' : '/api/2.0/servers', { name: `s${m}-${i}` }));
+      const statuses = await run(100, (i) => u.post(i % 2 ? 'servers/' : '/api/2.0/servers', { ...SERVER, name: `s${m}-${i}` }));
       assert.equal(count(statuses, 201), 100, statuses.join());
       if (m === 0) {
         // The 100 POSTs to /servers/ spent this minute's POST budget for every path.
         assertTooMany(await u.post('tags/', { name: 'x' }), /at most 100 POST requests per minute/);
-        assertTooMany(await u.post('servers/', { name: 'x' }), /at most 100 POST requests per minute/);
+        assertTooMany(await u.post('servers/', { ...SERVER, name: 'x' }), /at most 100 POST requests per minute/);
       }
       srv.clock.advance(60_000);
     }
     // 500 today: the day rule refuses, with Retry-After up to midnight UTC.
-    const refused = await u.post('servers/', { name: 'five hundred and one' });
+    const refused = await u.post('servers/', { ...SERVER, name: 'five hundred and one' });
     const wait = assertTooMany(refused, /at most 500 POST requests to \/servers\/ per day/, 86_400);
     const untilMidnight = (Date.UTC(2030, 0, 2) - srv.clock.now().getTime()) / 1000;
     assert.ok(wait >= untilMidnight && wait <= untilMidnight + 5, `Retry-After ${wait}, midnight in ${untilMidnight} s`);
@@ -172,7 +175,7 @@ describe('the default table (the spec\'s "Limits")', () => {
     assert.equal(count(tags, 201), 100, tags.join());
     // The next UTC day has a fresh budget.
     srv.clock.advance(wait * 1000);
-    assert.equal((await u.post('servers/', { name: 'tomorrow' })).status, 201);
+    assert.equal((await u.post('servers/', { ...SERVER, name: 'tomorrow' })).status, 201);
   });
 
   test('429 in XML when XML is negotiated (Accept or ?format=xml), with Retry-After', async () => {
@@ -278,8 +281,8 @@ describe('configuring limits', () => {
       assertTooMany(await u.get('tags/'), /at most 3 GET requests per minute/);
       const tags = await run(120, (i) => u.post('tags/', { name: `t${i}` }));
       assert.equal(count(tags, 201), 120, 'no POST rule in this deployment');
-      assert.deepEqual(await run(2, (i) => u.post('servers/', { name: `s${i}` }), 1), [201, 201]);
-      assertTooMany(await u.post('servers/', { name: 's' }), /at most 2 POST requests to \/servers\/ per hour/, 3600);
+      assert.deepEqual(await run(2, (i) => u.post('servers/', { ...SERVER, name: `s${i}` }), 1), [201, 201]);
+      assertTooMany(await u.post('servers/', { ...SERVER, name: 's' }), /at most 2 POST requests to \/servers\/ per hour/, 3600);
     } finally {
       await srv.close();
     }

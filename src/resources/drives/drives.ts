@@ -6,8 +6,9 @@ import { storedDecl, type Row } from '../../core/stored.js';
 import { cancelTimers, schedule, type TimerHandler } from '../../sim/scheduler.js';
 import type { Tx } from '../../store/db.js';
 import { existingJobs, finishJob, startJob } from '../jobs/jobs.js';
-import { driveFields, MEDIA } from './fields.js';
+import { driveFields } from './fields.js';
 import { cloneName, type CloneNaming } from './naming.js';
+import { libraryAsDrive, libraryDriveAccess, librarySource } from '../libdrives/library.js';
 
 /**
  * Drives on the simulated storage (reference §6). Status moves: creating -> unmounted (timer);
@@ -145,6 +146,9 @@ export const drives = storedDecl(
       await audit(tx, ctx, { action: 'delete', category: 'Drives', uuid, owner: row.owner_uuid ?? ctx.caller.uuid, actor: ctx.caller.uuid });
     },
     decorate,
+    // Library drives resolve at /drives/<uuid>/ (never in lists); anyone may clone them from here too.
+    fallbackGet: (ctx, uuid) => libraryAsDrive(ctx, uuid, defaultStorageType(ctx)),
+    access: (_ctx, uuid, perm, row, db) => libraryDriveAccess(uuid, perm, row, db),
   },
 );
 
@@ -197,47 +201,56 @@ export interface CloneSource {
  * the source), storage_type. Without a name the caller's clone naming strategy names it.
  */
 export async function cloneFrom(ctx: Ctx, source: CloneSource, input: Obj): Promise<Obj> {
+  const { uuid } = await ctx.store.transaction((tx) => cloneWithin(tx, ctx, source, input));
+  return drives.service.get(ctx, uuid);
+}
+
+/** The clone itself, inside the caller's transaction (a server clone clones several drives in one). */
+export async function cloneWithin(
+  tx: Tx,
+  ctx: Ctx,
+  source: CloneSource,
+  input: Obj,
+  extra: { mountedOn?: string } = {},
+): Promise<{ uuid: string; job: string }> {
   const values = validateFields(driveFields, input, 'update');
   const status = source.body.status as string;
   if (source.kind === 'drives' && BUSY.has(status)) throw permission(`Cannot clone drive in state "${status}"`);
   const type = (values.storage_type as string | undefined) ?? (source.body.storage_type as string | null) ?? defaultStorageType(ctx);
   const limits = checkStorage(ctx, type);
   const size = values.size !== undefined ? checkSize(limits, values.size as number, source.body.size as number) : (source.body.size as number);
-  if (values.media !== undefined && !(MEDIA as readonly string[]).includes(values.media as string)) throw validation('media', 'Invalid media');
 
   const uuid = ctx.ids.uuid();
   const job = ctx.ids.uuid();
-  await ctx.store.transaction(async (tx) => {
-    const name = (values.name as string | undefined) ?? (await nameFor(tx, ctx, source.body.name as string));
-    await drives.service.insert(tx, ctx, uuid, ctx.caller.uuid, {
-      affinities: values.affinities ?? source.body.affinities ?? [],
-      allow_multimount: source.body.allow_multimount ?? false,
-      is_snapshotable: true,
-      jobs: [job],
-      licenses: source.kind === 'libdrives' ? ((source.body.licenses as unknown[]) ?? []) : [],
-      media: values.media ?? source.body.media,
-      meta: source.kind === 'libdrives' ? libraryMeta(source.body) : (source.body.meta ?? {}),
-      mounted_on: [],
-      name,
-      size,
-      snapshots: [],
-      status: 'cloning_dst',
-      storage_type: type,
-      _written: source.body._written ?? 0,
-    });
-    if (source.kind === 'drives') await drives.service.patch(tx, ctx, source.uuid, (b) => ({ ...b, jobs: [...((b.jobs as string[]) ?? []), job] }));
-    const duration = cloneDuration(ctx, size);
-    await startJob(tx, ctx, ctx.caller.uuid, {
-      uuid: job,
-      operation: 'drive_clone',
-      resources: [`/api/2.0/${source.kind}/${source.uuid}/`, `/api/2.0/drives/${uuid}/`],
-      durationMs: duration,
-    });
-    await schedule(tx, ctx, { kind: 'drive.cloned', subject: uuid, inMs: duration, payload: { job, source: source.uuid } });
-    if (source.owner) await audit(tx, ctx, { action: 'clone_src', category: 'Drives', uuid: source.uuid, owner: source.owner, actor: ctx.caller.uuid, details: JSON.stringify({ clone: uuid }) });
-    await audit(tx, ctx, { action: 'clone_dst', category: 'Drives', uuid, owner: ctx.caller.uuid, actor: ctx.caller.uuid, details: JSON.stringify({ source: source.uuid }) });
+  const name = (values.name as string | undefined) ?? (await nameFor(tx, ctx, source.body.name as string));
+  await drives.service.insert(tx, ctx, uuid, ctx.caller.uuid, {
+    affinities: values.affinities ?? source.body.affinities ?? [],
+    allow_multimount: source.body.allow_multimount ?? false,
+    is_snapshotable: true,
+    jobs: [job],
+    licenses: source.kind === 'libdrives' ? ((source.body.licenses as unknown[]) ?? []) : [],
+    media: values.media ?? source.body.media,
+    meta: source.kind === 'libdrives' ? libraryMeta(source.body) : (source.body.meta ?? {}),
+    mounted_on: extra.mountedOn ? [{ resource_uri: `/api/2.0/servers/${extra.mountedOn}/`, uuid: extra.mountedOn }] : [],
+    name,
+    size,
+    snapshots: [],
+    status: 'cloning_dst',
+    storage_type: type,
+    _written: source.body._written ?? 0,
   });
-  return drives.service.get(ctx, uuid);
+  if (source.kind === 'drives') await drives.service.patch(tx, ctx, source.uuid, (b) => ({ ...b, jobs: [...((b.jobs as string[]) ?? []), job] }));
+  const duration = cloneDuration(ctx, size);
+  await startJob(tx, ctx, ctx.caller.uuid, {
+    uuid: job,
+    operation: 'drive_clone',
+    resources: [`/api/2.0/${source.kind}/${source.uuid}/`, `/api/2.0/drives/${uuid}/`],
+    durationMs: duration,
+  });
+  await schedule(tx, ctx, { kind: 'drive.cloned', subject: uuid, inMs: duration, payload: { job, source: source.uuid } });
+  if (source.owner) await audit(tx, ctx, { action: 'clone_src', category: 'Drives', uuid: source.uuid, owner: source.owner, actor: ctx.caller.uuid, details: JSON.stringify({ clone: uuid }) });
+  await audit(tx, ctx, { action: 'clone_dst', category: 'Drives', uuid, owner: ctx.caller.uuid, actor: ctx.caller.uuid, details: JSON.stringify({ source: source.uuid }) });
+  return { uuid, job };
 }
 
 /** Library clones carry the image description in meta (reference §1.11). */
@@ -265,7 +278,8 @@ async function nameFor(tx: Tx, ctx: Ctx, source: string): Promise<string> {
 }
 
 async function cloneDrive(ctx: Ctx, uuid: string, input: Obj): Promise<Obj> {
-  const row = (await ctx.store.db.selectFrom('resources').selectAll().where('kind', '=', 'drives').where('uuid', '=', uuid).executeTakeFirstOrThrow()) as Row;
+  const row = (await ctx.store.db.selectFrom('resources').selectAll().where('kind', '=', 'drives').where('uuid', '=', uuid).executeTakeFirst()) as Row | undefined;
+  if (!row) return cloneFrom(ctx, await librarySource(ctx.store.db, uuid), input); // a library drive's uuid
   return cloneFrom(ctx, { uuid, kind: 'drives', owner: row.owner_uuid, body: JSON.parse(row.body) }, input);
 }
 

@@ -5,12 +5,19 @@ export const MEDIA = ['cdrom', 'disk'] as const;
 /** Storage types the schema names; a location offers those its capabilities list. */
 export const STORAGE_TYPES = ['magnetic', 'ssd', 'dssd', 'zadara', 'solidfire'] as const;
 
+/** One entry of a drive's `licenses`, as `schema/` describes it under `fields`. */
+const licenseFields = {
+  amount: f.integer({ default: 1, help: 'Number of licenses' }),
+  license: f.related({ required: true }),
+  user: f.related({ nullable: true, schemaDefault: null, help: 'Owner of the license' }),
+};
+
 /** Drive fields and help texts as the recorded `drives/schema/` shows them (reference §6.2). */
 export const driveFields = {
   affinities: f.list(Type.Union([Type.Literal('ssd')]), { default: () => [], schemaDefault: [], choices: ['ssd'], help: 'A list of affinities this drive should belong to' }),
   allow_multimount: f.boolean({ default: false, help: 'Allow the drive to be mounted on multiple guests. Not taken into account when drive is cdrom.' }),
   jobs: f.relatedItems(Type.Unknown(), { readonly: true, required: true, help: 'Background jobs related to this resource' }),
-  licenses: f.relatedItems(Type.Unknown(), { schemaDefault: [], help: 'A list of licenses attached to this drive' }),
+  licenses: f.relatedItems(Type.Unknown(), { schemaDefault: [], help: 'A list of licenses attached to this drive', fields: licenseFields }),
   media: f.string({ required: true, choices: MEDIA, schemaDefault: null, help: 'Media representation type' }),
   meta: f.dict({ schemaDefault: {}, help: 'User defined meta information' }),
   mounted_on: f.relatedItems(Type.Unknown(), { readonly: true, help: 'Servers on which this drive is mounted on' }),

@@ -5,6 +5,7 @@ import { rateLimits } from './0003_rate_limits.js';
 import { acls } from './0004_acls.js';
 import { scheduler } from './0005_scheduler.js';
 import { statusColumn } from './0006_status.js';
+import { networks } from './0007_networks.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -68,6 +69,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0004_acls': acls,
     '0005_scheduler': scheduler(dialect),
     '0006_status': statusColumn,
+    '0007_networks': networks,
   };
 }
 

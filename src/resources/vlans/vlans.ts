@@ -1,0 +1,130 @@
+import Type from 'typebox';
+import type { Ctx, Services } from '../../core/context.js';
+import { ApiError, permission, validation } from '../../core/errors.js';
+import { f, NO_DEFAULT } from '../../core/fields.js';
+import type { Obj } from '../../core/input.js';
+import { holds } from '../../core/permissions.js';
+import { storedDecl } from '../../core/stored.js';
+import type { Db, Tx } from '../../store/db.js';
+import { mirrorMetaName } from '../ips/ips.js';
+
+/**
+ * Private VLANs (reference §13.2): rows of `resources` (kind `vlans`) owned by the account they were
+ * assigned to (by the operator now, by subscriptions later). A VLAN holds many servers; which servers
+ * have a NIC in it is the `vlan_servers` relation, kept by the server service through the helpers below.
+ * As with IPs, the `name` filters match `meta.name`.
+ */
+export const vlanFields = {
+  bottom_vlan_tag: f.integer({ readonly: true, schemaDefault: null }),
+  meta: f.dict({ schemaDefault: {}, help: 'User defined meta information' }),
+  owner: f.related({ readonly: true, schemaDefault: null, help: 'VLAN owner' }),
+  resource_uri: f.string({ readonly: true, required: true }),
+  servers: f.relatedItems(Type.Unknown(), { readonly: true, schemaDefault: [], help: 'Servers in this VLAN' }),
+  subscription: f.related({ readonly: true, schemaDefault: null, help: 'Subscription related to this VLAN' }),
+  tags: f.relatedMany(),
+  uuid: f.string({ readonly: true, required: true, schemaDefault: null, help: 'VLAN UUID' }),
+};
+
+/** `servers` refs for a page of VLANs, one query; the hidden name mirror goes. */
+async function decorate(ctx: Ctx, vlans: Obj[]): Promise<void> {
+  const rows = await ctx.store.db
+    .selectFrom('vlan_servers')
+    .select(['vlan_uuid', 'server_uuid'])
+    .where(
+      'vlan_uuid',
+      'in',
+      vlans.map((v) => v.uuid as string),
+    )
+    .orderBy('server_uuid')
+    .execute();
+  for (const v of vlans) {
+    v.servers = rows.filter((r) => r.vlan_uuid === v.uuid).map((r) => ({ resource_uri: `/api/2.0/servers/${r.server_uuid}/`, uuid: r.server_uuid }));
+    v.subscription ??= null;
+    v.bottom_vlan_tag ??= null;
+    delete v.name;
+  }
+}
+
+export const vlans = storedDecl(
+  {
+    shape: 'collection',
+    kind: 'vlans',
+    flavour: 'custom',
+    fields: vlanFields,
+    defaultLimit: 20,
+    listMethods: ['get'],
+    detailMethods: ['get', 'put'],
+    listFields: ['owner', 'resource_uri', 'uuid'],
+    filtering: { name: 'exact', name__contains: 'exact', tag: 'exact', uuid: 'exact' },
+    permissions: ['LIST', 'EDIT', 'ATTACH'],
+    taggable: true,
+    schemaQuirks: { allowed_list_http_methods: 'get' },
+  },
+  { prepare: (values) => mirrorMetaName(values), decorate },
+);
+
+/** Create `count` private VLANs for an account (the operator's `stratus vlans assign`; subscriptions later). */
+export async function assignVlans(tx: Tx, s: Pick<Services, 'clock' | 'ids'>, ownerUuid: string, count: number, opts: { subscription?: number } = {}): Promise<string[]> {
+  const subscription = opts.subscription === undefined ? null : { id: opts.subscription, resource_uri: `/api/2.0/subscriptions/${opts.subscription}/` };
+  const out: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const uuid = s.ids.uuid();
+    await vlans.service.insert(tx, s, uuid, ownerUuid, { bottom_vlan_tag: null, meta: {}, name: null, subscription });
+    out.push(uuid);
+  }
+  return out;
+}
+
+/** Remove a VLAN from its account (operator). Refused while servers are in it. */
+export async function releaseVlan(tx: Tx, uuid: string): Promise<{ owner: string | null }> {
+  const row = await tx.selectFrom('resources').select('owner_uuid').where('kind', '=', 'vlans').where('uuid', '=', uuid).executeTakeFirst();
+  if (!row) throw new ApiError('notexist', `No VLAN ${uuid}`, 'uuid');
+  const used = await tx.selectFrom('vlan_servers').select('server_uuid').where('vlan_uuid', '=', uuid).executeTakeFirst();
+  if (used) throw permission(`VLAN ${uuid} still has server ${used.server_uuid} in it; remove the NIC first`, 'uuid');
+  await tx.deleteFrom('tag_members').where('res_type', '=', 'vlans').where('res_uuid', '=', uuid).execute();
+  await tx.deleteFrom('resources').where('kind', '=', 'vlans').where('uuid', '=', uuid).execute();
+  return { owner: row.owner_uuid };
+}
+
+/**
+ * Whether the server owner may put a NIC in this VLAN (spec ACL rule 8): the owner owns it or holds
+ * ATTACH on it (else 403); a VLAN that does not exist is a 400. `point` is the request field at fault.
+ */
+export async function assertUsableVlan(tx: Db | Tx, ownerUuid: string, vlanUuid: string, opts: { point?: string } = {}): Promise<void> {
+  const point = opts.point ?? 'vlan';
+  const row = await tx.selectFrom('resources').select(['uuid', 'owner_uuid']).where('kind', '=', 'vlans').where('uuid', '=', vlanUuid).executeTakeFirst();
+  if (!row) throw validation(point, `VLAN ${vlanUuid} does not exist`);
+  if (!(await holds(tx, ownerUuid, 'vlans', row, 'ATTACH')))
+    throw permission(`The server owner may not attach VLAN ${vlanUuid}: it needs to own it or hold ATTACH`, point);
+}
+
+/** Replace the set of VLANs a server has NICs in (its NICs changed); an empty list takes it out of all. */
+export async function setServerVlans(tx: Tx, serverUuid: string, vlanUuids: string[]): Promise<void> {
+  await tx.deleteFrom('vlan_servers').where('server_uuid', '=', serverUuid).execute();
+  const unique = [...new Set(vlanUuids)];
+  if (unique.length) await tx.insertInto('vlan_servers').values(unique.map((vlan_uuid) => ({ vlan_uuid, server_uuid: serverUuid }))).execute();
+}
+
+/** The VLANs each of a page of servers is in, one query. */
+export async function vlansOfServers(db: Db | Tx, serverUuids: string[]): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  if (!serverUuids.length) return out;
+  const rows = await db.selectFrom('vlan_servers').select(['vlan_uuid', 'server_uuid']).where('server_uuid', 'in', serverUuids).execute();
+  for (const r of rows) out.set(r.server_uuid, [...(out.get(r.server_uuid) ?? []), r.vlan_uuid]);
+  return out;
+}
+
+/** Every VLAN with its owner's e-mail and server count, for `stratus vlans list`. */
+export async function listVlanRows(db: Db | Tx, ownerUuid?: string) {
+  let q = db
+    .selectFrom('resources as r')
+    .leftJoin('users as u', 'u.uuid', 'r.owner_uuid')
+    .select((eb) => [
+      'r.uuid',
+      'u.email',
+      eb.selectFrom('vlan_servers as vs').select((e) => e.fn.countAll<number>().as('n')).whereRef('vs.vlan_uuid', '=', 'r.uuid').as('servers'),
+    ])
+    .where('r.kind', '=', 'vlans');
+  if (ownerUuid) q = q.where('r.owner_uuid', '=', ownerUuid);
+  return q.orderBy('r.seq').execute();
+}

@@ -1,0 +1,39 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { engine, freshDatabase } from '../helpers/db.js';
+import { serveProcess } from '../helpers/process.js';
+
+/**
+ * A real client: Apache libcloud's CloudSigma 2.0 driver (Debian's python3-libcloud) drives a
+ * `stratus serve` process through drives, nodes, tags, VNC and destroy. `.ci/run` installs it; locally
+ * the test is skipped when the module is missing.
+ */
+const PYTHON = '/usr/bin/python3';
+const SCRIPT = fileURLToPath(new URL('../clients/libcloud_smoke.py', import.meta.url));
+const hasLibcloud = spawnSync(PYTHON, ['-c', 'import libcloud'], { encoding: 'utf8' }).status === 0;
+const skip = !hasLibcloud && !process.env.CI ? 'python3-libcloud is not installed (apt-get install python3-libcloud)' : false;
+
+test('libcloud CloudSigma 2.0 driver: every call succeeds', { skip, timeout: 120_000 }, async () => {
+  assert.ok(hasLibcloud, 'python3-libcloud must be installed under CI');
+  const dir = mkdtempSync(join(tmpdir(), 'stratus-libcloud-'));
+  const db = engine === 'sqlite' ? { url: join(dir, 'l.db'), drop: async () => {} } : await freshDatabase();
+  const instant = 'drive.create=0,drive.clone=0,drive.clone.per_gib=0,drive.resize=0,server.boot=0,server.stop=0,server.shutdown=0';
+  const srv = await serveProcess(['--db', db.url, '--rate-limits', 'off', '--delays', instant]);
+  try {
+    const login = /Demo login: (\S+) \/ (\S+)/.exec(srv.stdout());
+    assert.ok(login, srv.stdout());
+    const res = spawnSync(PYTHON, [SCRIPT, srv.base, login[1], login[2]], { encoding: 'utf8', timeout: 100_000 });
+    assert.equal(res.status, 0, `${res.stdout}\n${res.stderr}`);
+    assert.match(res.stdout, /ALL OK/);
+  } finally {
+    srv.child.kill('SIGTERM');
+    await srv.exited;
+    await db.drop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

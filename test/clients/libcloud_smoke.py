@@ -1,0 +1,104 @@
+"""Apache libcloud's CloudSigma 2.0 driver against a Stratus server on loopback.
+
+Usage: /usr/bin/python3 libcloud_smoke.py http://127.0.0.1:PORT EMAIL PASSWORD
+Every driver call must succeed; the script prints one line per step and exits non-zero on failure.
+The driver only speaks https to *.cloudsigma.com, so its connection is pointed at the loopback
+server over plain http; nothing else about the client is changed.
+"""
+import sys
+import time
+from urllib.parse import urlparse
+
+from libcloud.compute.drivers.cloudsigma import CloudSigmaNodeDriver
+
+base, email, password = sys.argv[1:4]
+url = urlparse(base)
+
+driver = CloudSigmaNodeDriver(email, password, api_version='2.0', region='zrh')
+driver.connection.host = url.hostname
+driver.connection.port = url.port
+driver.connection.secure = False
+driver.connection.connection = None
+driver.DRIVE_TRANSITION_SLEEP_INTERVAL = 0.2
+
+
+def step(name, value=None):
+    print('ok', name, '' if value is None else value, flush=True)
+
+
+def wait_for(node_id, state, timeout=30):
+    start = time.time()
+    while True:
+        node = driver.ex_get_node(node_id)
+        if node.extra.get('status') == state or node.state == state:
+            return node
+        if time.time() - start > timeout:
+            raise SystemExit('timed out waiting for %s to be %s (is %s)' % (node_id, state, node.extra.get('status')))
+        time.sleep(0.2)
+
+
+caps = driver.ex_list_capabilities()
+step('capabilities', sorted(caps.keys()))
+
+images = driver.list_images()
+assert images, 'no library images'
+step('list_images', len(images))
+image = [i for i in images if i.extra.get('image_type') == 'preinst' and i.extra.get('media', 'disk') == 'disk'][0]
+
+drive = driver.ex_create_drive(name='libcloud-volume', size=1)
+step('ex_create_drive', drive.id)
+drive = driver._wait_for_drive_state_transition(drive, 'unmounted')
+step('drive unmounted', drive.status)
+assert any(v.id == drive.id for v in driver.list_volumes()), 'created drive not listed'
+step('list_volumes')
+
+sizes = driver.list_sizes()
+size = [s for s in sizes if s.id == 'micro-regular'][0] if any(s.id == 'micro-regular' for s in sizes) else sizes[0]
+node = driver.create_node(name='libcloud-node', size=size, image=image)
+step('create_node', node.id)
+
+nodes = driver.list_nodes()
+assert any(n.id == node.id for n in nodes), 'node not listed'
+step('list_nodes', len(nodes))
+
+node = wait_for(node.id, 'running')
+step('node running', node.public_ips)
+
+tag = driver.ex_create_tag(name='libcloud-tag')
+step('ex_create_tag', tag.id)
+# libcloud 3.4's ex_tag_resources iterates the tag's old resources instead of the new ones, so it PUTs
+# an unchanged list (the real API would see the same); the call itself must succeed.
+driver.ex_tag_resource(node, tag)
+step('ex_tag_resource')
+# Tag the node the way the API defines it (the server's `tags`), then list through the tag.
+driver.ex_edit_node(node, {'tags': [tag.id]})
+tagged = driver.list_nodes(ex_tag=tag)
+assert [n.id for n in tagged] == [node.id], 'tagged node not listed under the tag'
+step('list_nodes(ex_tag)')
+assert any(t.id == tag.id for t in driver.ex_list_tags())
+step('ex_list_tags')
+
+vnc = driver.ex_open_vnc_tunnel(node)
+assert vnc.startswith('vnc://'), vnc
+step('ex_open_vnc_tunnel', vnc)
+assert driver.ex_close_vnc_tunnel(node)
+step('ex_close_vnc_tunnel')
+
+assert driver.stop_node(node)
+step('stop_node')
+wait_for(node.id, 'stopped')
+step('node stopped')
+assert driver.start_node(node)
+wait_for(node.id, 'running')
+assert driver.ex_stop_node(node)
+wait_for(node.id, 'stopped')
+step('start/stop again')
+
+assert driver.destroy_node(node, ex_delete_drives=True)
+step('destroy_node')
+assert driver.ex_delete_tag(tag)
+step('ex_delete_tag')
+assert driver.destroy_volume(drive)
+step('destroy_volume')
+assert not any(n.id == node.id for n in driver.list_nodes())
+print('ALL OK', flush=True)
