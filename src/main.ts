@@ -7,6 +7,8 @@ import { ApiError } from './core/errors.js';
 import { randomIds } from './core/ids.js';
 import { randomPassword } from './core/passwords.js';
 import { Store } from './store/db.js';
+import { simCommand } from './cli/sim.js';
+import { reconcileServers } from './resources/servers/lifecycle.js';
 import { Scheduler } from './sim/scheduler.js';
 import { timerHandlers } from './sim/handlers.js';
 import { fromDatabaseError } from './store/errors.js';
@@ -34,6 +36,9 @@ Commands:
   vlans assign EMAIL [--count N]     give an account N new private VLANs (default 1)
   vlans release UUID                 remove a VLAN
   vlans list [EMAIL]                 VLANs and their owners
+  sim server UUID EVENT              make the simulated guest/host act: poweroff, crash,
+                                     fail_next_boot, acpi_ignore, acpi_obey, host_failure
+  sim drive UUID [--written BYTES]   show or set the data written on a simulated drive
 
 Options (every command; flags win over environment variables):
 ${SETTINGS.map((s) => `  --${s.flag.padEnd(20)} ${s.env.padEnd(30)} ${s.help}`).join('\n')}
@@ -53,6 +58,10 @@ async function serve(config: Config): Promise<void> {
   const scheduler = new Scheduler(services, timerHandlers, app.log);
   const address = await app.listen({ host: config.host, port: config.port });
   scheduler.start();
+  // The reconciler corrects servers stuck in a transition nothing will finish (logged as `heal`).
+  const reconcile = () => reconcileServers(services).catch((err) => app.log.error({ err }, 'reconciler pass failed'));
+  void reconcile();
+  const reconciler = setInterval(reconcile, 60_000);
   const base = `${address}/api/2.0/`;
   const lines = [`Stratus listening at ${base} (database: ${services.store.dialect} ${services.store.location})`];
   if (demo) {
@@ -67,6 +76,7 @@ async function serve(config: Config): Promise<void> {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
+    clearInterval(reconciler);
     await app.close();
     await scheduler.stop();
     await services.store.close();
@@ -115,6 +125,15 @@ async function network(config: Config, command: 'ips' | 'vlans', args: string[],
   }
 }
 
+async function sim(config: Config, args: string[], values: Record<string, string | undefined>): Promise<void> {
+  const services = await open(config);
+  try {
+    process.stdout.write(await simCommand(services, args, values, USAGE));
+  } finally {
+    await services.store.close();
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const options = Object.fromEntries([
     ...SETTINGS.map((s) => [s.flag, { type: 'string' as const }]),
@@ -125,6 +144,7 @@ async function main(argv: string[]): Promise<void> {
     ['reset', { type: 'boolean' as const }],
     ['set', { type: 'string' as const }],
     ['count', { type: 'string' as const }],
+    ['written', { type: 'string' as const }],
   ]);
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   const flags = values as Record<string, string | undefined>;
@@ -137,6 +157,7 @@ async function main(argv: string[]): Promise<void> {
   if (command === 'serve') return serve(config);
   if (command === 'users') return users(config, rest, flags);
   if (command === 'ips' || command === 'vlans') return network(config, command, rest, flags);
+  if (command === 'sim') return sim(config, rest, flags);
   throw new ConfigError(`unknown command "${command}"\n\n${USAGE}`);
 }
 

@@ -1,5 +1,5 @@
-import { sql, type ExpressionBuilder, type SelectQueryBuilder } from 'kysely';
-import type { Database } from '../store/schema.js';
+import { sql, type ExpressionBuilder, type Selectable, type SelectQueryBuilder } from 'kysely';
+import type { Database, ResourcesTable } from '../store/schema.js';
 import type { Db, Tx } from '../store/db.js';
 import { isoTimestamp } from './clock.js';
 import { ownerRef, type Ctx } from './context.js';
@@ -12,17 +12,8 @@ import { visibleRows } from './visibility.js';
 import { attachTags, setTagsOf } from './tagging.js';
 import { declareApplicable, effectivePermissions, granteesOf, requirePermission, type Permission } from './permissions.js';
 
-export interface Row {
-  seq: number;
-  kind: string;
-  uuid: string;
-  owner_uuid: string | null;
-  name: string | null;
-  status: string | null;
-  body: string;
-  created_at: string;
-  updated_at: string;
-}
+/** A `resources` row as selected. */
+export type Row = Selectable<ResourcesTable>;
 
 /** What is special about a kind stored in the shared `resources` table; everything else is generic. */
 export interface StoredHooks {
@@ -57,6 +48,20 @@ type Q = SelectQueryBuilder<Database, 'resources', any>;
 /** A filter: the condition one group of OR-ed values puts on a `resources` row. */
 export type StoredFilter = (eb: ExpressionBuilder<Database, 'resources'>, values: string[], ctx: Ctx, kind: string) => any;
 
+/** The row carries one of the caller's tags whose uuid (or name) is among `values`. */
+function carriesOwnTag(eb: ExpressionBuilder<Database, 'resources'>, ctx: Ctx, kind: string, column: 't.uuid' | 't.name', values: string[]) {
+  return eb.exists(
+    eb
+      .selectFrom('tag_members')
+      .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tag_members.tag_uuid').on('t.kind', '=', 'tags'))
+      .select(sql.lit(1).as('one'))
+      .whereRef('tag_members.res_uuid', '=', 'resources.uuid')
+      .where('tag_members.res_type', '=', kind)
+      .where('t.owner_uuid', '=', ctx.caller.uuid)
+      .where(column, 'in', values),
+  );
+}
+
 /** Filters every stored kind understands; a kind declares which of them it exposes. */
 const FILTERS: Record<string, StoredFilter> = {
   uuid: (eb, v) => eb('resources.uuid', 'in', v),
@@ -65,28 +70,8 @@ const FILTERS: Record<string, StoredFilter> = {
   name: (eb, v) => eb('resources.name', 'in', v),
   name__contains: (eb, v, ctx) => eb.or(v.map((s) => ctx.store.like('resources.name', s, { contains: true, caseInsensitive: true }))),
   // Only the caller's own tags filter (an owner's tag on a shared resource is not the grantee's business).
-  tag: (eb, v, ctx, kind) =>
-    eb.exists(
-      eb
-        .selectFrom('tag_members')
-        .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tag_members.tag_uuid').on('t.kind', '=', 'tags'))
-        .select(sql.lit(1).as('one'))
-        .whereRef('tag_members.res_uuid', '=', 'resources.uuid')
-        .where('tag_members.res_type', '=', kind)
-        .where('t.owner_uuid', '=', ctx.caller.uuid)
-        .where('tag_members.tag_uuid', 'in', v),
-    ),
-  tag__name: (eb, v, ctx, kind) =>
-    eb.exists(
-      eb
-        .selectFrom('tag_members')
-        .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tag_members.tag_uuid').on('t.kind', '=', 'tags'))
-        .select(sql.lit(1).as('one'))
-        .whereRef('tag_members.res_uuid', '=', 'resources.uuid')
-        .where('tag_members.res_type', '=', kind)
-        .where('t.owner_uuid', '=', ctx.caller.uuid)
-        .where('t.name', 'in', v),
-    ),
+  tag: (eb, v, ctx, kind) => carriesOwnTag(eb, ctx, kind, 't.uuid', v),
+  tag__name: (eb, v, ctx, kind) => carriesOwnTag(eb, ctx, kind, 't.name', v),
 };
 
 

@@ -15,6 +15,8 @@ export const DEFAULT_DELAYS = {
   'server.shutdown': 5_000,
   /** A guest that ignores ACPI is back to `running` after this long (the real service retries for a minute). */
   'server.acpi_timeout': 60_000,
+  /** Not a duration: bytes a running server writes to each attached disk per second (grows its data). */
+  'drive.write_rate': 65_536,
   /** A host failure keeps a server `unavailable` this long. */
   'server.host_recovery': 30_000,
 } as const;

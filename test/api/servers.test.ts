@@ -471,3 +471,49 @@ describe('durability', () => {
     }
   });
 });
+
+describe('reconciler', () => {
+  test('a server stuck in a transition nothing will finish is healed to stopped and logged', async () => {
+    const { reconcileServers } = await import('../../src/resources/servers/lifecycle.js');
+    const fine = await server(alice);
+    await act(alice, fine, 'start');
+    const stuck = await server(alice);
+    await act(alice, stuck, 'start');
+    // The boot timer is lost (as if it failed for good): nothing would ever finish the start.
+    await srv.services.store.db.deleteFrom('timers').where('subject', '=', stuck.uuid).execute();
+    assert.equal(await reconcileServers(srv.services), 1);
+    assert.equal(await status(alice, stuck), 'stopped');
+    assert.equal(await status(alice, fine), 'starting', 'a transition under way is left alone');
+    assert.deepEqual((await logOf(stuck.uuid)).slice(-1), ['heal']);
+    await srv.advance(3_000);
+    assert.equal(await status(alice, fine), 'running');
+  });
+});
+
+describe('operator simulation commands', () => {
+  test('stratus sim drive/server: written data accrues while running; events run in the service', async () => {
+    const { simCommand } = await import('../../src/cli/sim.js');
+    const s = await running(alice);
+    const d = await drive(alice);
+    // Attach while stopped, run for 10 s, stop: 10 s x the write rate lands on the disk.
+    await act(alice, s, 'stop');
+    await srv.advance(2_000);
+    await alice.put(s.resource_uri, { drives: [{ drive: d.uuid }] });
+    await act(alice, s, 'start');
+    await srv.advance(3_000);
+    srv.clock.advance(10_000);
+    await act(alice, s, 'stop');
+    await srv.advance(2_000);
+    const shown = await simCommand(srv.services, ['drive', d.uuid], {}, 'usage');
+    const written = Number(/: (\d+) of/.exec(shown)![1]);
+    assert.ok(written >= 10 * 65_536, shown);
+    assert.match(await simCommand(srv.services, ['drive', d.uuid], { written: '1000' }, 'usage'), /: 1000 of/);
+    await act(alice, s, 'start');
+    await srv.advance(3_000);
+    assert.match(await simCommand(srv.services, ['server', s.uuid, 'poweroff'], {}, 'usage'), /scheduled/);
+    await srv.scheduler.runDue();
+    assert.equal(await status(alice, s), 'stopped');
+    await assert.rejects(simCommand(srv.services, ['server', s.uuid, 'explode'], {}, 'usage'));
+    await assert.rejects(simCommand(srv.services, ['server', crypto.randomUUID(), 'crash'], {}, 'usage'), (e: any) => e.status === 404);
+  });
+});

@@ -238,8 +238,22 @@ async function boot(tx: Tx, s: Services, row: Row, body: Obj): Promise<void> {
 /** Leave `running`: leases go back to the pool, VNC closes, the runtime disappears. */
 async function powerOff(tx: Tx, s: Services, row: Row, body: Obj): Promise<void> {
   await network.release(tx, row.uuid);
+  await accrueWrites(tx, s, body);
   const { _active_since, _leases, _vnc_port, _console_port, ...rest } = body;
   await save(tx, s, row, { ...rest, status: 'stopped' });
+}
+
+/**
+ * The simulated storage: while a server ran, it wrote to its disks at the configured rate. The data
+ * written (never more than the drive holds) is what later gives snapshots their size.
+ */
+async function accrueWrites(tx: Tx, s: Services, body: Obj): Promise<void> {
+  const secs = Math.max(0, (s.clock.now().getTime() - Number(body._active_since ?? s.clock.now().getTime())) / 1000);
+  const bytes = Math.floor(secs * s.config.delays['drive.write_rate']);
+  if (!bytes) return;
+  const { drives } = await import('../drives/drives.js');
+  for (const a of (body.drives as Attachment[]) ?? [])
+    await drives.service.patch(tx, s, a.drive, (d) => (d.media === 'disk' ? { ...d, _written: Math.min(Number(d.size), Number(d._written ?? 0) + bytes) } : d));
 }
 
 async function withServer(tx: Tx, s: Services, uuid: string, fn: (row: Row, body: Obj) => Promise<void>): Promise<void> {
@@ -344,4 +358,43 @@ async function guestEvent(tx: Tx, s: Services, row: Row, body: Obj, e: { event: 
       await schedule(tx, s, { kind: 'server.recovered', subject: row.uuid, inMs: s.config.delays['server.host_recovery'], payload: { resume: body.status } });
       return;
   }
+}
+
+/** Which pending timers carry each transitional state to its end. */
+const TRANSITIONS: Record<string, string[]> = {
+  starting: ['server.booted'],
+  stopping: ['server.stopped', 'server.acpi'],
+  unavailable: ['server.recovered'],
+};
+
+/**
+ * The reconciler: a server whose recorded state is in transition but whose infrastructure has nothing
+ * under way (its timer failed for good, or was lost) is corrected to `stopped` — what the simulated
+ * hypervisor holds for it — and the correction is logged as `heal`. Reads only servers in transitional
+ * states (an indexed status lookup), never the whole table.
+ */
+export async function reconcileServers(s: Services): Promise<number> {
+  const stuck = await s.store.db
+    .selectFrom('resources')
+    .select('uuid')
+    .where('kind', '=', 'servers')
+    .where('status', 'in', Object.keys(TRANSITIONS))
+    .where(({ not, exists, selectFrom, ref }) =>
+      not(exists(selectFrom('timers').select('timers.id').whereRef('timers.subject', '=', ref('resources.uuid')).where('timers.state', '=', 'pending'))),
+    )
+    .execute();
+  let healed = 0;
+  for (const { uuid } of stuck) {
+    await s.store.transaction(async (tx) => {
+      await withServer(tx, s, uuid, async (row, body) => {
+        const pending = await tx.selectFrom('timers').select('kind').where('subject', '=', uuid).where('state', '=', 'pending').execute();
+        const from = body.status as string;
+        if (!TRANSITIONS[from] || pending.some((t) => TRANSITIONS[from].includes(t.kind))) return; // moved on meanwhile
+        await powerOff(tx, s, row, body);
+        await log(tx, s, row, 'heal', null, { details: JSON.stringify({ from, to: 'stopped' }) });
+        healed++;
+      });
+    });
+  }
+  return healed;
 }

@@ -1,3 +1,5 @@
+import type { Selectable } from 'kysely';
+import type { UsersTable } from '../../store/schema.js';
 import type { Services } from '../../core/context.js';
 import { isoTimestamp } from '../../core/clock.js';
 import { ApiError, validation } from '../../core/errors.js';
@@ -6,15 +8,7 @@ import { profileDefaults } from '../profile/profile.js';
 
 export const USER_STATES = ['REGULAR', 'TRIAL', 'GUEST', 'NEW_USER'] as const;
 
-export interface UserRow {
-  uuid: string;
-  email: string;
-  password_hash: string | null;
-  digest_ha1: string | null;
-  state: string;
-  profile: string;
-  created_at: string;
-}
+export type UserRow = Selectable<UsersTable>;
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+$/;
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
