@@ -101,32 +101,30 @@ function readRateLimits(raw: string): readonly Rule[] | null {
   }
 }
 
-function readSmtpUrl(raw: string): string | null {
+/** An optional absolute URL setting ('' = unset) with one of the given schemes. */
+function readUrl(name: string, schemes: string[], example: string, raw: string): URL | null {
   const value = raw.trim();
   if (value === '') return null;
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    throw new ConfigError(`smtp-url must be a URL like smtp://user:pass@host:587, got "${raw}"`);
+    throw new ConfigError(`${name} must be a URL like ${example}, got "${raw}"`);
   }
-  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new ConfigError('smtp-url must start with smtp:// or smtps://');
-  if (!url.hostname) throw new ConfigError('smtp-url must name a host');
-  return value;
+  if (!schemes.includes(url.protocol)) throw new ConfigError(`${name} must start with ${schemes.map((p) => `${p}//`).join(' or ')}`);
+  if (!url.hostname) throw new ConfigError(`${name} must name a host`);
+  return url;
+}
+
+function readSmtpUrl(raw: string): string | null {
+  return readUrl('smtp-url', ['smtp:', 'smtps:'], 'smtp://user:pass@host:587', raw) ? raw.trim() : null;
 }
 
 function readPublicUrl(raw: string): string | null {
-  const value = raw.trim();
-  if (value === '') return null;
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new ConfigError(`public-url must be an absolute http(s) URL, got "${raw}"`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError('public-url must start with http:// or https://');
+  const url = readUrl('public-url', ['http:', 'https:'], 'https://cloud.example.com', raw);
+  if (!url) return null;
   if (url.search || url.hash) throw new ConfigError('public-url must not have a query or fragment');
-  return value.replace(/\/+$/, '');
+  return raw.trim().replace(/\/+$/, '');
 }
 
 function readPromoCodes(raw: string): string[] {

@@ -1,3 +1,5 @@
+import type { Selectable } from 'kysely';
+import type { AuditLogTable } from '../../store/schema.js';
 import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
 import { sql } from 'kysely';
 import { ownerRef, type Ctx } from '../../core/context.js';
@@ -51,19 +53,7 @@ const FILTERS: Record<string, (eb: Eb, values: string[], ctx: Ctx) => any> = {
     ),
 };
 
-interface Entry {
-  seq: number;
-  actor_uuid: string | null;
-  action: string;
-  category: string;
-  uuid: string;
-  details: string;
-  success: number;
-  error_type: string | null;
-  error_point: string | null;
-  error_message: string;
-  timestamp: string;
-}
+type Entry = Selectable<AuditLogTable>;
 
 /** An entry as the API shows it: no resource_uri; `actor` a user reference or null (the system acted). */
 function present(e: Entry): Record<string, unknown> {
