@@ -37,8 +37,10 @@ async function decorate(ctx: Ctx, vlans: Obj[]): Promise<void> {
     )
     .orderBy('server_uuid')
     .execute();
+  const byVlan = new Map<string, Obj[]>();
+  for (const r of rows) byVlan.set(r.vlan_uuid, [...(byVlan.get(r.vlan_uuid) ?? []), { resource_uri: `/api/2.0/servers/${r.server_uuid}/`, uuid: r.server_uuid }]);
   for (const v of vlans) {
-    v.servers = rows.filter((r) => r.vlan_uuid === v.uuid).map((r) => ({ resource_uri: `/api/2.0/servers/${r.server_uuid}/`, uuid: r.server_uuid }));
+    v.servers = byVlan.get(v.uuid as string) ?? [];
     v.subscription ??= null;
     v.bottom_vlan_tag ??= null;
     delete v.name;
