@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import pg from 'pg';
-import { PG_URL } from './helpers/db.js';
+import { dropTestSchemas, PG_URL } from './helpers/db.js';
 
 const root = new URL('..', import.meta.url).pathname;
 
@@ -65,7 +65,9 @@ if (pgProblem) {
     results.push(['postgres', `SKIPPED: ${msg}; set STRATUS_TEST_PG_URL to run it`]);
   }
 } else {
+  await dropTestSchemas(); // leftovers of an interrupted run
   const pgOk = run('postgres');
+  await dropTestSchemas();
   results.push(['postgres', pgOk ? 'PASSED' : 'FAILED']);
   failed ||= !pgOk;
 }
