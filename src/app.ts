@@ -4,7 +4,7 @@ import Fastify, { LogController, type FastifyError, type FastifyInstance, type F
 import compress from '@fastify/compress';
 import type { Services } from './core/context.js';
 import { ApiError } from './core/errors.js';
-import { registry } from './core/registry.js';
+import { registry, startKinds } from './registry.js';
 import type { ResourceDecl } from './core/resource.js';
 import { registerBodyParsers } from './http/body.js';
 import { negotiate } from './http/negotiate.js';
@@ -14,12 +14,11 @@ import { fromDatabaseError } from './store/errors.js';
 import { registerPath } from './http/routes.js';
 import { resourcePaths } from './http/resource-routes.js';
 import { Auth } from './http/auth/index.js';
-import { accountPaths } from './resources/accounts/routes.js';
-import { registerConfirmPage } from './resources/accounts/confirm-page.js';
+import { accountPaths } from './http/accounts/routes.js';
+import { registerConfirmPage } from './http/accounts/confirm-page.js';
 import { createMailer } from './notify/mailer.js';
 import type { RawQuery } from './http/query.js';
 import { RateLimiter } from './http/ratelimit/limiter.js';
-import { syncLibrary } from './resources/libdrives/catalogue.js';
 
 /** Turn anything thrown into an ApiError: our own pass through, Fastify's keep their status, the rest is a 500. */
 function toApiError(err: unknown, req: FastifyRequest): ApiError {
@@ -40,8 +39,8 @@ function toApiError(err: unknown, req: FastifyRequest): ApiError {
  */
 export async function buildApp(services: Services, kinds: ResourceDecl[] = registry): Promise<FastifyInstance> {
   const { config } = services;
-  // The configured library catalogue into the database, once per start (idempotent, safe for several processes).
-  if (kinds.some((k) => k.kind === 'libdrives')) await syncLibrary(services);
+  // The kinds' start-up work (the library catalogue into the database): idempotent, safe for several processes.
+  await startKinds(services, kinds);
   const app = Fastify<http.Server>({
     logger: { level: config.logLevel },
     bodyLimit: config.bodyLimit,

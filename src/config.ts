@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
 import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './http/ratelimit/rules.js';
 import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources/libdrives/catalogue.js';
-import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './resources/ips/pool.js';
+import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './sim/ip-pool.js';
 
 export interface Config {
   host: string;

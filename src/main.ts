@@ -8,9 +8,9 @@ import { randomIds } from './core/ids.js';
 import { randomPassword } from './core/passwords.js';
 import { Store } from './store/db.js';
 import { simCommand } from './cli/sim.js';
-import { reconcileServers } from './resources/servers/lifecycle.js';
 import { Scheduler } from './sim/scheduler.js';
-import { timerHandlers } from './sim/handlers.js';
+import { timerHandlers } from './registry.js';
+import { EventSubscriptions } from './core/events.js';
 import { fromDatabaseError } from './store/errors.js';
 import { createUser, ensureDemoLogin, listUsers, setPassword, setState, USER_STATES } from './resources/users/users.js';
 import { limitsCommand } from './cli/limits.js';
@@ -47,21 +47,18 @@ ${SETTINGS.map((s) => `  --${s.flag.padEnd(20)} ${s.env.padEnd(30)} ${s.help}`).
 
 async function open(config: Config): Promise<Services> {
   const store = await Store.open(config.db);
-  return { store, clock: systemClock, ids: randomIds, config };
+  return { store, clock: systemClock, ids: randomIds, config, events: new EventSubscriptions() };
 }
 
 async function serve(config: Config): Promise<void> {
   const services = await open(config);
   const demo = await ensureDemoLogin(services, randomPassword());
   const app = await buildApp(services);
-  // Simulated infrastructure: durable timers (boots, clones, ...) run by this process's scheduler.
-  const scheduler = new Scheduler(services, timerHandlers, app.log);
+  // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
+  // declared by the kinds, run by this process's scheduler (several processes share them).
+  const scheduler = new Scheduler(services, timerHandlers(), app.log);
   const address = await app.listen({ host: config.host, port: config.port });
   scheduler.start();
-  // The reconciler corrects servers stuck in a transition nothing will finish (logged as `heal`).
-  const reconcile = () => reconcileServers(services).catch((err) => app.log.error({ err }, 'reconciler pass failed'));
-  void reconcile();
-  const reconciler = setInterval(reconcile, 60_000);
   const base = `${address}/api/2.0/`;
   const lines = [`Stratus listening at ${base} (database: ${services.store.dialect} ${services.store.location})`];
   if (demo) {
@@ -76,7 +73,6 @@ async function serve(config: Config): Promise<void> {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
-    clearInterval(reconciler);
     await app.close();
     await scheduler.stop();
     await services.store.close();

@@ -2,7 +2,7 @@ import { ConfigError } from '../config.js';
 import type { Services } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
 import { assignIps, listIpRows, releaseIp } from '../resources/ips/ips.js';
-import { blockOf, poolSize } from '../resources/ips/pool.js';
+import { blockOf, poolSize } from '../sim/ip-pool.js';
 import { findUserByEmail } from '../resources/users/users.js';
 import { assignVlans, listVlanRows, releaseVlan } from '../resources/vlans/vlans.js';
 
@@ -37,11 +37,11 @@ export async function ipsCommand(s: Services, args: string[], opts: { count?: st
     return got.map((a) => `assigned ${a} to ${arg}\n`).join('');
   }
   if (sub === 'release' && arg) {
-    await s.store.transaction((tx) => releaseIp(tx, arg));
+    await s.store.transaction((tx) => releaseIp(tx, s, arg));
     return `released ${arg}\n`;
   }
   if (sub === 'list') {
-    const rows = await listIpRows(s.store.db, arg ? await userUuid(s, arg) : undefined);
+    const rows = await listIpRows(s, arg ? await userUuid(s, arg) : undefined);
     const lines = rows.map((r) => {
       const who = r.owner_uuid ? (r.email ?? r.owner_uuid) : '(dhcp lease)';
       const use = r.server_uuid ? `server ${r.server_uuid}${r.dynamic === 1 ? ' (dhcp)' : ' (static)'}` : '-';
@@ -63,11 +63,11 @@ export async function vlansCommand(s: Services, args: string[], opts: { count?: 
     return got.map((u) => `assigned vlan ${u} to ${arg}\n`).join('');
   }
   if (sub === 'release' && arg) {
-    await s.store.transaction((tx) => releaseVlan(tx, arg));
+    await s.store.transaction((tx) => releaseVlan(tx, s, arg));
     return `released vlan ${arg}\n`;
   }
   if (sub === 'list') {
-    const rows = await listVlanRows(s.store.db, arg ? await userUuid(s, arg) : undefined);
+    const rows = await listVlanRows(s, arg ? await userUuid(s, arg) : undefined);
     return rows.map((r) => `${r.uuid}  ${(r.email ?? '-').padEnd(32)} ${Number(r.servers)} server(s)\n`).join('');
   }
   throw new ConfigError(usage);

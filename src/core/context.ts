@@ -2,6 +2,9 @@ import type { Clock } from './clock.js';
 import type { IdGenerator } from './ids.js';
 import type { Store } from '../store/db.js';
 import type { Config } from '../config.js';
+import type { EventSubscriptions } from './events.js';
+
+export { ownerRef, userUri } from '../store/repository.js';
 
 /** The authenticated user a request acts for. */
 export interface Caller {
@@ -16,12 +19,11 @@ export interface Services {
   clock: Clock;
   ids: IdGenerator;
   config: Config;
+  /** Event types something consumes (an outbox row is written for those); none when absent. */
+  events?: EventSubscriptions;
 }
 
 /** A service call: who asks, plus the injected services. */
 export interface Ctx extends Services {
   caller: Caller;
 }
-
-export const userUri = (uuid: string) => `/api/2.0/user/${uuid}/`;
-export const ownerRef = (uuid: string | null) => (uuid ? { resource_uri: userUri(uuid), uuid } : null);

@@ -7,5 +7,3 @@ export interface IdGenerator {
 
 export const randomIds: IdGenerator = { uuid: () => randomUUID() };
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export const isUuid = (s: string): boolean => UUID_RE.test(s);

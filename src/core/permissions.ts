@@ -1,6 +1,7 @@
-import type { Ctx } from './context.js';
-import { notFound, permission as forbidden } from './errors.js';
+import type { Ctx, Services } from './context.js';
+import { permission as forbidden, validation } from './errors.js';
 import type { Db, Tx } from '../store/db.js';
+import type { Resource } from '../store/repository.js';
 
 /**
  * The ACL permission model (spec "ACL" rules 1–8), in one place. An ACL owned by O grants its rules to
@@ -137,27 +138,23 @@ export async function requirePermission(
     throw forbidden(`Permission ${perm} is required on ${kind} ${resource.uuid}`);
 }
 
-async function ownerOf(db: Db | Tx, kind: string, uuid: string): Promise<string | null | undefined> {
-  const row = await db.selectFrom('resources').select('owner_uuid').where('kind', '=', kind).where('uuid', '=', uuid).executeTakeFirst();
-  return row ? row.owner_uuid : undefined;
-}
-
 /**
- * Rule 8: a resource (drive, IP, VLAN, firewall policy) may be attached to a server only when the
- * server's owner owns it or holds ATTACH on it — also when a grantee is the one editing the server.
- * Throws 403 `permission` naming the field, or 404 for a resource that does not exist.
+ * Rule 8, the one check for every reference a server makes (drives, IPs, VLANs, firewall policies): the
+ * referenced object must exist (else 400 naming the field) and the server's owner must own it or hold
+ * ATTACH on it (else 403) — also when a grantee is the one editing the server. The row comes back locked,
+ * so what is decided about it (free, not mounted elsewhere) holds until the server's change commits.
  */
-export async function assertCanAttach(
-  db: Db | Tx,
-  serverOwner: string,
-  kind: string,
-  uuid: string,
-  point: string,
-): Promise<void> {
-  const owner = await ownerOf(db, kind, uuid);
-  if (owner === undefined) throw notFound(uuid);
-  if (!(await holds(db, serverOwner, kind, { uuid, owner_uuid: owner }, 'ATTACH')))
-    throw forbidden(`The server owner may not attach ${kind} ${uuid}: it needs to own it or hold ATTACH`, point);
+export async function lockAttachable(
+  tx: Tx,
+  s: Pick<Services, 'store'>,
+  ref: { serverOwner: string; kind: string; uuid: string; point: string; label?: string },
+): Promise<Resource> {
+  const label = ref.label ?? ref.kind;
+  const row = await s.store.resources.lock(tx, ref.kind, ref.uuid);
+  if (!row) throw validation(ref.point, `${label} ${ref.uuid} does not exist`);
+  if (!(await holds(tx, ref.serverOwner, ref.kind, row, 'ATTACH')))
+    throw forbidden(`The server owner may not attach ${label} ${ref.uuid}: it needs to own it or hold ATTACH`, ref.point);
+  return row;
 }
 
 /**

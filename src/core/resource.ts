@@ -1,6 +1,8 @@
 import type { Field } from './fields.js';
 import type { Ctx } from './context.js';
 import type { Permission } from './permissions.js';
+import type { Services } from './context.js';
+import type { TimerHandler } from './timers.js';
 
 export type Method = 'get' | 'post' | 'put' | 'delete';
 
@@ -29,17 +31,18 @@ export interface CollectionService {
   authorize?(ctx: Ctx, uuid: string, perm: Permission): Promise<{ uuid: string; owner_uuid: string | null }>;
 }
 
-/** What an action answers: the API fixes the status per action (202 for asynchronous ones). */
-export interface ActionResult {
-  status: 200 | 202;
-  body: unknown;
-}
-
-/** `POST /<kind>/<uuid>/action/?do=<name>`: the generic route finds the object and checks the permission. */
+/**
+ * `POST /<kind>/<uuid>/action/?do=<name>`: the generic route finds the object, checks the permission and
+ * answers 202 for an asynchronous action (the work goes on after the answer), 200 otherwise.
+ */
 export interface ActionDecl {
   /** ACL permission a user other than the owner needs (spec rules: START, STOP, OPEN_VNC, CLONE, ...). */
   permission: Permission;
-  run(ctx: Ctx, uuid: string, body: Record<string, unknown>, query: Record<string, string | string[] | undefined>): Promise<ActionResult>;
+  /** The API answers 202: the action starts work that finishes later. */
+  async: boolean;
+  /** Query parameters the action reads besides `do` (e.g. `avoid`); the last value of each. */
+  params?: readonly string[];
+  run(ctx: Ctx, uuid: string, body: Record<string, unknown>, params: Record<string, string | undefined>): Promise<unknown>;
 }
 
 /** What a single-object kind (profile, capabilities, balance) implements. */
@@ -59,6 +62,10 @@ interface Common {
   listMethods: Method[];
   /** Keys `schema/` prints differently from what is generated (the recorded `ips` schema lists its list methods as the string "get"). */
   schemaQuirks?: Record<string, unknown>;
+  /** Durable follow-up work of this kind (timer kind -> handler), run by the scheduler. */
+  timers?: Record<string, TimerHandler>;
+  /** Work before the service answers (the library catalogue into the database); idempotent, any process. */
+  startup?(s: Services): Promise<void>;
 }
 
 /** One declaration per resource kind: it drives validation, schema/, projections and the generic routes. */

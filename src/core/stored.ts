@@ -1,8 +1,8 @@
-import { sql, type ExpressionBuilder, type Selectable, type SelectQueryBuilder } from 'kysely';
-import type { Database, ResourcesTable } from '../store/schema.js';
+import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
+import type { Database } from '../store/schema.js';
 import type { Db, Tx } from '../store/db.js';
-import { isoTimestamp } from './clock.js';
-import { ownerRef, type Ctx } from './context.js';
+import { ownerRef, resourceUri, type Resource, type VisibleQuery } from '../store/repository.js';
+import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
 import { validateFields, type Obj } from './input.js';
 import Type from 'typebox';
@@ -10,10 +10,10 @@ import { f, NO_DEFAULT, type Field } from './fields.js';
 import type { CollectionDecl, CollectionService, ListQuery, ListResult } from './resource.js';
 import { visibleRows } from './visibility.js';
 import { attachTags, setTagsOf } from './tagging.js';
-import { declareApplicable, effectivePermissions, granteesOf, requirePermission, type Permission } from './permissions.js';
+import { declareApplicable, effectivePermissions, grantedUuids, granteesOf, requirePermission, type Permission } from './permissions.js';
 
-/** A `resources` row as selected. */
-export type Row = Selectable<ResourcesTable>;
+/** A stored object: its indexed columns and its body as data. */
+export type Row = Resource;
 
 /** What is special about a kind stored in the shared `resources` table; everything else is generic. */
 export interface StoredHooks {
@@ -35,7 +35,12 @@ export interface StoredHooks {
   filters?: Record<string, StoredFilter>;
   /** Runs in the write transaction after the row is written (create and update). */
   afterWrite?(tx: Tx, ctx: Ctx, uuid: string, values: Obj, mode: 'create' | 'update', input: Obj): Promise<void>;
-  /** Runs in the delete transaction before the row goes. */
+  /**
+   * Rows a delete must lock before the object itself, to keep one lock order everywhere (servers before
+   * drives): a drive's delete locks the servers it is mounted on first.
+   */
+  lockBeforeDelete?(tx: Tx, ctx: Ctx, uuid: string): Promise<void>;
+  /** Runs in the delete transaction, with the object locked, before the row goes. */
   beforeDelete?(tx: Tx, ctx: Ctx, uuid: string, row: Row, query: Record<string, unknown>): Promise<void>;
   /** Rows of other users this kind shows the caller anyway (read-only unless a permission says more). */
   alsoVisible?(ctx: Ctx, db: Db | Tx): SelectQueryBuilder<Database, any, { uuid: string }>;
@@ -43,24 +48,10 @@ export interface StoredHooks {
   decorate?(ctx: Ctx, objects: Obj[]): Promise<void>;
 }
 
-type Q = SelectQueryBuilder<Database, 'resources', any>;
+type Q = VisibleQuery;
 
 /** A filter: the condition one group of OR-ed values puts on a `resources` row. */
 export type StoredFilter = (eb: ExpressionBuilder<Database, 'resources'>, values: string[], ctx: Ctx, kind: string) => any;
-
-/** The row carries one of the caller's tags whose uuid (or name) is among `values`. */
-function carriesOwnTag(eb: ExpressionBuilder<Database, 'resources'>, ctx: Ctx, kind: string, column: 't.uuid' | 't.name', values: string[]) {
-  return eb.exists(
-    eb
-      .selectFrom('tag_members')
-      .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tag_members.tag_uuid').on('t.kind', '=', 'tags'))
-      .select(sql.lit(1).as('one'))
-      .whereRef('tag_members.res_uuid', '=', 'resources.uuid')
-      .where('tag_members.res_type', '=', kind)
-      .where('t.owner_uuid', '=', ctx.caller.uuid)
-      .where(column, 'in', values),
-  );
-}
 
 /** Filters every stored kind understands; a kind declares which of them it exposes. */
 const FILTERS: Record<string, StoredFilter> = {
@@ -68,10 +59,10 @@ const FILTERS: Record<string, StoredFilter> = {
   status: (eb, v) => eb('resources.status', 'in', v),
   state: (eb, v) => eb('resources.status', 'in', v),
   name: (eb, v) => eb('resources.name', 'in', v),
-  name__contains: (eb, v, ctx) => eb.or(v.map((s) => ctx.store.like('resources.name', s, { contains: true, caseInsensitive: true }))),
+  name__contains: (eb, v, ctx) => eb.or(v.map((s) => ctx.store.resources.like('resources.name', s, { contains: true, caseInsensitive: true }))),
   // Only the caller's own tags filter (an owner's tag on a shared resource is not the grantee's business).
-  tag: (eb, v, ctx, kind) => carriesOwnTag(eb, ctx, kind, 't.uuid', v),
-  tag__name: (eb, v, ctx, kind) => carriesOwnTag(eb, ctx, kind, 't.name', v),
+  tag: (eb, v, ctx, kind) => ctx.store.resources.carriesOwnTag(eb, { kind, owner: ctx.caller.uuid, by: 'uuid', values: v, uuidColumn: 'resources.uuid' }),
+  tag__name: (eb, v, ctx, kind) => ctx.store.resources.carriesOwnTag(eb, { kind, owner: ctx.caller.uuid, by: 'name', values: v, uuidColumn: 'resources.uuid' }),
 };
 
 
@@ -86,8 +77,6 @@ export interface StoredKind {
   /** ACL permissions that apply to this kind; absent = never shared (tags, ACLs). */
   permissions?: readonly Permission[];
   taggable?: boolean;
-  /** Body key mirrored into the indexed `status` column (default `status`; jobs use `state`). */
-  statusKey?: string;
   /** List order: creation order (default) or most recently changed first (jobs). */
   order?: 'created' | 'recent';
 }
@@ -113,31 +102,36 @@ export class StoredCollection implements CollectionService {
     this.external = new Set([...(hooks.external ?? []), ...(this.taggable ? ['tags'] : []), 'grantees', 'permissions']);
   }
 
-  private visible(ctx: Ctx, db: Db | Tx = ctx.store.db): Q {
+  private visible(ctx: Ctx, db: Db | Tx): Q {
     const extra = this.hooks.alsoVisible;
     if (!extra) return visibleRows(ctx, this.kind, db, this.permissions !== undefined);
-    return db
-      .selectFrom('resources')
-      .where('resources.kind', '=', this.kind)
-      .where((eb) => eb.or([eb('resources.owner_uuid', '=', ctx.caller.uuid), eb('resources.uuid', 'in', extra(ctx, db))]));
+    return ctx.store.resources.visible(db, this.kind, ctx.caller.uuid, extra(ctx, db));
   }
 
   uri(uuid: string): string {
-    return `/api/2.0/${this.kind}/${uuid}/`;
+    return resourceUri(this.kind, uuid);
   }
 
   present(row: Row): Obj {
-    return { ...JSON.parse(row.body), owner: ownerRef(row.owner_uuid), resource_uri: this.uri(row.uuid), uuid: row.uuid };
+    return { ...row.body, owner: ownerRef(row.owner_uuid), resource_uri: this.uri(row.uuid), uuid: row.uuid };
   }
 
-  private async presentAll(ctx: Ctx, rows: Row[]): Promise<Obj[]> {
+  /**
+   * Objects as the caller sees them. `permissions`/`grantees` are read through `db`, the same snapshot
+   * the rows came from, so a grantee never sees an object with permissions of another moment.
+   */
+  private async presentAll(ctx: Ctx, rows: Row[], db: Db | Tx): Promise<Obj[]> {
     const objects = rows.map((r) => this.present(r));
     if (!objects.length) return objects;
+    if (this.permissions) await this.attachSharing(ctx, rows, objects, this.permissions, db);
+    return objects;
+  }
+
+  /** Computed fields that need no snapshot with the rows (tags, the kind's decorations). */
+  private async decorate(ctx: Ctx, objects: Obj[]): Promise<Obj[]> {
+    if (!objects.length) return objects;
     if (this.taggable) await attachTags(ctx, this.kind, objects);
-    if (this.permissions) await this.attachSharing(ctx, rows, objects, this.permissions);
     if (this.hooks.decorate) await this.hooks.decorate(ctx, objects);
-    // Body keys starting with `_` are simulator state: hooks may read them, clients never see them.
-    for (const o of objects) for (const k of Object.keys(o)) if (k.startsWith('_')) delete o[k];
     return objects;
   }
 
@@ -145,14 +139,12 @@ export class StoredCollection implements CollectionService {
    * `permissions` (the caller's effective grants, empty for the owner) and `grantees` (who holds what,
    * shown to the owner only, so a grantee never learns who else shares the resource).
    */
-  private async attachSharing(ctx: Ctx, rows: Row[], objects: Obj[], applicable: readonly Permission[]): Promise<void> {
+  private async attachSharing(ctx: Ctx, rows: Row[], objects: Obj[], applicable: readonly Permission[], db: Db | Tx): Promise<void> {
     const me = ctx.caller.uuid;
     const mine = rows.filter((r) => r.owner_uuid === me).map((r) => r.uuid);
     const theirs = rows.filter((r) => r.owner_uuid !== me).map((r) => r.uuid);
-    const [grantees, perms] = await Promise.all([
-      granteesOf(ctx.store.db, this.kind, mine, applicable),
-      effectivePermissions(ctx.store.db, me, this.kind, theirs, applicable),
-    ]);
+    const grantees = await granteesOf(db, this.kind, mine, applicable);
+    const perms = await effectivePermissions(db, me, this.kind, theirs, applicable);
     objects.forEach((o, i) => {
       const own = rows[i].owner_uuid === me;
       o.grantees = own ? (grantees.get(rows[i].uuid) ?? []) : [];
@@ -161,8 +153,8 @@ export class StoredCollection implements CollectionService {
   }
 
   /** The visible rows of this kind matching the query's filters (no paging). */
-  filtered(ctx: Ctx, query: ListQuery): Q {
-    let q: Q = this.visible(ctx);
+  filtered(ctx: Ctx, query: ListQuery, db: Db | Tx = ctx.store.db): Q {
+    let q: Q = this.visible(ctx, db);
     for (const [name, groups] of query.filters) {
       const apply = this.hooks.filters?.[name] ?? FILTERS[name];
       if (!apply) continue;
@@ -172,52 +164,57 @@ export class StoredCollection implements CollectionService {
   }
 
   async list(ctx: Ctx, query: ListQuery): Promise<ListResult> {
-    const base = this.filtered(ctx, query);
-    let page =
-      this.spec.order === 'recent'
-        ? base.selectAll('resources').orderBy('resources.updated_at', 'desc').orderBy('resources.seq', 'desc')
-        : base.selectAll('resources').orderBy('resources.seq');
-    if (query.limit > 0) page = page.limit(query.limit);
-    if (query.offset > 0) page = page.offset(query.offset);
-    const rows = (await page.execute()) as Row[];
-    // A short, non-empty page (or a short first page) ends the result: its end is the total, no count query.
-    const short = (query.offset === 0 || rows.length > 0) && (query.limit === 0 || rows.length < query.limit);
-    const total = short
-      ? query.offset + rows.length
-      : Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
-    return { total, objects: await this.presentAll(ctx, rows) };
+    const { total, objects } = await ctx.store.snapshot(async (db) => {
+      const page = await ctx.store.resources.listPage(this.filtered(ctx, query, db), { order: this.spec.order ?? 'created', limit: query.limit, offset: query.offset });
+      return { total: page.total, objects: await this.presentAll(ctx, page.rows, db) };
+    });
+    return { total, objects: await this.decorate(ctx, objects) };
   }
 
-  async authorize(ctx: Ctx, uuid: string, perm: Permission, db: Db | Tx = ctx.store.db): Promise<Row> {
-    const row = (await this.visible(ctx, db).selectAll('resources').where('resources.uuid', '=', uuid).executeTakeFirst()) as Row | undefined;
-    if (this.hooks.access && row?.owner_uuid !== ctx.caller.uuid) {
-      const other = await this.hooks.access(ctx, uuid, perm, row, db);
+  /**
+   * The object if the caller may use `perm` on it: 404 when invisible, 403 when visible but not permitted.
+   * Inside a transaction the row is locked first (the decision and the write it allows see one state).
+   */
+  async authorize(ctx: Ctx, uuid: string, perm: Permission, tx?: Tx): Promise<Row> {
+    const db = tx ?? ctx.store.db;
+    const row = tx ? await ctx.store.resources.lock(tx, this.kind, uuid) : await ctx.store.resources.get(db, this.kind, uuid);
+    if (row && row.owner_uuid === ctx.caller.uuid) return row;
+    const visible = row && (await this.visibleToCaller(ctx, db, row)) ? row : undefined;
+    if (this.hooks.access) {
+      const other = await this.hooks.access(ctx, uuid, perm, visible, db);
       if (other) return other;
     }
-    if (!row) throw notFound(uuid);
-    if (row.owner_uuid !== ctx.caller.uuid) await requirePermission(ctx, this.kind, row, perm, db);
-    return row;
+    if (!visible) throw notFound(uuid);
+    await requirePermission(ctx, this.kind, visible, perm, db);
+    return visible;
   }
 
-  async findRow(ctx: Ctx, uuid: string): Promise<Row | undefined> {
-    return (await this.visible(ctx).selectAll('resources').where('resources.uuid', '=', uuid).executeTakeFirst()) as
-      | Row
-      | undefined;
+  /** Whether a row the caller does not own is visible to them (an ACL grants LIST, or the kind shows it). */
+  private async visibleToCaller(ctx: Ctx, db: Db | Tx, row: Row): Promise<boolean> {
+    if (this.hooks.alsoVisible) {
+      const hit = await db.selectFrom(this.hooks.alsoVisible(ctx, db).as('v')).select('v.uuid').where('v.uuid', '=', row.uuid).executeTakeFirst();
+      if (hit) return true;
+    }
+    if (!this.permissions) return false;
+    const hit = await grantedUuids(db, ctx.caller.uuid, this.kind, 'LIST').where('tm.res_uuid', '=', row.uuid).executeTakeFirst();
+    return hit !== undefined;
+  }
+
+  async findRow(ctx: Ctx, uuid: string, db: Db | Tx = ctx.store.db): Promise<Row | undefined> {
+    return ctx.store.resources.findVisible(this.visible(ctx, db), uuid);
   }
 
   async get(ctx: Ctx, uuid: string): Promise<Obj> {
-    const row = await this.findRow(ctx, uuid);
-    if (!row) {
+    const found = await ctx.store.snapshot(async (db) => {
+      const row = await this.findRow(ctx, uuid, db);
+      return row ? (await this.presentAll(ctx, [row], db))[0] : undefined;
+    });
+    if (!found) {
       const elsewhere = await this.hooks.fallbackGet?.(ctx, uuid);
       if (elsewhere) return elsewhere;
       throw notFound(uuid);
     }
-    return (await this.presentAll(ctx, [row]))[0];
-  }
-
-  statusOf(body: Obj): string | null {
-    const v = body[this.spec.statusKey ?? 'status'];
-    return typeof v === 'string' ? v : null;
+    return (await this.decorate(ctx, [found]))[0];
   }
 
   private validated(input: Obj, mode: 'create' | 'update'): Obj {
@@ -270,56 +267,32 @@ export class StoredCollection implements CollectionService {
     await ctx.store.transaction(async (tx) => {
       const row = await this.authorize(ctx, uuid, 'EDIT', tx);
       const values = this.hooks.beforeUpdate ? await this.hooks.beforeUpdate(tx, ctx, row, validated) : validated;
-      // Lock the row for the read-modify-write (SQLite transactions are already serialised).
-      if (ctx.store.dialect === 'postgres') await tx.selectFrom('resources').select('seq').where('seq', '=', row.seq).forUpdate().execute();
-      const fresh = (await tx.selectFrom('resources').select('body').where('seq', '=', row.seq).executeTakeFirstOrThrow()).body;
-      const body = { ...JSON.parse(fresh), ...this.bodyOf(values) };
-      await tx
-        .updateTable('resources')
-        .set({
-          body: JSON.stringify(body),
-          name: typeof body.name === 'string' ? body.name : null,
-          status: this.statusOf(body),
-          updated_at: isoTimestamp(ctx.clock.now()),
-        })
-        .where('seq', '=', row.seq)
-        .execute();
+      // The row is locked since authorize(); re-read it in case a hook changed it in this transaction.
+      const fresh = (await ctx.store.resources.lock(tx, this.kind, uuid)) ?? row;
+      await ctx.store.resources.write(tx, ctx.clock.now(), fresh, { ...fresh.body, ...this.bodyOf(values) });
       await this.afterWrite(tx, ctx, row, values, 'update', input);
     });
     return this.get(ctx, uuid);
   }
 
   /**
-   * Change a stored object's body outside a request (timers, actions), keeping the status column in step.
-   * Returns the new body, or undefined when the object is gone.
+   * Change a stored object's body outside a request (timers, actions) under its row lock; `change` gets
+   * the committed body and changes only what its caller owns. Undefined when the object is gone.
    */
-  async patch(tx: Tx, s: Pick<Ctx, 'clock'>, uuid: string, change: (body: Obj) => Obj): Promise<Obj | undefined> {
-    const row = await tx.selectFrom('resources').select(['seq', 'body']).where('kind', '=', this.kind).where('uuid', '=', uuid).executeTakeFirst();
-    if (!row) return undefined;
-    const body = change(JSON.parse(row.body) as Obj);
-    await tx
-      .updateTable('resources')
-      .set({ body: JSON.stringify(body), status: this.statusOf(body), name: typeof body.name === 'string' ? body.name : null, updated_at: isoTimestamp(s.clock.now()) })
-      .where('seq', '=', row.seq)
-      .execute();
-    return body;
+  patch(tx: Tx, s: Pick<Ctx, 'clock' | 'store'>, uuid: string, change: (body: Obj) => Obj): Promise<Obj | undefined> {
+    return s.store.resources.patch(tx, s.clock.now(), this.kind, uuid, change);
   }
 
   /** Insert an object owned by `owner` outside the create path (clones, jobs). */
-  async insert(tx: Tx, s: Pick<Ctx, 'clock'>, uuid: string, owner: string | null, body: Obj): Promise<void> {
-    const now = isoTimestamp(s.clock.now());
-    await tx
-      .insertInto('resources')
-      .values({ kind: this.kind, uuid, owner_uuid: owner, name: typeof body.name === 'string' ? body.name : null, status: this.statusOf(body), body: JSON.stringify(body), created_at: now, updated_at: now })
-      .execute();
+  insert(tx: Tx, s: Pick<Ctx, 'clock' | 'store'>, uuid: string, owner: string | null, body: Obj): Promise<void> {
+    return s.store.resources.insert(tx, s.clock.now(), { kind: this.kind, uuid, owner, body });
   }
 
   /** Present objects by uuid (any owner) as `ctx.caller` sees them, in the given order. */
   async presentUuids(ctx: Ctx, uuids: string[]): Promise<Obj[]> {
     if (!uuids.length) return [];
-    const rows = (await ctx.store.db.selectFrom('resources').selectAll().where('kind', '=', this.kind).where('uuid', 'in', uuids).execute()) as Row[];
-    rows.sort((a, b) => uuids.indexOf(a.uuid) - uuids.indexOf(b.uuid));
-    return this.presentAll(ctx, rows);
+    const objects = await ctx.store.snapshot(async (db) => this.presentAll(ctx, await ctx.store.resources.getMany(db, this.kind, uuids), db));
+    return this.decorate(ctx, objects);
   }
 
   /** Bulk delete (`DELETE /<kind>/` with `{objects:[{uuid}]}`): all or nothing, one transaction. */
@@ -335,10 +308,10 @@ export class StoredCollection implements CollectionService {
 
   /** Delete inside the caller's transaction (a server deleted with `recurse` takes its drives along). */
   async removeWithin(tx: Tx, ctx: Ctx, uuid: string, query: Record<string, unknown> = {}): Promise<void> {
+    await this.hooks.lockBeforeDelete?.(tx, ctx, uuid);
     const row = await this.authorize(ctx, uuid, 'DELETE', tx);
     await this.hooks.beforeDelete?.(tx, ctx, uuid, row, query);
-    await tx.deleteFrom('tag_members').where('res_type', '=', this.kind).where('res_uuid', '=', uuid).execute();
-    await tx.deleteFrom('resources').where('seq', '=', row.seq).execute();
+    await ctx.store.resources.remove(tx, this.kind, uuid);
   }
 }
 
@@ -349,15 +322,29 @@ const SHARING_FIELDS: Record<string, Field> = {
   permissions: f.list(Type.Unknown(), { default: undefined, schemaDefault: NO_DEFAULT }),
 };
 
+/** What a kind's declaration may leave out: the API's usual page size and the standard filters. */
+const DEFAULT_LIMIT = 20;
+const standardFilters = (taggable: boolean): Record<string, string> =>
+  taggable ? { name: 'exact', name__contains: 'exact', tag: 'exact', uuid: 'exact' } : { name: 'exact', name__contains: 'exact', uuid: 'exact' };
+
+export type StoredDeclInput = Omit<CollectionDecl, 'service' | 'shape' | 'defaultLimit' | 'filtering'> &
+  Partial<Pick<CollectionDecl, 'defaultLimit' | 'filtering'>> &
+  Pick<StoredKind, 'order'>;
+
 /**
  * A collection kind kept in the shared table: the declaration plus the generic service built from it.
  * Declaring `permissions` is all a kind does to become shareable; its sharing fields are added here.
+ * Left out, `defaultLimit` is 20 and `filtering` the standard set (name, name__contains, uuid, and tag
+ * for taggable kinds).
  */
-export function storedDecl(
-  decl: Omit<CollectionDecl, 'service'> & Pick<StoredKind, 'statusKey' | 'order'>,
-  hooks: StoredHooks = {},
-): CollectionDecl & { service: StoredCollection } {
+export function storedDecl(decl: StoredDeclInput, hooks: StoredHooks = {}): CollectionDecl & { service: StoredCollection } {
   const fields = decl.permissions ? { ...decl.fields, ...SHARING_FIELDS } : decl.fields;
-  const full = { ...decl, fields: Object.fromEntries(Object.entries(fields).sort(([a], [b]) => a.localeCompare(b))) };
+  const full = {
+    ...decl,
+    shape: 'collection' as const,
+    defaultLimit: decl.defaultLimit ?? DEFAULT_LIMIT,
+    filtering: decl.filtering ?? standardFilters(decl.taggable === true),
+    fields: Object.fromEntries(Object.entries(fields).sort(([a], [b]) => a.localeCompare(b))),
+  };
   return { ...full, service: new StoredCollection(full, hooks) };
 }

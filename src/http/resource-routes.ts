@@ -9,6 +9,9 @@ import type { Result } from './respond.js';
 
 export const API_BASE = '/api/2.0/';
 
+/** A query parameter given once or repeated: the last value counts. */
+const lastValue = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[v.length - 1] : v);
+
 const ok = (body: unknown, root: Result['root'] = 'object'): Result => ({ status: 200, body, root });
 
 /** A list envelope, each object cut to `fields=` if asked, else to the given default projection. */
@@ -79,13 +82,15 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       url: `${base}:uuid/action/`,
       methods: {
         POST: async (req) => {
-          const name = [req.query.do].flat().pop();
-          const action = name ? actions[name] : undefined;
+          const name = lastValue(req.query.do);
+          // Own keys only: `constructor`, `__proto__`, `toString` are no actions.
+          const action = name !== undefined && Object.hasOwn(actions, name) ? actions[name] : undefined;
           if (!action) throw validation('do', `Unknown action ${JSON.stringify(name ?? null)}; allowed: ${Object.keys(actions).join(', ')}`);
           const ctx = ctxOf(req);
           await authorize(ctx, req.params.uuid, action.permission);
-          const { status, body } = await action.run(ctx, req.params.uuid, objectBody(req.body), req.query);
-          return { status, body, root: 'object' };
+          const params = Object.fromEntries((action.params ?? []).map((p) => [p, lastValue(req.query[p])]));
+          const body = await action.run(ctx, req.params.uuid, objectBody(req.body), params);
+          return { status: action.async ? 202 : 200, body, root: 'object' };
         },
       },
     });

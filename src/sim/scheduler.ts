@@ -1,56 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
+import type { TimerHandler, TimerRow } from '../core/timers.js';
 import type { Tx } from '../store/db.js';
 
-/** A durable follow-up: what to do (`kind`), to what (`subject`), when, with what data. */
-export interface TimerRow {
-  id: number;
-  kind: string;
-  subject: string;
-  due_at: string;
-  payload: string;
-  attempts: number;
-}
-
-/**
- * What runs when a timer of a kind falls due. `run` executes inside the transaction that also removes
- * the timer, so the effect and its completion commit together. `failed` runs (in its own transaction)
- * when `run` kept failing, to leave the subject in a defined state rather than stuck.
- */
-export interface TimerHandler {
-  run(s: Services, tx: Tx, timer: TimerRow, payload: any): Promise<void>;
-  failed?(s: Services, tx: Tx, timer: TimerRow, payload: any, error: Error): Promise<void>;
-}
-
-/** Schedule follow-up work in the caller's transaction (so it exists iff the change committed). */
-export async function schedule(
-  tx: Tx,
-  s: Pick<Services, 'clock'>,
-  t: { kind: string; subject: string; inMs: number; payload?: unknown },
-): Promise<void> {
-  const now = s.clock.now();
-  await tx
-    .insertInto('timers')
-    .values({
-      kind: t.kind,
-      subject: t.subject,
-      due_at: isoTimestamp(new Date(now.getTime() + Math.max(0, t.inMs))),
-      payload: JSON.stringify(t.payload ?? {}),
-      state: 'pending',
-      attempts: 0,
-      last_error: null,
-      created_at: isoTimestamp(now),
-    })
-    .execute();
-}
-
-/** Cancel pending timers of a subject (e.g. the drive was deleted mid-clone). */
-export async function cancelTimers(tx: Tx, subject: string, kinds?: string[]): Promise<void> {
-  let q = tx.deleteFrom('timers').where('subject', '=', subject);
-  if (kinds?.length) q = q.where('kind', 'in', kinds);
-  await q.execute();
-}
+export type { TimerHandler, TimerRow } from '../core/timers.js';
+export { cancelTimers, schedule } from '../core/timers.js';
 
 const MAX_ATTEMPTS = 5;
 
@@ -58,12 +13,15 @@ const MAX_ATTEMPTS = 5;
  * Runs due timers. A loop polls on real time; `runDue()` can be called directly (tests, the admin clock)
  * right after moving the injected clock. Each timer is claimed and run in one transaction; on
  * PostgreSQL the claim uses FOR UPDATE SKIP LOCKED, so several API processes share the work and never
- * run one timer twice.
+ * run one timer twice. Recurring work (handlers with `everyMs`) is a timer row with a unique key: the
+ * first pass of any process creates the missing ones, and each run schedules its successor in its own
+ * transaction, so a restart resumes the cadence and several processes never double it.
  */
 export class Scheduler {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<number> | undefined;
   private stopped = false;
+  private recurringEnsured = false;
 
   constructor(
     private readonly s: Services,
@@ -101,7 +59,36 @@ export class Scheduler {
     return next;
   }
 
+  /** Create the pending timer of every recurring handler that has none (any process may; one wins). */
+  private async ensureRecurring(): Promise<void> {
+    const { store, clock } = this.s;
+    const now = clock.now();
+    for (const [kind, h] of Object.entries(this.handlers)) {
+      if (!h.everyMs) continue;
+      await store.db
+        .insertInto('timers')
+        .values(this.recurringRow(kind, new Date(now.getTime() + h.everyMs(this.s)), isoTimestamp(now)))
+        .onConflict((oc) => oc.column('unique_key').doNothing())
+        .execute();
+    }
+    this.recurringEnsured = true;
+  }
+
+  private recurringRow(kind: string, due: Date, createdAt: string) {
+    return { kind, subject: kind, due_at: isoTimestamp(due), payload: '{}', state: 'pending' as const, attempts: 0, last_error: null, created_at: createdAt, unique_key: kind };
+  }
+
+  /** The successor of a recurring timer: one period after the one that ran (every missed period for catch-up work). */
+  private async reschedule(tx: Tx, timer: TimerRow, handler: TimerHandler): Promise<void> {
+    const every = Math.max(1, handler.everyMs!(this.s));
+    const now = this.s.clock.now().getTime();
+    let next = Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1')) + every;
+    if (!handler.catchUp && next <= now) next = now + every;
+    await tx.insertInto('timers').values(this.recurringRow(timer.kind, new Date(next), isoTimestamp(new Date(now)))).execute();
+  }
+
   private async pass(): Promise<number> {
+    if (!this.recurringEnsured) await this.ensureRecurring();
     let done = 0;
     for (;;) {
       const ran = await this.runOne();
@@ -133,6 +120,7 @@ export class Scheduler {
         // A failing handler rolls the whole transaction back; the failure is recorded in a new one below.
         await handler.run(this.s, tx, timer, JSON.parse(timer.payload));
         await tx.deleteFrom('timers').where('id', '=', timer.id).execute();
+        if (handler.everyMs) await this.reschedule(tx, timer, handler);
       } catch (error) {
         failure = { timer, error: error as Error };
         throw error;
@@ -158,8 +146,11 @@ export class Scheduler {
         await tx.updateTable('timers').set({ attempts, due_at: retryAt, last_error: error.message }).where('id', '=', timer.id).execute();
         return;
       }
-      await tx.updateTable('timers').set({ attempts, state: 'failed', last_error: error.message }).where('id', '=', timer.id).execute();
-      await this.handlers[timer.kind]?.failed?.(this.s, tx, timer, JSON.parse(timer.payload), error);
+      // Kept as `failed` for diagnosis; recurring work gives up its key and goes on at the next period.
+      await tx.updateTable('timers').set({ attempts, state: 'failed', last_error: error.message, unique_key: null }).where('id', '=', timer.id).execute();
+      const handler = this.handlers[timer.kind];
+      await handler?.failed?.(this.s, tx, timer, JSON.parse(timer.payload), error);
+      if (handler?.everyMs) await this.reschedule(tx, timer, handler);
     });
   }
 }

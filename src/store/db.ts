@@ -5,6 +5,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { migrationProvider } from './migrations/index.js';
+import { ResourceRepository } from './repository.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database>;
@@ -23,11 +24,14 @@ export class Store {
   readonly db: Db;
   readonly dialect: Dialect;
   readonly location: string;
+  /** SQL on the shared `resources` table, and the engines' differences for it. */
+  readonly resources: ResourceRepository;
 
   private constructor(db: Db, dialect: Dialect, location: string) {
     this.db = db;
     this.dialect = dialect;
     this.location = location;
+    this.resources = new ResourceRepository(dialect);
   }
 
   /** `postgres://…` opens PostgreSQL; `:memory:` an in-memory SQLite; anything else a SQLite file (created). */
@@ -72,20 +76,15 @@ export class Store {
     return this.db.transaction().execute(fn);
   }
 
-  /** The case-insensitive LIKE operator of this engine. */
-  get ilike(): 'ilike' | 'like' {
-    return this.dialect === 'postgres' ? 'ilike' : 'like';
-  }
-
   /**
-   * `column LIKE pattern` where `%`, `_` and `\` in `literal` match themselves: SQLite has no default
-   * escape character, so the ESCAPE clause is spelled out for both engines.
+   * Several reads that must agree with each other (an object's visibility and the caller's permissions
+   * on it): one snapshot (REPEATABLE READ, read only, on PostgreSQL; a transaction on SQLite's one
+   * connection). `fn` must read through the handle it is given: on SQLite another handle would wait for
+   * this transaction's connection forever.
    */
-  like(column: string, literal: string, opts: { prefix?: boolean; contains?: boolean; caseInsensitive?: boolean } = {}) {
-    const escaped = literal.replace(/[\\%_]/g, (c) => `\\${c}`);
-    const pattern = opts.contains ? `%${escaped}%` : opts.prefix ? `${escaped}%` : escaped;
-    const op = sql.raw(opts.caseInsensitive ? this.ilike : 'like');
-    return sql<boolean>`${sql.ref(column)} ${op} ${pattern} escape '\\'`;
+  snapshot<T>(fn: (db: Tx) => Promise<T>): Promise<T> {
+    if (this.dialect === 'sqlite') return this.db.transaction().execute(fn);
+    return this.db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(fn);
   }
 
   async ping(): Promise<void> {

@@ -118,6 +118,26 @@ export interface TimersTable {
   attempts: number;
   last_error: string | null;
   created_at: string;
+  /** Set on recurring timers: one pending row per key across every process. */
+  unique_key: string | null;
+}
+
+/** What the simulated infrastructure holds about one object (never part of its API body). */
+export interface SimStateTable {
+  kind: string;
+  uuid: string;
+  state: string;
+}
+
+/** Events with subscribers (billing, notifications, the event stream), written with their change. */
+export interface EventOutboxTable {
+  seq: Generated<number>;
+  type: string;
+  owner_uuid: string | null;
+  resource_kind: string | null;
+  resource_uuid: string | null;
+  payload: string;
+  created_at: string;
 }
 
 export interface AuditLogTable {
@@ -152,6 +172,8 @@ export interface VlanServersTable {
 
 export interface Database {
   timers: TimersTable;
+  sim_state: SimStateTable;
+  event_outbox: EventOutboxTable;
   audit_log: AuditLogTable;
   ip_servers: IpServersTable;
   vlan_servers: VlanServersTable;

@@ -215,18 +215,19 @@ describe('attach and clone rules (functions for the server and drive services)',
   }
 
   test('rule 8: the server owner must own the resource or hold ATTACH on it', async () => {
-    const { assertCanAttach } = await import('../../src/core/permissions.js');
-    const db = srv.services.store.db;
+    const { lockAttachable } = await import('../../src/core/permissions.js');
+    const assertCanAttach = (owner: string, kind: string, uuid: string, point: string) =>
+      srv.services.store.transaction((t) => lockAttachable(t, srv.services, { serverOwner: owner, kind, uuid, point }));
     const own = await one(alice, 'widgets/', { name: 'mine', size: 1 });
-    await assertCanAttach(db, alice.uuid, 'widgets', own.uuid, 'drives');
+    await assertCanAttach(alice.uuid, 'widgets', own.uuid, 'drives');
     const bobs = await one(bob, 'widgets/', { name: 'bobs', size: 1 });
-    await assert.rejects(assertCanAttach(db, alice.uuid, 'widgets', bobs.uuid, 'drives'), (e: any) => e.status === 403 && e.point === 'drives');
+    await assert.rejects(assertCanAttach(alice.uuid, 'widgets', bobs.uuid, 'drives'), (e: any) => e.status === 403 && e.point === 'drives');
     const bobTag = await one(bob, 'tags/', { name: 'attachable', resources: [bobs.uuid] });
     await one(bob, 'acls/', { grantees: [{ uuid: alice.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: bobTag.uuid }] });
-    await assert.rejects(assertCanAttach(db, alice.uuid, 'widgets', bobs.uuid, 'drives'), (e: any) => e.status === 403, 'LIST is not ATTACH');
+    await assert.rejects(assertCanAttach(alice.uuid, 'widgets', bobs.uuid, 'drives'), (e: any) => e.status === 403, 'LIST is not ATTACH');
     await one(bob, 'acls/', { grantees: [{ uuid: alice.uuid }], rules: [{ permission: 'ATTACH' }], tags: [{ uuid: bobTag.uuid }] });
-    await assertCanAttach(db, alice.uuid, 'widgets', bobs.uuid, 'drives');
-    await assert.rejects(assertCanAttach(db, alice.uuid, 'widgets', crypto.randomUUID(), 'drives'), (e: any) => e.status === 404);
+    await assertCanAttach(alice.uuid, 'widgets', bobs.uuid, 'drives');
+    await assert.rejects(assertCanAttach(alice.uuid, 'widgets', crypto.randomUUID(), 'drives'), (e: any) => e.status === 400 && e.point === 'drives');
   });
 
   test('rule 5: cloning needs CLONE on the server and its disks, ATTACH on its cdroms', async () => {

@@ -7,20 +7,24 @@ import { golden, sameShape } from '../helpers/golden.js';
 import { ApiError } from '../../src/core/errors.js';
 import type { Tx } from '../../src/store/db.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { leaseAddress, releaseLeases } from '../../src/sim/network.js';
 import {
   assertUsableStaticIp,
   assignIps,
-  detachServerIps,
-  ipsOfServers,
-  leaseDhcpIp,
-  releaseDhcp,
   releaseIp,
-  setIpServer,
   setServerStaticIps,
 } from '../../src/resources/ips/ips.js';
-import { parseIpPool, poolAddresses, poolSize } from '../../src/resources/ips/pool.js';
+import { parseIpPool, poolAddresses, poolSize } from '../../src/sim/ip-pool.js';
 
 type User = Client & { uuid: string; email: string };
+
+/** Which addresses each server uses (`ip_servers`), as the tests inspect it. */
+async function usesOf(t: Tx, servers: string[]): Promise<Map<string, { address: string; dynamic: boolean }[]>> {
+  const rows = await t.selectFrom('ip_servers').select(['address', 'server_uuid', 'dynamic']).where('server_uuid', 'in', servers).orderBy('address').execute();
+  const out = new Map<string, { address: string; dynamic: boolean }[]>();
+  for (const r of rows) out.set(r.server_uuid, [...(out.get(r.server_uuid) ?? []), { address: r.address, dynamic: r.dynamic === 1 }]);
+  return out;
+}
 let srv: TestServer;
 let alice: User, bob: User;
 
@@ -190,54 +194,57 @@ describe('static IPs and the server relation', () => {
     const [theirs] = await assign(bob);
     const s1 = await server(alice);
     const s2 = await server(alice);
-    await tx((t) => assertUsableStaticIp(t, alice.uuid, mine, { point: 'nics', server: s1 }));
-    await tx((t) => assertUsableStaticIp(t, alice.uuid, mine));
+    await tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, mine, { point: 'nics', server: s1 }));
+    await tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, mine));
 
     for (const address of ['185.12.6.250', '10.1.2.3']) {
-      const e = await failure(tx((t) => assertUsableStaticIp(t, alice.uuid, address, { point: 'nics' })));
+      const e = await failure(tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, address, { point: 'nics' })));
       assert.deepEqual([e.status, e.type, e.point], [400, 'validation', 'nics']);
     }
-    const malformed = await failure(tx((t) => assertUsableStaticIp(t, alice.uuid, '1.2.3', { point: 'nics' })));
+    const malformed = await failure(tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, '1.2.3', { point: 'nics' })));
     assert.deepEqual([malformed.status, malformed.point], [400, 'nics']);
-    const foreign = await failure(tx((t) => assertUsableStaticIp(t, alice.uuid, theirs, { point: 'nics' })));
+    const foreign = await failure(tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, theirs, { point: 'nics' })));
     assert.deepEqual([foreign.status, foreign.type, foreign.point], [403, 'permission', 'nics']);
 
     // ATTACH through an ACL lets bob use alice's IP; LIST alone does not.
     const [lent] = await assign(alice);
     await share('ips', lent, bob, ['LIST']);
-    assert.equal((await failure(tx((t) => assertUsableStaticIp(t, bob.uuid, lent)))).status, 403);
+    assert.equal((await failure(tx((t) => assertUsableStaticIp(t, srv.services, bob.uuid, lent)))).status, 403);
     await share('ips', lent, bob, ['ATTACH']);
-    await tx((t) => assertUsableStaticIp(t, bob.uuid, lent, { server: null }));
+    await tx((t) => assertUsableStaticIp(t, srv.services, bob.uuid, lent, { server: null }));
 
     // In use by s1: fine for s1 itself, 403 for s2.
-    await tx((t) => setIpServer(t, mine, s1));
-    await tx((t) => assertUsableStaticIp(t, alice.uuid, mine, { server: s1 }));
-    const busy = await failure(tx((t) => assertUsableStaticIp(t, alice.uuid, mine, { point: 'nics', server: s2 })));
+    await tx((t) => setServerStaticIps(t, s1, [mine]));
+    await tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, mine, { server: s1 }));
+    const busy = await failure(tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, mine, { point: 'nics', server: s2 })));
     assert.deepEqual([busy.status, busy.point], [403, 'nics']);
     const shown = await alice.get(`ips/${mine}/`);
     assert.deepEqual(shown.json.server, { resource_uri: `/api/2.0/servers/${s1}/`, uuid: s1 });
     assert.deepEqual((await alice.get(`ips/?uuid=${mine}`)).json.objects[0].server, { resource_uri: `/api/2.0/servers/${s1}/`, uuid: s1 });
-    const released = await failure(tx((t) => releaseIp(t, mine)));
+    const released = await failure(tx((t) => releaseIp(t, srv.services, mine)));
     assert.equal(released.status, 403, 'an IP in use cannot be taken back');
 
-    await tx((t) => setIpServer(t, mine, null));
+    await tx((t) => setServerStaticIps(t, s1, []));
     assert.equal((await alice.get(`ips/${mine}/`)).json.server, null);
-    await tx((t) => assertUsableStaticIp(t, alice.uuid, mine, { server: s2 }));
+    await tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, mine, { server: s2 }));
   });
 
-  test('setServerStaticIps replaces a server set; detachServerIps frees everything; ipsOfServers batches', async () => {
+  test('setServerStaticIps replaces a server set; a stop of the hypervisor frees its leases', async () => {
     const [a, b, c] = await assign(alice, 3);
     const s = await server(alice);
     await tx((t) => setServerStaticIps(t, s, [a, b, a]));
-    assert.deepEqual((await tx((t) => ipsOfServers(t, [s]))).get(s), [a, b].sort().map((address) => ({ address, dynamic: false })));
+    assert.deepEqual((await tx((t) => usesOf(t, [s]))).get(s), [a, b].sort().map((address) => ({ address, dynamic: false })));
     await tx((t) => setServerStaticIps(t, s, [c]));
-    const now = await tx((t) => ipsOfServers(t, [s, randomUUID()]));
+    const now = await tx((t) => usesOf(t, [s, randomUUID()]));
     assert.deepEqual(now.get(s), [{ address: c, dynamic: false }]);
     assert.equal(now.size, 1);
-    const leased = await tx((t) => leaseDhcpIp(t, srv.services, s));
-    assert.equal((await tx((t) => ipsOfServers(t, [s]))).get(s)!.length, 2);
-    await tx((t) => detachServerIps(t, s));
-    assert.equal((await tx((t) => ipsOfServers(t, [s]))).size, 0);
+    const leased = await tx(async (t) => (await leaseAddress(t, srv.services, s))!);
+    assert.equal((await tx((t) => usesOf(t, [s]))).get(s)!.length, 2);
+    await tx(async (t) => {
+      await setServerStaticIps(t, s, []);
+      await releaseLeases(t, srv.services, s);
+    });
+    assert.equal((await tx((t) => usesOf(t, [s]))).size, 0);
     assert.equal((await alice.get(`ips/${leased}/`)).status, 404);
     assert.equal((await alice.get(`ips/${c}/`)).json.server, null);
   });
@@ -248,7 +255,7 @@ describe('DHCP leases', () => {
     const u = (await srv.user()) as User;
     const [owned] = await tx((t) => assignIps(t, srv.services, u.uuid, 1, { subscription: 5 }));
     const s = await server(u);
-    const address = await tx((t) => leaseDhcpIp(t, srv.services, s));
+    const address = await tx(async (t) => (await leaseAddress(t, srv.services, s))!);
     assert.notEqual(address, owned);
 
     const list = (await u.get('ips/detail/?limit=0')).json;
@@ -263,20 +270,20 @@ describe('DHCP leases', () => {
     assert.equal((await u.put(`ips/${address}/`, { meta: { a: 'b' } })).status, 403);
     assert.equal((await bob.get(`ips/${address}/`)).status, 404);
     // A lease is not an IP anyone may configure statically.
-    assert.equal((await failure(tx((t) => assertUsableStaticIp(t, u.uuid, address)))).status, 400);
+    assert.equal((await failure(tx((t) => assertUsableStaticIp(t, srv.services, u.uuid, address)))).status, 400);
 
     // A second lease never hands out an address in use.
     const dave = (await srv.user()) as User;
     const s2 = await server(dave);
-    const other = await tx((t) => leaseDhcpIp(t, srv.services, s2));
+    const other = await tx(async (t) => (await leaseAddress(t, srv.services, s2))!);
     assert.ok(![address, owned].includes(other));
     assert.deepEqual((await dave.get('ips/?limit=0')).json.objects.map((o: any) => o.uuid), [other]);
 
-    assert.deepEqual(await tx((t) => releaseDhcp(t, s)), [address]);
-    assert.deepEqual(await tx((t) => releaseDhcp(t, s)), []);
+    assert.deepEqual(await tx((t) => releaseLeases(t, srv.services, s)), [address]);
+    assert.deepEqual(await tx((t) => releaseLeases(t, srv.services, s)), []);
     assert.equal((await u.get(`ips/${address}/`)).status, 404);
     assert.deepEqual((await u.get('ips/?limit=0')).json.objects.map((o: any) => o.uuid), [owned]);
-    await tx((t) => releaseDhcp(t, s2));
+    await tx((t) => releaseLeases(t, srv.services, s2));
   });
 
   test('concurrent assignments and leases never hand out one address twice', async () => {
@@ -284,12 +291,12 @@ describe('DHCP leases', () => {
     const servers = await Promise.all(users.map((u) => server(u)));
     const got = await Promise.all([
       ...users.map((u) => assign(u, 3)),
-      ...servers.map((s) => tx((t) => leaseDhcpIp(t, srv.services, s)).then((a) => [a])),
+      ...servers.map((s) => tx(async (t) => (await leaseAddress(t, srv.services, s))!).then((a) => [a])),
     ]);
     const all = got.flat();
     assert.equal(all.length, 12);
     assert.equal(new Set(all).size, 12);
-    for (const s of servers) await tx((t) => releaseDhcp(t, s));
+    for (const s of servers) await tx((t) => releaseLeases(t, srv.services, s));
   });
 });
 
@@ -312,13 +319,13 @@ describe('a small pool', () => {
         .insertInto('resources')
         .values({ kind: 'servers', uuid: 'srv-small', owner_uuid: u.uuid, name: 's', status: 'running', body: '{}', created_at: now, updated_at: now })
         .execute();
-      assert.equal(await run((t) => leaseDhcpIp(t, small.services, 'srv-small')), '10.0.0.5');
-      const none = await failure(run((t) => leaseDhcpIp(t, small.services, 'srv-small')));
-      assert.deepEqual([none.status, none.toWire().error_type], [503, 'concurrency']);
+      assert.equal(await run((t) => leaseAddress(t, small.services, 'srv-small')), '10.0.0.5');
+      // An exhausted pool leaves the NIC without an address (as a real DHCP server would).
+      assert.equal(await run((t) => leaseAddress(t, small.services, 'srv-small')), null);
       // Released addresses come back to the pool.
-      await run((t) => releaseIp(t, '10.0.0.3'));
-      assert.equal(await run((t) => leaseDhcpIp(t, small.services, 'srv-small')), '10.0.0.3');
-      assert.deepEqual((await run((t) => releaseDhcp(t, 'srv-small'))).sort(), ['10.0.0.3', '10.0.0.5']);
+      await run((t) => releaseIp(t, small.services, '10.0.0.3'));
+      assert.equal(await run((t) => leaseAddress(t, small.services, 'srv-small')), '10.0.0.3');
+      assert.deepEqual((await run((t) => releaseLeases(t, small.services, 'srv-small'))).sort(), ['10.0.0.3', '10.0.0.5']);
     } finally {
       await small.close();
     }

@@ -9,9 +9,7 @@ import { golden, sameShape } from '../helpers/golden.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { stratus } from '../helpers/process.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { ApiError } from '../../src/core/errors.js';
 import { BUILTIN_CATALOGUE, parseCatalogue, syncLibrary } from '../../src/resources/libdrives/catalogue.js';
-import { assertAttachableLibrary, isLibraryDrive, libraryMedia } from '../../src/resources/libdrives/library.js';
 
 type User = Client & { uuid: string; email: string };
 type Entry = Record<string, any>;
@@ -324,18 +322,15 @@ describe('clone into the account', () => {
   });
 });
 
-describe('attaching library drives (for the server service)', () => {
-  test('isLibraryDrive, libraryMedia and assertAttachableLibrary: CD-ROMs attach, preinstalled disks are 403', async () => {
-    const db = srv.services.store.db;
+describe('attaching library drives to servers', () => {
+  test('a library CD-ROM attaches as it is; a preinstalled library disk is 403 on drives', async () => {
     const own = (await alice.post('drives/', { media: 'disk', name: 'own', size: 1024 ** 3 })).json.objects[0];
-    assert.equal(await isLibraryDrive(db, UBUNTU.uuid), true);
-    assert.equal(await isLibraryDrive(db, CDROM.uuid), true);
-    assert.equal(await isLibraryDrive(db, own.uuid), false);
-    const media = await libraryMedia(db, [UBUNTU.uuid, CDROM.uuid, own.uuid]);
-    assert.deepEqual(Object.fromEntries(media), { [UBUNTU.uuid]: 'disk', [CDROM.uuid]: 'cdrom' });
-    assert.equal((await libraryMedia(db, [])).size, 0);
-    await assertAttachableLibrary(db, [CDROM.uuid, own.uuid]);
-    await assert.rejects(assertAttachableLibrary(db, [own.uuid, UBUNTU.uuid]), (e: unknown) => e instanceof ApiError && e.status === 403 && e.point === 'drives');
+    const base = { cpu: 1000, mem: 512 * 1024 ** 2, name: 'lib', vnc_password: 'secret' };
+    const ok = await alice.post('servers/', { ...base, drives: [{ drive: CDROM.uuid, device: 'ide', dev_channel: '0:0' }, { drive: own.uuid, device: 'virtio', dev_channel: '0:0' }] });
+    assert.equal(ok.status, 201, ok.text);
+    assert.deepEqual(ok.json.objects[0].drives.map((d: any) => d.drive.uuid).sort(), [CDROM.uuid, own.uuid].sort());
+    const bad = await alice.post('servers/', { ...base, drives: [{ drive: UBUNTU.uuid, device: 'virtio', dev_channel: '0:1' }] });
+    assert.deepEqual([bad.status, bad.json[0].error_type, bad.json[0].error_point], [403, 'permission', 'drives']);
   });
 });
 

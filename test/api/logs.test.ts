@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { golden, sameShape } from '../helpers/golden.js';
-import { audit } from '../../src/core/audit.js';
+import { record as audit } from '../../src/core/events.js';
 import { ApiError } from '../../src/core/errors.js';
 
 type User = Client & { uuid: string; email: string };

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { f } from '../../src/core/fields.js';
 import { notFound } from '../../src/core/errors.js';
-import { registry } from '../../src/core/registry.js';
+import { registry } from '../../src/registry.js';
 import type { CollectionDecl, ResourceDecl } from '../../src/core/resource.js';
 import { MemoryCounters } from '../../src/http/ratelimit/counters.js';
 import { setAccountLimits } from '../../src/http/ratelimit/overrides.js';

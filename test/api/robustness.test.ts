@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { resourcePaths } from '../../src/http/resource-routes.js';
-import { registry } from '../../src/core/registry.js';
+import { registry } from '../../src/registry.js';
 
 /**
  * Bad input never reaches a 500: every registered route x every method x a set of malformed bodies

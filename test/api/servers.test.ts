@@ -474,19 +474,31 @@ describe('durability', () => {
 
 describe('reconciler', () => {
   test('a server stuck in a transition nothing will finish is healed to stopped and logged', async () => {
-    const { reconcileServers } = await import('../../src/resources/servers/lifecycle.js');
+    const { reconcileServers } = await import('../../src/resources/servers/reconcile.js');
     const fine = await server(alice);
     await act(alice, fine, 'start');
     const stuck = await server(alice);
     await act(alice, stuck, 'start');
     // The boot timer is lost (as if it failed for good): nothing would ever finish the start.
     await srv.services.store.db.deleteFrom('timers').where('subject', '=', stuck.uuid).execute();
-    assert.equal(await reconcileServers(srv.services), 1);
+    assert.equal(await srv.services.store.transaction((t) => reconcileServers(srv.services, t)), 1);
     assert.equal(await status(alice, stuck), 'stopped');
     assert.equal(await status(alice, fine), 'starting', 'a transition under way is left alone');
     assert.deepEqual((await logOf(stuck.uuid)).slice(-1), ['heal']);
     await srv.advance(3_000);
     assert.equal(await status(alice, fine), 'running');
+  });
+
+  test('the reconciler is recurring durable work: once a minute of the injected clock, one pending timer', async () => {
+    const stuck = await server(alice);
+    await act(alice, stuck, 'start');
+    await srv.services.store.db.deleteFrom('timers').where('subject', '=', stuck.uuid).execute();
+    await srv.advance(61_000);
+    assert.equal(await status(alice, stuck), 'stopped');
+    assert.deepEqual((await logOf(stuck.uuid)).slice(-1), ['heal']);
+    const pending = await srv.services.store.db.selectFrom('timers').select(['kind', 'due_at']).where('kind', '=', 'servers.reconcile').where('state', '=', 'pending').execute();
+    assert.equal(pending.length, 1, 'exactly one next run is scheduled');
+    assert.ok(Date.parse(pending[0].due_at) > srv.clock.now().getTime(), 'the next run is in the future');
   });
 });
 

@@ -6,9 +6,13 @@ import type { Client } from '../helpers/client.js';
 import { golden, sameShape } from '../helpers/golden.js';
 import { ApiError } from '../../src/core/errors.js';
 import type { Tx } from '../../src/store/db.js';
-import { assertUsableVlan, assignVlans, releaseVlan, setServerVlans, vlansOfServers } from '../../src/resources/vlans/vlans.js';
+import { lockAttachable } from '../../src/core/permissions.js';
+import { assignVlans, releaseVlan, setServerVlans } from '../../src/resources/vlans/vlans.js';
 
 type User = Client & { uuid: string; email: string };
+
+/** Rule 8 for VLANs: what a NIC's `vlan` is checked with. */
+const usableVlan = (t: Tx, owner: string, vlan: string, point = 'vlan') => lockAttachable(t, srv.services, { serverOwner: owner, kind: 'vlans', uuid: vlan, point, label: 'VLAN' });
 let srv: TestServer;
 let alice: User, bob: User;
 
@@ -122,20 +126,20 @@ describe('VLAN objects', () => {
 });
 
 describe('VLANs and servers', () => {
-  test('assertUsableVlan: own VLAN, unknown 400, foreign 403, ATTACH through an ACL', async () => {
+  test('lockAttachable on VLANs: own VLAN, unknown 400, foreign 403, ATTACH through an ACL', async () => {
     const [mine] = await assign(alice);
     const [theirs] = await assign(bob);
-    await tx((t) => assertUsableVlan(t, alice.uuid, mine, { point: 'nics' }));
-    const unknown = await failure(tx((t) => assertUsableVlan(t, alice.uuid, randomUUID(), { point: 'nics' })));
+    await tx((t) => usableVlan(t, alice.uuid, mine, 'nics'));
+    const unknown = await failure(tx((t) => usableVlan(t, alice.uuid, randomUUID(), 'nics')));
     assert.deepEqual([unknown.status, unknown.type, unknown.point], [400, 'validation', 'nics']);
-    const foreign = await failure(tx((t) => assertUsableVlan(t, alice.uuid, theirs, { point: 'nics' })));
+    const foreign = await failure(tx((t) => usableVlan(t, alice.uuid, theirs, 'nics')));
     assert.deepEqual([foreign.status, foreign.type, foreign.point], [403, 'permission', 'nics']);
-    assert.equal((await failure(tx((t) => assertUsableVlan(t, bob.uuid, mine)))).point, 'vlan');
+    assert.equal((await failure(tx((t) => usableVlan(t, bob.uuid, mine)))).point, 'vlan');
 
     await share(mine, bob, ['LIST', 'EDIT']);
-    assert.equal((await failure(tx((t) => assertUsableVlan(t, bob.uuid, mine)))).status, 403);
+    assert.equal((await failure(tx((t) => usableVlan(t, bob.uuid, mine)))).status, 403);
     await share(mine, bob, ['ATTACH']);
-    await tx((t) => assertUsableVlan(t, bob.uuid, mine));
+    await tx((t) => usableVlan(t, bob.uuid, mine));
     // The grantee sees the VLAN with the permissions it holds, the owner sees who holds what.
     assert.deepEqual((await bob.get(`vlans/${mine}/`)).json.permissions, ['ATTACH', 'EDIT', 'LIST']);
     const owner = (await alice.get(`vlans/${mine}/`)).json;
@@ -150,14 +154,16 @@ describe('VLANs and servers', () => {
     const servers = (await alice.get(`vlans/${v1}/`)).json.servers;
     assert.deepEqual(servers, [s1, s2].sort().map((uuid) => ({ resource_uri: `/api/2.0/servers/${uuid}/`, uuid })));
     assert.deepEqual((await alice.get(`vlans/detail/?uuid=${v2}`)).json.objects[0].servers, [{ resource_uri: `/api/2.0/servers/${s1}/`, uuid: s1 }]);
-    const map = await tx((t) => vlansOfServers(t, [s1, s2]));
+    const rows = await tx((t) => t.selectFrom('vlan_servers').select(['vlan_uuid', 'server_uuid']).where('server_uuid', 'in', [s1, s2]).execute());
+    const map = new Map<string, string[]>();
+    for (const r of rows) map.set(r.server_uuid, [...(map.get(r.server_uuid) ?? []), r.vlan_uuid]);
     assert.deepEqual([map.get(s1)!.sort(), map.get(s2)], [[v1, v2].sort(), [v1]]);
 
-    assert.equal((await failure(tx((t) => releaseVlan(t, v2)))).status, 403);
+    assert.equal((await failure(tx((t) => releaseVlan(t, srv.services, v2)))).status, 403);
     await tx((t) => setServerVlans(t, s1, []));
     assert.deepEqual((await alice.get(`vlans/${v2}/`)).json.servers, []);
-    await tx((t) => releaseVlan(t, v2));
+    await tx((t) => releaseVlan(t, srv.services, v2));
     assert.equal((await alice.get(`vlans/${v2}/`)).status, 404);
-    assert.equal((await failure(tx((t) => releaseVlan(t, v2)))).status, 404);
+    assert.equal((await failure(tx((t) => releaseVlan(t, srv.services, v2)))).status, 404);
   });
 });

@@ -9,12 +9,15 @@ import { Store } from '../../src/store/db.js';
 import { createUser } from '../../src/resources/users/users.js';
 import { freshDatabase } from './db.js';
 import { Scheduler } from '../../src/sim/scheduler.js';
-import { timerHandlers } from '../../src/sim/handlers.js';
+import { timerHandlers } from '../../src/registry.js';
+import { EventSubscriptions } from '../../src/core/events.js';
 import { Client } from './client.js';
 
 export interface TestServer {
   base: string;
   port: number;
+  /** The database this server runs on (a file, `:memory:` or a PostgreSQL URL with its test schema). */
+  dbUrl: string;
   app: FastifyInstance;
   services: Services;
   clock: AdjustableClock;
@@ -34,22 +37,28 @@ let counter = 0;
  * The real HTTP server on a loopback port, on a fresh database of the engine under test. Rate limits are
  * off unless the flags ask for them (`{'rate-limits': 'default'}`): suites make hundreds of requests a minute.
  */
-export async function startServer(flags: Record<string, string> = {}, kinds?: ResourceDecl[]): Promise<TestServer> {
+export async function startServer(
+  flags: Record<string, string> = {},
+  kinds?: ResourceDecl[],
+  /** `clock`: share another server's clock (two API processes on one database see one time). */
+  opts: { clock?: AdjustableClock } = {},
+): Promise<TestServer> {
   // `db` in the flags reopens an existing database (restart tests); otherwise a fresh one.
   const db = flags.db ? { url: flags.db, drop: async () => {} } : await freshDatabase();
   const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', 'rate-limits': 'off', ...flags }, {});
   const store = await Store.open(config.db, { poolSize: 4 });
-  const clock = new AdjustableClock();
-  const services: Services = { store, clock, ids: randomIds, config };
+  const clock = opts.clock ?? new AdjustableClock();
+  const services: Services = { store, clock, ids: randomIds, config, events: new EventSubscriptions() };
   const app = await buildApp(services, kinds);
   // No polling loop: tests drive the simulator by moving the clock (`advance`).
-  const scheduler = new Scheduler(services, timerHandlers);
+  const scheduler = new Scheduler(services, timerHandlers(kinds));
   await app.listen({ host: '127.0.0.1', port: 0 });
   const port = (app.server.address() as { port: number }).port;
   const base = `http://127.0.0.1:${port}`;
   return {
     base,
     port,
+    dbUrl: db.url,
     app,
     services,
     clock,
@@ -71,4 +80,14 @@ export async function startServer(flags: Record<string, string> = {}, kinds?: Re
       await db.drop();
     },
   };
+}
+
+/**
+ * A second API server on the same database as `first` (PostgreSQL: the same schema, its own connection
+ * pool and scheduler), sharing `first`'s clock so both schedulers see the same timers fall due. SQLite's
+ * `:memory:` database cannot be shared: there, use one server.
+ */
+export async function startPeer(first: TestServer, flags: Record<string, string> = {}, kinds?: ResourceDecl[]): Promise<TestServer> {
+  if (first.dbUrl === ':memory:') throw new Error('startPeer: an in-memory SQLite database cannot be shared by two servers');
+  return startServer({ ...flags, db: first.dbUrl }, kinds, { clock: first.clock });
 }

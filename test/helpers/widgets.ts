@@ -1,7 +1,7 @@
 import { f } from '../../src/core/fields.js';
 import type { CollectionDecl } from '../../src/core/resource.js';
 import { storedDecl } from '../../src/core/stored.js';
-import { registry } from '../../src/core/registry.js';
+import { registry } from '../../src/registry.js';
 
 /**
  * A test-only resource kind declared exactly as real kinds are: it exercises the generic machinery
@@ -21,11 +21,9 @@ const fields = {
 };
 
 export const widgets: CollectionDecl = storedDecl({
-  shape: 'collection',
   kind: 'widgets',
   flavour: 'custom',
   fields,
-  defaultLimit: 20,
   listMethods: ['get', 'post'],
   detailMethods: ['get', 'put', 'delete'],
   listFields: ['name', 'owner', 'resource_uri', 'uuid'],
@@ -35,7 +33,7 @@ export const widgets: CollectionDecl = storedDecl({
   taggable: true,
   actions: {
     // An action as servers and drives declare theirs: the generic route checks the permission first.
-    poke: { permission: 'ATTACH', run: async (_ctx, uuid) => ({ status: 202, body: { action: 'poke', result: 'success', uuid } }) },
+    poke: { permission: 'ATTACH', async: true, run: async (_ctx, uuid) => ({ action: 'poke', result: 'success', uuid }) },
   },
 });
 

@@ -20,11 +20,6 @@ export function decodeAccountLimits(text: string): Exclude<AccountLimits, null> 
   return text.trim().toLowerCase() === 'off' ? 'off' : parseRuleList(text, true);
 }
 
-export async function getAccountLimits(s: Services, userUuid: string): Promise<AccountLimits> {
-  const row = await s.store.db.selectFrom('rate_limit_overrides').select('rules').where('user_uuid', '=', userUuid).executeTakeFirst();
-  return row ? decodeAccountLimits(row.rules) : null;
-}
-
 /** Stored override text for a user, or undefined (no override). */
 export async function getAccountLimitsText(s: Services, userUuid: string): Promise<string | undefined> {
   const row = await s.store.db.selectFrom('rate_limit_overrides').select('rules').where('user_uuid', '=', userUuid).executeTakeFirst();

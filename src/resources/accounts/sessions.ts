@@ -53,7 +53,3 @@ export async function endSession(s: Services, id: string): Promise<void> {
   await s.store.db.deleteFrom('sessions').where('id_hash', '=', sha256Hex(id)).execute();
 }
 
-/** Ends every session of a user (their password changed). */
-export async function endUserSessions(s: Services, userUuid: string): Promise<void> {
-  await s.store.db.deleteFrom('sessions').where('user_uuid', '=', userUuid).execute();
-}

@@ -59,8 +59,7 @@ async function resolveGrantees(tx: Tx, items: unknown[]): Promise<string[]> {
 async function resolveTags(tx: Tx, ctx: Ctx, items: unknown[]): Promise<string[]> {
   const ids = [...new Set(items.map((t) => relatedId(t, 'tags')))];
   if (!ids.length) return ids;
-  const owned = await tx.selectFrom('resources').select('uuid').where('kind', '=', 'tags').where('owner_uuid', '=', ctx.caller.uuid).where('uuid', 'in', ids).execute();
-  const have = new Set(owned.map((r) => r.uuid));
+  const have = await ctx.store.resources.existing(tx, 'tags', ids, ctx.caller.uuid);
   const missing = ids.find((id) => !have.has(id));
   if (missing !== undefined) throw validation('tags', `Tag ${missing} does not exist`);
   return ids;
@@ -116,14 +115,11 @@ async function attachRelations(ctx: Ctx, acls: Obj[]): Promise<void> {
 
 export const acls: CollectionDecl = storedDecl(
   {
-    shape: 'collection',
     kind: 'acls',
     flavour: 'model',
     fields: aclFields,
-    defaultLimit: 20,
     listMethods: ['get', 'post'],
     detailMethods: ['get', 'put', 'delete'],
-    filtering: { name: 'exact', name__contains: 'exact', uuid: 'exact' },
   },
   {
     external: ['grantees', 'tags'],

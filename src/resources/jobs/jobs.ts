@@ -4,13 +4,15 @@ import { isoTimestamp } from '../../core/clock.js';
 import type { Ctx, Services } from '../../core/context.js';
 import type { Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
-import { schedule, type TimerHandler } from '../../sim/scheduler.js';
+import { schedule } from '../../core/timers.js';
+import { dropState, readStates, writeState } from '../../sim/state.js';
 import type { Tx } from '../../store/db.js';
 
 /**
  * Background jobs (reference §10): read-only records of long operations (drive_clone, server_clone).
- * Progress is derived from the injected clock between the job's start and its planned end, so it moves
- * 0..100 without any writes; completion and expiry are durable timers.
+ * Progress is derived from the injected clock between the job's start and the end the simulator planned
+ * (kept in the simulator's state, not the job's body), so it moves 0..100 without any writes; completion
+ * and expiry are durable timers. `children` is stored as job uuids and shown as full job objects.
  */
 export const JOB_KEEP_MS = 3 * 24 * 3600 * 1000;
 
@@ -27,35 +29,46 @@ const fields = {
 };
 
 /** Fill `data.progress` of running jobs and nest `children` (full job objects), for a page. */
+interface JobTiming {
+  started_at: number;
+  ends_at: number;
+}
+
 async function present(ctx: Ctx, jobs: Obj[]): Promise<void> {
   const now = ctx.clock.now().getTime();
-  const childIds = jobs.flatMap((j) => (j._children as string[] | undefined) ?? []);
+  const childIds = jobs.flatMap((j) => (j.children as string[] | undefined) ?? []).filter((c) => typeof c === 'string');
   const children = childIds.length ? await jobService.presentUuids(ctx, childIds) : [];
+  const timing = await readStates<JobTiming>(ctx.store.db, 'jobs', jobs.filter((j) => j.state === 'started').map((j) => j.uuid as string));
   for (const j of jobs) {
     delete j.owner; // job records carry no owner (recorded dumps)
     if (j.state === 'started') {
-      const start = Number(j._started_at);
-      const end = Number(j._ends_at ?? start);
+      const t = timing.get(j.uuid as string) ?? {};
+      const start = Number(t.started_at ?? now);
+      const end = Number(t.ends_at ?? start);
       const progress = end <= start ? 99 : Math.floor(((now - start) / (end - start)) * 100);
       j.data = { ...(j.data as Obj), progress: Math.max(0, Math.min(99, progress)) };
     }
-    j.children = ((j._children as string[] | undefined) ?? []).map((id) => children.find((c) => c.uuid === id)).filter(Boolean);
+    j.children = ((j.children as unknown[] | undefined) ?? []).map((id) => children.find((c) => c.uuid === id)).filter(Boolean);
   }
 }
 
 export const jobs = storedDecl(
   {
-    shape: 'collection',
     kind: 'jobs',
     flavour: 'model',
     fields,
-    defaultLimit: 20,
     listMethods: ['get'],
     detailMethods: ['get'],
     filtering: { state: 1 },
     ordering: ['-last_modified'],
-    statusKey: 'state',
     order: 'recent',
+    timers: {
+      'job.expire': {
+        async run(s, tx, timer) {
+          await s.store.resources.remove(tx, 'jobs', timer.subject);
+        },
+      },
+    },
   },
   { decorate: present },
 );
@@ -75,12 +88,11 @@ export async function startJob(
     data: { progress: 0 },
     last_modified: stamp,
     operation: job.operation,
+    children: job.children ?? [],
     resources: job.resources,
     state: 'started',
-    _children: job.children ?? [],
-    _started_at: now.getTime(),
-    _ends_at: now.getTime() + job.durationMs,
   });
+  await writeState(tx, 'jobs', job.uuid, { started_at: now.getTime(), ends_at: now.getTime() + job.durationMs });
 }
 
 /** Finish a job (success or failure) and schedule its removal after three days. */
@@ -91,20 +103,12 @@ export async function finishJob(tx: Tx, s: Services, uuid: string, state: 'succe
     last_modified: isoTimestamp(s.clock.now()),
     data: { ...(b.data as Obj), progress: 100, ...(error ? { error } : {}) },
   }));
+  await dropState(tx, 'jobs', uuid);
   if (body) await schedule(tx, s, { kind: 'job.expire', subject: uuid, inMs: JOB_KEEP_MS });
 }
-
-export const jobTimers: Record<string, TimerHandler> = {
-  'job.expire': {
-    async run(_s, tx, timer) {
-      await tx.deleteFrom('resources').where('kind', '=', 'jobs').where('uuid', '=', timer.subject).execute();
-    },
-  },
-};
 
 /** Which of these job uuids still exist (expired jobs drop out of resources' `jobs` lists). */
 export async function existingJobs(ctx: Ctx, uuids: string[]): Promise<Set<string>> {
   if (!uuids.length) return new Set();
-  const rows = await ctx.store.db.selectFrom('resources').select('uuid').where('kind', '=', 'jobs').where('uuid', 'in', uuids).execute();
-  return new Set(rows.map((r) => r.uuid));
+  return new Set((await ctx.store.resources.existing(ctx.store.db, 'jobs', uuids)).keys());
 }

@@ -4,6 +4,7 @@ import { relatedId, validateFields, type Obj } from '../../core/input.js';
 import { validation } from '../../core/errors.js';
 import { storedDecl } from '../../core/stored.js';
 import type { CollectionDecl } from '../../core/resource.js';
+import type { Services } from '../../core/context.js';
 import type { Db, Tx } from '../../store/db.js';
 import {
   formatPublicKey,
@@ -80,11 +81,9 @@ function keyFields(values: Obj): Obj {
 
 export const keypairs = storedDecl(
   {
-    shape: 'collection',
     kind: 'keypairs',
     flavour: 'model',
     fields: keypairFields,
-    defaultLimit: 20,
     listMethods: ['get', 'post'],
     detailMethods: ['get', 'put', 'delete'],
     filtering: { ...FILTERING },
@@ -118,7 +117,7 @@ keypairs.service.create = async (ctx, inputs) => {
 };
 
 /** `/pubkeys/`: the same rows and uuids, without the private key. */
-export const pubkeyUri = (uuid: string) => `/api/2.0/pubkeys/${uuid}/`;
+const pubkeyUri = (uuid: string) => `/api/2.0/pubkeys/${uuid}/`;
 
 function asPubkey(keypair: Obj): Obj {
   const { private_key, ...rest } = keypair;
@@ -154,54 +153,20 @@ export const pubkeys: CollectionDecl = {
 // ---------------------------------------------------------------------------------------------------
 // For servers: the `pubkeys` field
 
-export interface PubkeyRef {
-  resource_uri: string;
-  uuid: string;
-}
-
-export const pubkeyRef = (uuid: string): PubkeyRef => ({ resource_uri: pubkeyUri(uuid), uuid });
 
 /**
  * Resolve a server's `pubkeys` input (a list of uuid strings, `{uuid}`, `{resource_uri, uuid}` or pubkey /
  * keypair URIs) to keypair uuids, in order, without duplicates. Every key must be a keypair of `owner` (the
  * server's owner, also when a grantee edits the server); anything else, or a value that is not a list, is a
- * 400 on `pubkeys`. null is []. Servers store these uuids and present them with `pubkeyRef`.
+ * 400 on `pubkeys`. null is []. Servers store these uuids and present them as `pubkeys` references.
  */
-export async function resolvePubkeyUuids(db: Db | Tx, owner: string, value: unknown): Promise<string[]> {
+export async function resolvePubkeyUuids(s: Pick<Services, 'store'>, db: Db | Tx, owner: string, value: unknown): Promise<string[]> {
   if (value === null || value === undefined) return [];
   if (!Array.isArray(value)) throw validation('pubkeys', 'Expected a list of keypair uuids');
   const ids = [...new Set(value.map((v) => relatedId(v, 'pubkeys')))];
   if (!ids.length) return [];
-  const rows = await db.selectFrom('resources').select('uuid').where('kind', '=', 'keypairs').where('owner_uuid', '=', owner).where('uuid', 'in', ids).execute();
-  const have = new Set(rows.map((r) => r.uuid));
+  const have = await s.store.resources.existing(db, 'keypairs', ids, owner);
   const missing = ids.find((id) => !have.has(id));
   if (missing !== undefined) throw validation('pubkeys', `Keypair ${missing} does not exist`);
   return ids;
-}
-
-/** `resolvePubkeyUuids` as the refs a server shows: `{resource_uri: "/api/2.0/pubkeys/<uuid>/", uuid}`. */
-export async function resolvePubkeys(db: Db | Tx, owner: string, value: unknown): Promise<PubkeyRef[]> {
-  return (await resolvePubkeyUuids(db, owner, value)).map(pubkeyRef);
-}
-
-export interface PubkeyInfo {
-  name: string | null;
-  public_key: string;
-  fingerprint: string;
-}
-
-/**
- * The keypairs among `uuids` that still exist, with their public halves, in one query: for presenting a
- * page of servers (a deleted keypair drops out of `pubkeys`) and for the server context.
- */
-export async function pubkeysByUuid(db: Db | Tx, uuids: string[]): Promise<Map<string, PubkeyInfo>> {
-  const out = new Map<string, PubkeyInfo>();
-  const ids = [...new Set(uuids)];
-  if (!ids.length) return out;
-  const rows = await db.selectFrom('resources').select(['uuid', 'name', 'body']).where('kind', '=', 'keypairs').where('uuid', 'in', ids).execute();
-  for (const r of rows) {
-    const body = JSON.parse(r.body) as Obj;
-    out.set(r.uuid, { name: r.name, public_key: body.public_key as string, fingerprint: body.fingerprint as string });
-  }
-  return out;
 }

@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { isoTimestamp } from '../../core/clock.js';
 import type { Services } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
 import { isPlainObject, validateFields, type Obj } from '../../core/input.js';
@@ -120,31 +119,25 @@ export function readCatalogue(path: string): LibraryEntry[] {
  */
 export async function syncLibrary(s: Services): Promise<{ added: number; changed: number; removed: number }> {
   const entries = s.config.libdrives;
+  const repo = s.store.resources;
   return s.store.transaction(async (tx) => {
-    const stored = await tx.selectFrom('resources').select(['seq', 'uuid', 'body']).where('kind', '=', 'libdrives').execute();
+    const stored = await repo.ownerless(tx, 'libdrives');
     const byUuid = new Map(stored.map((r) => [r.uuid, r]));
-    const now = isoTimestamp(s.clock.now());
+    const now = s.clock.now();
     let added = 0;
     let changed = 0;
     for (const e of entries) {
-      const body = JSON.stringify(e.body);
       const row = byUuid.get(e.uuid);
-      const columns = { name: e.body.name as string, status: e.body.status as string, body, updated_at: now };
       if (!row) {
-        await tx
-          .insertInto('resources')
-          .values({ kind: 'libdrives', uuid: e.uuid, owner_uuid: null, created_at: now, ...columns })
-          .onConflict((oc) => oc.columns(['uuid', 'kind']).doNothing())
-          .execute();
-        added++;
-      } else if (row.body !== body) {
-        await tx.updateTable('resources').set(columns).where('seq', '=', row.seq).execute();
+        if (await repo.insertIfAbsent(tx, now, { kind: 'libdrives', uuid: e.uuid, owner: null, body: e.body })) added++;
+      } else if (JSON.stringify(row.body) !== JSON.stringify(e.body)) {
+        await repo.write(tx, now, row, e.body);
         changed++;
       }
     }
     const keep = new Set(entries.map((e) => e.uuid));
-    const gone = stored.filter((r) => !keep.has(r.uuid)).map((r) => r.seq);
-    if (gone.length) await tx.deleteFrom('resources').where('seq', 'in', gone).execute();
+    const gone = stored.filter((r) => !keep.has(r.uuid)).map((r) => r.uuid);
+    await repo.remove(tx, 'libdrives', gone);
     return { added, changed, removed: gone.length };
   });
 }

@@ -1,10 +1,10 @@
-import { sql, type RawBuilder } from 'kysely';
-import type { Ctx } from '../../core/context.js';
+import { sql } from 'kysely';
 import { permission } from '../../core/errors.js';
 import { storedDecl, type StoredFilter } from '../../core/stored.js';
-import { cloneFrom } from '../drives/drives.js';
+import { cloneDrive } from '../drives/clone.js';
+import { drives } from '../drives/drives.js';
+import { syncLibrary } from './catalogue.js';
 import { libdriveFields } from './fields.js';
-import { librarySource } from './library.js';
 
 /**
  * Library drives (reference §6.6): the location's catalogue of images (loaded at start-up by
@@ -13,17 +13,10 @@ import { librarySource } from './library.js';
  * JSON body; its filters are evaluated in the database on that body.
  */
 
-/** A string field of the JSON body, in the engine's own JSON functions. */
-function bodyText(ctx: Ctx, key: string): RawBuilder<string> {
-  return ctx.store.dialect === 'postgres'
-    ? sql<string>`(${sql.ref('resources.body')}::jsonb ->> ${sql.lit(key)})`
-    : sql<string>`json_extract(${sql.ref('resources.body')}, ${sql.lit(`$.${key}`)})`;
-}
-
 const exact =
   (key: string): StoredFilter =>
   (_eb, values, ctx) =>
-    sql<boolean>`${bodyText(ctx, key)} in (${sql.join(values)})`;
+    sql<boolean>`${ctx.store.resources.bodyText(key)} in (${sql.join(values)})`;
 
 const filters: Record<string, StoredFilter> = {
   arch: exact('arch'),
@@ -32,20 +25,15 @@ const filters: Record<string, StoredFilter> = {
   os: exact('os'),
   version: exact('version'),
   // `category` is a list: a drive matches when it lists one of the values.
-  category: (_eb, values, ctx) =>
-    ctx.store.dialect === 'postgres'
-      ? sql<boolean>`exists (select 1 from jsonb_array_elements_text(${sql.ref('resources.body')}::jsonb -> 'category') as c(value) where c.value in (${sql.join(values)}))`
-      : sql<boolean>`exists (select 1 from json_each(${sql.ref('resources.body')}, '$.category') as c where c.value in (${sql.join(values)}))`,
-  name__icontains: (eb, values, ctx) => eb.or(values.map((s) => ctx.store.like('resources.name', s, { contains: true, caseInsensitive: true }))),
+  category: (_eb, values, ctx) => ctx.store.resources.bodyListHasAny('category', values),
+  name__icontains: (eb, values, ctx) => eb.or(values.map((s) => ctx.store.resources.like('resources.name', s, { contains: true, caseInsensitive: true }))),
 };
 
 export const libdrives = storedDecl(
   {
-    shape: 'collection',
     kind: 'libdrives',
     flavour: 'custom',
     fields: libdriveFields,
-    defaultLimit: 20,
     listMethods: ['get'],
     detailMethods: ['get'],
     filtering: {
@@ -64,13 +52,16 @@ export const libdrives = storedDecl(
       // affinities, size, storage_type); the library's description lands in its meta, licenses stay bound.
       clone: {
         permission: 'CLONE',
-        run: async (ctx, uuid, body) => ({ status: 202, body: { objects: [await cloneFrom(ctx, await librarySource(ctx.store.db, uuid), body)] } }),
+        async: true,
+        run: async (ctx, uuid, body) => ({ objects: [await drives.service.get(ctx, await cloneDrive(ctx, uuid, body))] }),
       },
     },
+    // The configured catalogue into the database, once per start (idempotent, safe for several processes).
+    startup: async (s) => void (await syncLibrary(s)),
   },
   {
     // Every user sees the whole library (rows without an owner).
-    alsoVisible: (_ctx, db) => db.selectFrom('resources').select('uuid').where('kind', '=', 'libdrives').where('owner_uuid', 'is', null),
+    alsoVisible: (ctx, db) => ctx.store.resources.ownedUuids(db, 'libdrives', null),
     // No ACLs apply: anyone may clone a library drive, nothing else.
     async access(_ctx, uuid, perm, row) {
       if (!row) return undefined;

@@ -1,7 +1,6 @@
 import type { Selectable } from 'kysely';
 import type { AuditLogTable } from '../../store/schema.js';
 import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
-import { sql } from 'kysely';
 import { ownerRef, type Ctx } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
 import { f } from '../../core/fields.js';
@@ -9,7 +8,7 @@ import type { CollectionDecl, CollectionService, ListQuery, ListResult } from '.
 import type { Database } from '../../store/schema.js';
 
 /**
- * The audit log (`GET /logs/`, reference §18): the `audit_log` rows written by `core/audit.ts` in the
+ * The audit log (`GET /logs/`, reference §18): the `audit_log` rows written by `record()` (core/events.ts) in the
  * transactions of the changes they describe. A user reads the entries of their own resources
  * (`owner_uuid`), newest first. Not a `resources` kind: entries are append-only rows of their own table,
  * paged, filtered and counted in the database on the (owner, seq), (owner, action, seq) and (uuid, seq)
@@ -39,18 +38,9 @@ type Eb = ExpressionBuilder<Database, 'audit_log'>;
 const FILTERS: Record<string, (eb: Eb, values: string[], ctx: Ctx) => any> = {
   uuid: (eb, v) => eb('audit_log.uuid', 'in', v),
   name: (eb, v) => eb('audit_log.action', 'in', v),
-  name__contains: (eb, v, ctx) => eb.or(v.map((s) => ctx.store.like('audit_log.action', s, { contains: true, caseInsensitive: true }))),
+  name__contains: (eb, v, ctx) => eb.or(v.map((s) => ctx.store.resources.like('audit_log.action', s, { contains: true, caseInsensitive: true }))),
   // Only the caller's own tags filter, as on every other kind.
-  tag: (eb, v, ctx) =>
-    eb.exists(
-      eb
-        .selectFrom('tag_members as tm')
-        .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tm.tag_uuid').on('t.kind', '=', 'tags'))
-        .select(sql.lit(1).as('one'))
-        .whereRef('tm.res_uuid', '=', 'audit_log.uuid')
-        .where('t.owner_uuid', '=', ctx.caller.uuid)
-        .where('tm.tag_uuid', 'in', v),
-    ),
+  tag: (eb, v, ctx) => ctx.store.resources.carriesOwnTag(eb, { kind: null, owner: ctx.caller.uuid, by: 'uuid', values: v, uuidColumn: 'audit_log.uuid' }),
 };
 
 type Entry = Selectable<AuditLogTable>;
@@ -84,7 +74,7 @@ export class AuditLogService implements CollectionService {
 
   async list(ctx: Ctx, query: ListQuery): Promise<ListResult> {
     const base = this.filtered(ctx, query);
-    let page = base
+    const page = base
       .select([
         'audit_log.seq',
         'audit_log.actor_uuid',
@@ -99,9 +89,7 @@ export class AuditLogService implements CollectionService {
         'audit_log.timestamp',
       ])
       .orderBy('audit_log.seq', 'desc');
-    if (query.limit > 0) page = page.limit(query.limit);
-    if (query.offset > 0) page = page.offset(query.offset);
-    const rows = (await page.execute()) as Entry[];
+    const rows = (await ctx.store.resources.page(page, query.limit, query.offset).execute()) as Entry[];
     // A short, non-empty page (or a short first page) ends the result: no count query.
     const short = (query.offset === 0 || rows.length > 0) && (query.limit === 0 || rows.length < query.limit);
     const total = short ? query.offset + rows.length : Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);

@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import type { Ctx } from '../../core/context.js';
 import { ApiError, permission, validation } from '../../core/errors.js';
 import { isPlainObject, relatedId, type Obj } from '../../core/input.js';
-import { assertCanAttach, grantedUuids } from '../../core/permissions.js';
+import { grantedUuids, lockAttachable } from '../../core/permissions.js';
 import type { Tx } from '../../store/db.js';
 
 /** A drive attachment as stored: the drive by uuid, and where it sits on the virtual bus. */
@@ -46,6 +45,7 @@ export async function normaliseAttachments(tx: Tx, ctx: Ctx, serverOwner: string
     }
     pending.push({ ...a, drive, device });
   }
+  await checkDrives(tx, ctx, serverOwner, serverUuid, pending.map((a) => a.drive as string));
   for (const a of pending) {
     const device = a.device as string;
     let channel = a.dev_channel as string | undefined;
@@ -53,7 +53,6 @@ export async function normaliseAttachments(tx: Tx, ctx: Ctx, serverOwner: string
       channel = freeChannel(device, used);
       used.add(`${device}/${channel}`);
     }
-    await checkDrive(tx, ctx, serverOwner, serverUuid, a.drive as string);
     out.push({ boot_order: (a.boot_order as number | null | undefined) ?? null, dev_channel: channel, device, drive: a.drive as string });
   }
   return out;
@@ -73,94 +72,35 @@ function freeChannel(device: string, used: Set<string>): string {
   throw validation('drives', `No free ${device} channel left`);
 }
 
-async function checkDrive(tx: Tx, ctx: Ctx, serverOwner: string, serverUuid: string | null, uuid: string): Promise<void> {
-  const row = await tx.selectFrom('resources').select(['kind', 'owner_uuid', 'body']).where('uuid', '=', uuid).where('kind', 'in', ['drives', 'libdrives']).executeTakeFirst();
-  if (!row) throw validation('drives', `Drive ${uuid} does not exist`);
-  const body = JSON.parse(row.body) as Obj;
-  if (row.kind === 'libdrives') {
-    // Library CD-ROMs attach directly; library disks must be cloned first (reference §5.8).
-    if (body.media !== 'cdrom') throw permission('A library disk must be cloned before it can be attached', 'drives');
-    return;
+/**
+ * The drives of an attachment list, locked (uuid order, so two servers attaching the same drives never
+ * deadlock), then checked: the caller must see each, the server's owner may attach it (rule 8), a library
+ * disk must be cloned first, and a drive without multimount may be on no other server.
+ */
+async function checkDrives(tx: Tx, ctx: Ctx, serverOwner: string, serverUuid: string | null, uuids: string[]): Promise<void> {
+  const repo = ctx.store.resources;
+  const own = new Map((await repo.lockMany(tx, 'drives', uuids)).map((d) => [d.uuid, d]));
+  const library = await repo.existing(tx, 'libdrives', uuids.filter((u) => !own.has(u)));
+  for (const uuid of uuids) {
+    const lib = library.get(uuid);
+    if (lib) {
+      // Library CD-ROMs attach directly; library disks must be cloned first (reference §5.8).
+      if (lib.body.media !== 'cdrom') throw permission('A library disk must be cloned before it can be attached', 'drives');
+      continue;
+    }
+    const row = own.get(uuid);
+    if (!row) throw validation('drives', `Drive ${uuid} does not exist`);
+    // The caller must at least see the drive (a stranger's drive "does not exist").
+    if (row.owner_uuid !== ctx.caller.uuid && row.owner_uuid !== serverOwner && !(await holdsList(tx, ctx.caller.uuid, uuid)))
+      throw validation('drives', `Drive ${uuid} does not exist`);
+    await lockAttachable(tx, ctx, { serverOwner, kind: 'drives', uuid, point: 'drives', label: 'Drive' });
+    const mounts = ((row.body.mounted_on as { uuid: string }[] | undefined) ?? []).filter((m) => m.uuid !== serverUuid);
+    if (mounts.length && row.body.media !== 'cdrom' && !row.body.allow_multimount)
+      throw new ApiError('permission', `Drive ${uuid} is already mounted on another server and does not allow multimount`, 'drives');
   }
-  if (row.owner_uuid !== ctx.caller.uuid && row.owner_uuid !== serverOwner) {
-    // The caller must at least see the drive; attaching needs the server owner to hold ATTACH on it.
-    const visible = await holdsList(tx, ctx.caller.uuid, uuid);
-    if (!visible) throw validation('drives', `Drive ${uuid} does not exist`);
-  }
-  await assertCanAttach(tx, serverOwner, 'drives', uuid, 'drives');
-  const mounts = ((body.mounted_on as { uuid: string }[] | undefined) ?? []).filter((m) => m.uuid !== serverUuid);
-  if (mounts.length && body.media !== 'cdrom' && !body.allow_multimount)
-    throw new ApiError('permission', `Drive ${uuid} is already mounted on another server and does not allow multimount`, 'drives');
 }
 
 async function holdsList(tx: Tx, user: string, uuid: string): Promise<boolean> {
   const row = await grantedUuids(tx, user, 'drives', 'LIST').where('tm.res_uuid', '=', uuid).executeTakeFirst();
   return row !== undefined;
-}
-
-/** A NIC as stored. */
-export interface Nic {
-  boot_order: number | null;
-  firewall_policy: string | null;
-  ip_v4_conf: { conf: string; ip: string | null } | null;
-  ip_v6_conf: { conf: string; ip: string | null } | null;
-  mac: string;
-  model: string;
-  vlan: string | null;
-}
-
-const NIC_MODELS = ['virtio', 'e1000', 'rtl8139', 'i82551', 'i82557b', 'i82559er', 'ne2k_pci', 'pcnet'];
-const CONFS = ['dhcp', 'static', 'manual'];
-
-/** Locally administered MACs starting 22: as the real service's do. */
-export const newMac = (): string => ['22', ...[...randomBytes(5)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
-
-export interface NicChecks {
-  /** Throws unless the server owner may use this IP statically on this server. */
-  staticIp?(tx: Tx, owner: string, address: string, server: string | null): Promise<void>;
-  /** Throws unless the server owner may attach this VLAN. */
-  vlan?(tx: Tx, owner: string, vlan: string): Promise<void>;
-}
-
-/**
- * Validate a `nics` list against the current NICs (reference §5.7): entries are matched by MAC; a MAC
- * the server does not have is an error; an entry without MAC is a new NIC; vlan and IP configs exclude
- * each other; dhcp takes no ip; static needs an IP the owner holds.
- */
-export async function normaliseNics(tx: Tx, current: Nic[], items: unknown[], owner: string, server: string | null, checks: NicChecks): Promise<Nic[]> {
-  const known = new Map(current.map((n) => [n.mac.toLowerCase(), n]));
-  const seen = new Set<string>();
-  const out: Nic[] = [];
-  for (const item of items) {
-    if (!isPlainObject(item)) throw validation('nics', 'Each NIC must be an object');
-    let mac = typeof item.mac === 'string' && item.mac ? item.mac.toLowerCase() : undefined;
-    if (mac && !known.has(mac)) throw validation('nics', `The server has no NIC with MAC ${mac}`);
-    if (mac && seen.has(mac)) throw validation('nics', `MAC ${mac} is listed twice`);
-    mac ??= newMac();
-    seen.add(mac);
-    const vlan = item.vlan === undefined || item.vlan === null ? null : relatedId(item.vlan, 'nics');
-    const v4 = conf(item.ip_v4_conf);
-    const v6 = conf(item.ip_v6_conf);
-    if (vlan && v4 && v6) throw validation('nics', 'A NIC cannot have a VLAN and both IP configurations');
-    if (vlan && (v4 || v6)) throw validation('nics', 'A NIC is either private (vlan) or public (ip_v4_conf/ip_v6_conf), not both');
-    const model = (item.model as string | null | undefined) ?? 'virtio';
-    if (!NIC_MODELS.includes(model)) throw validation('nics', `model must be one of ${NIC_MODELS.join(', ')}`);
-    if (v4?.conf === 'static' && v4.ip) await checks.staticIp?.(tx, owner, v4.ip, server);
-    if (vlan) await checks.vlan?.(tx, owner, vlan);
-    const policy = item.firewall_policy === undefined || item.firewall_policy === null ? null : relatedId(item.firewall_policy, 'nics');
-    out.push({ boot_order: (item.boot_order as number | null | undefined) ?? null, firewall_policy: policy, ip_v4_conf: v4, ip_v6_conf: v6, mac, model, vlan });
-  }
-  return out;
-}
-
-function conf(raw: unknown): { conf: string; ip: string | null } | null {
-  if (raw === undefined || raw === null) return null;
-  if (!isPlainObject(raw)) throw validation('nics', 'ip_v4_conf/ip_v6_conf must be an object');
-  const c = (raw.conf as string | undefined) ?? 'dhcp';
-  if (!CONFS.includes(c)) throw validation('nics', `conf must be one of ${CONFS.join(', ')}`);
-  const ip = raw.ip === undefined || raw.ip === null ? null : relatedId(raw.ip, 'nics');
-  if (c === 'dhcp' && ip) throw validation('nics', 'An IP cannot be given with dhcp configuration');
-  if (c === 'static' && !ip) throw validation('nics', 'A static configuration needs an ip');
-  if (ip && !/^[0-9a-fA-F:.]{2,45}$/.test(ip)) throw validation('nics', `${ip} is not an IP address`);
-  return { conf: c, ip };
 }

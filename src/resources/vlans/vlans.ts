@@ -3,7 +3,6 @@ import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, permission, validation } from '../../core/errors.js';
 import { f, NO_DEFAULT } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
-import { holds } from '../../core/permissions.js';
 import { storedDecl } from '../../core/stored.js';
 import type { Db, Tx } from '../../store/db.js';
 import { mirrorMetaName } from '../ips/ips.js';
@@ -49,15 +48,12 @@ async function decorate(ctx: Ctx, vlans: Obj[]): Promise<void> {
 
 export const vlans = storedDecl(
   {
-    shape: 'collection',
     kind: 'vlans',
     flavour: 'custom',
     fields: vlanFields,
-    defaultLimit: 20,
     listMethods: ['get'],
     detailMethods: ['get', 'put'],
     listFields: ['owner', 'resource_uri', 'uuid'],
-    filtering: { name: 'exact', name__contains: 'exact', tag: 'exact', uuid: 'exact' },
     permissions: ['LIST', 'EDIT', 'ATTACH'],
     taggable: true,
     schemaQuirks: { allowed_list_http_methods: 'get' },
@@ -66,7 +62,7 @@ export const vlans = storedDecl(
 );
 
 /** Create `count` private VLANs for an account (the operator's `stratus vlans assign`; subscriptions later). */
-export async function assignVlans(tx: Tx, s: Pick<Services, 'clock' | 'ids'>, ownerUuid: string, count: number, opts: { subscription?: number } = {}): Promise<string[]> {
+export async function assignVlans(tx: Tx, s: Pick<Services, 'clock' | 'ids' | 'store'>, ownerUuid: string, count: number, opts: { subscription?: number } = {}): Promise<string[]> {
   const subscription = opts.subscription === undefined ? null : { id: opts.subscription, resource_uri: `/api/2.0/subscriptions/${opts.subscription}/` };
   const out: string[] = [];
   for (let i = 0; i < count; i++) {
@@ -78,26 +74,13 @@ export async function assignVlans(tx: Tx, s: Pick<Services, 'clock' | 'ids'>, ow
 }
 
 /** Remove a VLAN from its account (operator). Refused while servers are in it. */
-export async function releaseVlan(tx: Tx, uuid: string): Promise<{ owner: string | null }> {
-  const row = await tx.selectFrom('resources').select('owner_uuid').where('kind', '=', 'vlans').where('uuid', '=', uuid).executeTakeFirst();
+export async function releaseVlan(tx: Tx, s: Pick<Services, 'store'>, uuid: string): Promise<{ owner: string | null }> {
+  const row = await s.store.resources.lock(tx, 'vlans', uuid);
   if (!row) throw new ApiError('notexist', `No VLAN ${uuid}`, 'uuid');
   const used = await tx.selectFrom('vlan_servers').select('server_uuid').where('vlan_uuid', '=', uuid).executeTakeFirst();
   if (used) throw permission(`VLAN ${uuid} still has server ${used.server_uuid} in it; remove the NIC first`, 'uuid');
-  await tx.deleteFrom('tag_members').where('res_type', '=', 'vlans').where('res_uuid', '=', uuid).execute();
-  await tx.deleteFrom('resources').where('kind', '=', 'vlans').where('uuid', '=', uuid).execute();
+  await s.store.resources.remove(tx, 'vlans', uuid);
   return { owner: row.owner_uuid };
-}
-
-/**
- * Whether the server owner may put a NIC in this VLAN (spec ACL rule 8): the owner owns it or holds
- * ATTACH on it (else 403); a VLAN that does not exist is a 400. `point` is the request field at fault.
- */
-export async function assertUsableVlan(tx: Db | Tx, ownerUuid: string, vlanUuid: string, opts: { point?: string } = {}): Promise<void> {
-  const point = opts.point ?? 'vlan';
-  const row = await tx.selectFrom('resources').select(['uuid', 'owner_uuid']).where('kind', '=', 'vlans').where('uuid', '=', vlanUuid).executeTakeFirst();
-  if (!row) throw validation(point, `VLAN ${vlanUuid} does not exist`);
-  if (!(await holds(tx, ownerUuid, 'vlans', row, 'ATTACH')))
-    throw permission(`The server owner may not attach VLAN ${vlanUuid}: it needs to own it or hold ATTACH`, point);
 }
 
 /** Replace the set of VLANs a server has NICs in (its NICs changed); an empty list takes it out of all. */
@@ -107,26 +90,11 @@ export async function setServerVlans(tx: Tx, serverUuid: string, vlanUuids: stri
   if (unique.length) await tx.insertInto('vlan_servers').values(unique.map((vlan_uuid) => ({ vlan_uuid, server_uuid: serverUuid }))).execute();
 }
 
-/** The VLANs each of a page of servers is in, one query. */
-export async function vlansOfServers(db: Db | Tx, serverUuids: string[]): Promise<Map<string, string[]>> {
-  const out = new Map<string, string[]>();
-  if (!serverUuids.length) return out;
-  const rows = await db.selectFrom('vlan_servers').select(['vlan_uuid', 'server_uuid']).where('server_uuid', 'in', serverUuids).execute();
-  for (const r of rows) out.set(r.server_uuid, [...(out.get(r.server_uuid) ?? []), r.vlan_uuid]);
-  return out;
-}
-
 /** Every VLAN with its owner's e-mail and server count, for `stratus vlans list`. */
-export async function listVlanRows(db: Db | Tx, ownerUuid?: string) {
-  let q = db
-    .selectFrom('resources as r')
-    .leftJoin('users as u', 'u.uuid', 'r.owner_uuid')
-    .select((eb) => [
-      'r.uuid',
-      'u.email',
-      eb.selectFrom('vlan_servers as vs').select((e) => e.fn.countAll<number>().as('n')).whereRef('vs.vlan_uuid', '=', 'r.uuid').as('servers'),
-    ])
-    .where('r.kind', '=', 'vlans');
-  if (ownerUuid) q = q.where('r.owner_uuid', '=', ownerUuid);
-  return q.orderBy('r.seq').execute();
+export async function listVlanRows(s: Pick<Services, 'store'>, ownerUuid?: string) {
+  const rows = await s.store.resources.listWithOwnerEmail(s.store.db, 'vlans', ownerUuid);
+  const members = rows.length ? await s.store.db.selectFrom('vlan_servers').select(['vlan_uuid']).where('vlan_uuid', 'in', rows.map((r) => r.uuid)).execute() : [];
+  const count = new Map<string, number>();
+  for (const m of members) count.set(m.vlan_uuid, (count.get(m.vlan_uuid) ?? 0) + 1);
+  return rows.map((r) => ({ uuid: r.uuid, email: r.email, servers: count.get(r.uuid) ?? 0 }));
 }

@@ -6,6 +6,7 @@ import { acls } from './0004_acls.js';
 import { scheduler } from './0005_scheduler.js';
 import { statusColumn } from './0006_status.js';
 import { networks } from './0007_networks.js';
+import { simState } from './0008_sim_state.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -70,6 +71,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0005_scheduler': scheduler(dialect),
     '0006_status': statusColumn,
     '0007_networks': networks,
+    '0008_sim_state': simState(dialect),
   };
 }
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
-import { CONFIRM_PATH, confirmSignup, MIN_PASSWORD_LENGTH, pendingSignup } from './signup.js';
+import { CONFIRM_PATH, confirmSignup, MIN_PASSWORD_LENGTH, pendingSignup } from '../../resources/accounts/signup.js';
 
 /**
  * The page a sign-up e-mail links to (`GET/POST /accounts/confirm/<token>`, outside `/api/2.0/`): GET shows

@@ -1,13 +1,13 @@
 import type { Services } from '../../core/context.js';
 import { permission, validation } from '../../core/errors.js';
 import { objectBody } from '../../core/input.js';
-import { readCookie } from '../../http/auth/cookies.js';
-import { SESSION_COOKIE, type Auth } from '../../http/auth/index.js';
-import { API_BASE } from '../../http/resource-routes.js';
-import type { Result } from '../../http/respond.js';
-import type { ApiRequest, PathSpec } from '../../http/routes.js';
-import { endSession, startSession } from './sessions.js';
-import { signUp, type SignupDeps } from './signup.js';
+import { readCookie } from '../auth/cookies.js';
+import { SESSION_COOKIE, type Auth } from '../auth/index.js';
+import { API_BASE } from '../resource-routes.js';
+import type { Result } from '../respond.js';
+import type { ApiRequest, PathSpec } from '../routes.js';
+import { endSession, startSession } from '../../resources/accounts/sessions.js';
+import { signUp, type SignupDeps } from '../../resources/accounts/signup.js';
 
 const ACTIONS = ['create', 'login', 'logout', 'check_login', 'check_login_with_return_uuid'] as const;
 type Action = (typeof ACTIONS)[number];

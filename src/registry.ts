@@ -1,0 +1,38 @@
+import type { ResourceDecl } from './core/resource.js';
+import type { Services } from './core/context.js';
+import type { TimerHandler } from './core/timers.js';
+import { acls } from './resources/acls/acls.js';
+import { capabilities } from './resources/capabilities/capabilities.js';
+import { drives } from './resources/drives/drives.js';
+import { ips } from './resources/ips/ips.js';
+import { jobs } from './resources/jobs/jobs.js';
+import { keypairs, pubkeys } from './resources/keypairs/keypairs.js';
+import { libdrives } from './resources/libdrives/libdrives.js';
+import { logs } from './resources/logs/logs.js';
+import { profile } from './resources/profile/profile.js';
+import { servers } from './resources/servers/servers.js';
+import { tags } from './resources/tags/tags.js';
+import { vlans } from './resources/vlans/vlans.js';
+
+/**
+ * The composition root's list of resource kinds: every kind the API serves, each a self-describing
+ * declaration (fields, routes, actions, timers, start-up work). Adding a kind is adding it here; nothing
+ * below this file imports a kind.
+ */
+export const registry: ResourceDecl[] = [acls, drives, jobs, libdrives, servers, ips, vlans, logs, keypairs, pubkeys, tags, profile, capabilities];
+
+/** Every kind of durable follow-up work the kinds declare, and what runs it. */
+export function timerHandlers(kinds: readonly ResourceDecl[] = registry): Record<string, TimerHandler> {
+  const out: Record<string, TimerHandler> = {};
+  for (const k of kinds)
+    for (const [name, handler] of Object.entries(k.timers ?? {})) {
+      if (out[name]) throw new Error(`timer kind ${name} is declared twice`);
+      out[name] = handler;
+    }
+  return out;
+}
+
+/** The kinds' start-up work (the library catalogue into the database), before the service answers. */
+export async function startKinds(s: Services, kinds: readonly ResourceDecl[] = registry): Promise<void> {
+  for (const k of kinds) await k.startup?.(s);
+}

@@ -1,0 +1,96 @@
+import { randomInt } from 'node:crypto';
+import type { Services } from '../core/context.js';
+import type { Db, Tx } from '../store/db.js';
+import { leaseAddress, releaseLeases } from './network.js';
+import { dropState, readState, readStates, updateState } from './state.js';
+import { accrueWrites } from './storage.js';
+
+/**
+ * The simulated hypervisor: what the host and the guest do. The API side (resources/servers) validates,
+ * records state changes and their events, and asks the hypervisor; the hypervisor keeps its own state
+ * (power-on time, DHCP leases, console tunnels, how the guest behaves) in the simulator's table, decides
+ * outcomes (a boot that fails by plan or by chance) and says how long things take.
+ */
+export interface GuestState {
+  /** Power-on time (ms since the epoch) of a running guest. */
+  active_since?: number;
+  /** DHCP leases of its public NICs: MAC -> address. */
+  leases?: Record<string, string>;
+  vnc_port?: number;
+  console_port?: number;
+  /** The operator planned the next boot to fail. */
+  fail_next_boot?: boolean;
+  /** The guest ignores ACPI shutdown requests. */
+  acpi_ignore?: boolean;
+}
+
+const KIND = 'servers';
+type Sim = Pick<Services, 'clock' | 'config' | 'store'>;
+
+export const bootMs = (s: Pick<Services, 'config'>) => s.config.delays['server.boot'];
+export const stopMs = (s: Pick<Services, 'config'>) => s.config.delays['server.stop'];
+export const hostRecoveryMs = (s: Pick<Services, 'config'>) => s.config.delays['server.host_recovery'];
+
+export const guestState = (db: Db | Tx, server: string) => readState<GuestState>(db, KIND, server);
+export const guestStates = (db: Db | Tx, servers: readonly string[]) => readStates<GuestState>(db, KIND, servers);
+
+/** A boot begins: whether it will fail (planned by the operator, or chaos at the configured rate). */
+export async function beginBoot(tx: Tx, s: Sim, server: string): Promise<{ fail: boolean; inMs: number }> {
+  const state = await guestState(tx, server);
+  const fail = state.fail_next_boot === true || (s.config.simFailureRate > 0 && Math.random() < s.config.simFailureRate);
+  if (state.fail_next_boot) await updateState(tx, KIND, server, { fail_next_boot: undefined });
+  return { fail, inMs: bootMs(s) };
+}
+
+/** The guest is up: public DHCP NICs get their leases, the power-on clock starts. */
+export async function powerOn(tx: Tx, s: Sim, server: string, dhcpMacs: readonly string[]): Promise<void> {
+  const leases: Record<string, string> = {};
+  for (const mac of dhcpMacs) {
+    const ip = await leaseAddress(tx, s, server);
+    if (ip) leases[mac] = ip;
+  }
+  await updateState(tx, KIND, server, { active_since: s.clock.now().getTime(), leases });
+}
+
+/**
+ * The guest is off: while it ran it wrote to its disks; leases go back to the pool; tunnels close. How
+ * the guest behaves (ACPI, a planned failure) stays with it.
+ */
+export async function powerOff(tx: Tx, s: Sim, server: string, disks: readonly { uuid: string; size: number }[]): Promise<void> {
+  const state = await guestState(tx, server);
+  if (state.active_since !== undefined) await accrueWrites(tx, s, disks, s.clock.now().getTime() - state.active_since);
+  await releaseLeases(tx, s, server);
+  await updateState(tx, KIND, server, { active_since: undefined, leases: undefined, vnc_port: undefined, console_port: undefined });
+}
+
+/** An ACPI shutdown request: whether the guest will obey, and when the outcome is known. */
+export async function acpiShutdown(db: Db | Tx, s: Pick<Services, 'config'>, server: string): Promise<{ obeys: boolean; inMs: number }> {
+  const obeys = (await guestState(db, server)).acpi_ignore !== true;
+  return { obeys, inMs: obeys ? s.config.delays['server.shutdown'] : s.config.delays['server.acpi_timeout'] };
+}
+
+export type Tunnel = 'vnc' | 'console';
+const SCHEME: Record<Tunnel, string> = { vnc: 'vnc', console: 'csconsole' };
+
+/** Open a console tunnel: a new port on every open, as the real service does. */
+export async function openTunnel(tx: Tx, s: Pick<Services, 'config'>, server: string, which: Tunnel): Promise<string> {
+  const port = randomInt(40_000, 50_000);
+  await updateState(tx, KIND, server, { [`${which}_port`]: port });
+  return `${SCHEME[which]}://${s.config.vncHost}:${port}`;
+}
+
+export async function closeTunnel(tx: Tx, server: string, which: Tunnel): Promise<void> {
+  await updateState(tx, KIND, server, { [`${which}_port`]: undefined });
+}
+
+/** How the guest will behave (the operator's `stratus sim server UUID acpi_ignore|fail_next_boot`). */
+export async function setGuestBehaviour(tx: Tx, server: string, change: Pick<GuestState, 'acpi_ignore' | 'fail_next_boot'>): Promise<void> {
+  // Only the keys given change; `false` is stored as absent.
+  await updateState(tx, KIND, server, Object.fromEntries(Object.entries(change).map(([k, v]) => [k, v || undefined])));
+}
+
+/** A deleted server leaves nothing on the host. */
+export async function forgetServer(tx: Tx, s: Pick<Services, 'store'>, server: string): Promise<void> {
+  await releaseLeases(tx, s, server);
+  await dropState(tx, KIND, server);
+}
