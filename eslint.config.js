@@ -1,0 +1,124 @@
+// ESLint flat config: TypeScript rules everywhere, plus the layer rules of docs "structure" for src/.
+//
+// Layers (a request flows one way: http -> resources -> core/store; background: sim -> core/store):
+//   core/      never imports resources/, http/, cli/, app.ts, main.ts
+//   sim/       never imports resources/, http/
+//   resources/ never imports http/, cli/, app.ts, main.ts
+//   store/     never imports resources/, http/, sim/
+// and no runtime import cycle anywhere in src/ (type-only imports are not followed; dynamic `import()`
+// are, so a cycle hidden behind `await import` is still a cycle). Dynamic imports in src/ need an
+// `eslint-disable-next-line no-restricted-syntax -- why` comment where a lazy load is deliberate.
+// Formatting is Prettier's job (eslint-config-prettier, last, turns off the stylistic rules).
+//
+// Type-aware rules (floating/misused promises) need the whole TypeScript program: about 2-3x the time of
+// this lint (~15 s CPU more), so they are opt-in: `npm run lint:typed` (STRATUS_LINT_TYPED=1).
+import js from '@eslint/js';
+import { defineConfig } from 'eslint/config';
+import prettier from 'eslint-config-prettier';
+import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
+import { importX } from 'eslint-plugin-import-x';
+import tseslint from 'typescript-eslint';
+
+const typed = process.env.STRATUS_LINT_TYPED === '1';
+
+/** A zone of import-x/no-restricted-paths: files under `target` may not import from `from`. */
+const layer = (target, from, why) => ({ target: `./src/${target}`, from: from.map((f) => `./src/${f}`), message: why });
+
+export default defineConfig(
+  { ignores: ['dist/**', 'data/**', 'outbox/**', 'node_modules/**', 'coverage/**'] },
+
+  js.configs.recommended,
+  tseslint.configs.recommended,
+  importX.flatConfigs.recommended,
+  importX.flatConfigs.typescript,
+
+  {
+    languageOptions: { ecmaVersion: 2022, sourceType: 'module' },
+    settings: {
+      'import-x/resolver-next': [createTypeScriptImportResolver({ project: './tsconfig.json' })],
+    },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: {
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          caughtErrorsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+          ignoreRestSiblings: true,
+        },
+      ],
+      '@typescript-eslint/consistent-type-imports': ['error', { prefer: 'type-imports', fixStyle: 'separate-type-imports', disallowTypeAnnotations: false }],
+      // TypeScript already checks these (named/default exports, unresolved modules) and faster.
+      'import-x/named': 'off',
+      'import-x/namespace': 'off',
+      'import-x/default': 'off',
+      'import-x/no-named-as-default': 'off', // `import Type from 'typebox'` is that package's documented form
+      'import-x/no-named-as-default-member': 'off',
+      'import-x/no-unresolved': 'off',
+      'import-x/no-duplicates': 'error', // `import type { A }` beside `import { b }` of one module is fine
+    },
+  },
+
+  // A migration sees the schema as it was then, not today's types: Kysely documents `Kysely<any>` there.
+  { files: ['src/store/migrations/**/*.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
+
+  // Tests read JSON answers as `any`; that is what they are.
+  { files: ['test/**/*.ts', 'bench/**/*.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
+
+  // Opt-in type-aware promise rules (see the header).
+  ...(typed
+    ? [
+        {
+          files: ['**/*.ts'],
+          languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+          rules: {
+            '@typescript-eslint/no-floating-promises': [
+              'error',
+              {
+                allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'describe', 'it', 'suite'] }],
+              },
+            ],
+            '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false } }],
+            '@typescript-eslint/await-thenable': 'error',
+          },
+        },
+      ]
+    : []),
+  // Plain JS (this file, bin/): Node ESM.
+  { files: ['**/*.js'], languageOptions: { globals: { process: 'readonly', console: 'readonly' } } },
+
+  // The layer rules: src/ only (test/ and bench/ may reach anywhere).
+  {
+    files: ['src/**/*.ts'],
+    rules: {
+      'import-x/no-restricted-paths': [
+        'error',
+        {
+          zones: [
+            layer(
+              'core',
+              ['resources', 'http', 'cli', 'app.ts', 'main.ts'],
+              'core/ is below the resource kinds and the HTTP layer: inject what it needs from the composition root.',
+            ),
+            layer('sim', ['resources', 'http'], 'sim/ is the simulator boundary: it never imports resource kinds or HTTP.'),
+            layer('resources', ['http', 'cli', 'app.ts', 'main.ts'], 'Domain logic never touches HTTP: resources/ returns data or throws typed errors.'),
+            layer('store', ['resources', 'http', 'sim'], 'store/ is the bottom layer: it knows no kinds, HTTP or simulator.'),
+          ],
+        },
+      ],
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'ImportExpression',
+          message:
+            'No dynamic import() in src/ (it hides cycles and layer breaks). For a deliberate lazy load add `// eslint-disable-next-line no-restricted-syntax -- <why>`.',
+        },
+      ],
+    },
+  },
+
+  prettier,
+);
