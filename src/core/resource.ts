@@ -1,7 +1,6 @@
 import type { Field } from './fields.js';
-import type { Ctx } from './context.js';
 import type { Permission } from './permissions.js';
-import type { Services } from './context.js';
+import type { Ctx, Services } from './context.js';
 import type { TimerHandler } from './timers.js';
 
 export type Method = 'get' | 'post' | 'put' | 'delete';

@@ -1,7 +1,7 @@
-import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
+import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import type { Database } from '../store/schema.js';
 import type { Db, Tx } from '../store/db.js';
-import { ownerRef, resourceUri, type Resource, type VisibleQuery } from '../store/repository.js';
+import { ownerRef, resourceUri, type AnyQuery, type Resource, type VisibleQuery } from '../store/repository.js';
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
 import { validateFields, type Obj } from './input.js';
@@ -43,7 +43,7 @@ export interface StoredHooks {
   /** Runs in the delete transaction, with the object locked, before the row goes. */
   beforeDelete?(tx: Tx, ctx: Ctx, uuid: string, row: Row, query: Record<string, unknown>): Promise<void>;
   /** Rows of other users this kind shows the caller anyway (read-only unless a permission says more). */
-  alsoVisible?(ctx: Ctx, db: Db | Tx): SelectQueryBuilder<Database, any, { uuid: string }>;
+  alsoVisible?(ctx: Ctx, db: Db | Tx): AnyQuery;
   /** Adds computed fields to a page of objects in one batch (never one query per object). */
   decorate?(ctx: Ctx, objects: Obj[]): Promise<void>;
 }
@@ -51,7 +51,7 @@ export interface StoredHooks {
 type Q = VisibleQuery;
 
 /** A filter: the condition one group of OR-ed values puts on a `resources` row. */
-export type StoredFilter = (eb: ExpressionBuilder<Database, 'resources'>, values: string[], ctx: Ctx, kind: string) => any;
+export type StoredFilter = (eb: ExpressionBuilder<Database, 'resources'>, values: string[], ctx: Ctx, kind: string) => Expression<SqlBool>;
 
 /** Filters every stored kind understands; a kind declares which of them it exposes. */
 const FILTERS: Record<string, StoredFilter> = {

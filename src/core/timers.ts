@@ -20,8 +20,8 @@ export interface TimerRow {
  * schedules the next in the same transaction.
  */
 export interface TimerHandler {
-  run(s: Services, tx: Tx, timer: TimerRow, payload: any): Promise<void>;
-  failed?(s: Services, tx: Tx, timer: TimerRow, payload: any, error: Error): Promise<void>;
+  run(s: Services, tx: Tx, timer: TimerRow, payload: unknown): Promise<void>;
+  failed?(s: Services, tx: Tx, timer: TimerRow, payload: unknown, error: Error): Promise<void>;
   /** Recurring period in ms of the injected clock (a function of the configuration, read at start). */
   everyMs?: (s: Services) => number;
   /** Recurring work that must run once per missed period after downtime (billing); else once, then on cadence. */

@@ -15,6 +15,12 @@ import type { Db, Dialect, Tx } from './db.js';
 
 export type Obj = Record<string, unknown>;
 
+/* Kysely types a builder by the tables joined so far; the few helpers that take any builder say so here, once. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyQuery = SelectQueryBuilder<any, any, any>;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyExpressions = ExpressionBuilder<any, any>;
+
 /** A stored resource: the indexed columns plus the body as data. */
 export interface Resource {
   seq: number;
@@ -273,10 +279,10 @@ export class ResourceRepository {
    * Condition: the row at `uuidColumn` (of kind `kind`, or any kind when null) carries one of `owner`'s
    * tags whose uuid (or name) is among `values`.
    */
-  carriesOwnTag(eb: ExpressionBuilder<any, any>, opts: { kind: string | null; owner: string; by: 'uuid' | 'name'; values: string[]; uuidColumn: string }) {
+  carriesOwnTag(eb: AnyExpressions, opts: { kind: string | null; owner: string; by: 'uuid' | 'name'; values: string[]; uuidColumn: string }) {
     let q = eb
       .selectFrom('tag_members as ctm')
-      .innerJoin('resources as ct', (j: any) => j.onRef('ct.uuid', '=', 'ctm.tag_uuid').on('ct.kind', '=', 'tags'))
+      .innerJoin('resources as ct', (j) => j.onRef('ct.uuid', '=', 'ctm.tag_uuid').on('ct.kind', '=', 'tags'))
       .select(sql.lit(1).as('one'))
       .whereRef('ctm.res_uuid', '=', opts.uuidColumn)
       .where('ct.owner_uuid', '=', opts.owner)
@@ -293,7 +299,7 @@ export class ResourceRepository {
    * both engines scan every row of the kind; with the union each half is an index lookup bounded by
    * what the caller can see.
    */
-  visible(db: Db | Tx, kind: string, owner: string, shared?: SelectQueryBuilder<Database, any, any>): VisibleQuery {
+  visible(db: Db | Tx, kind: string, owner: string, shared?: AnyQuery): VisibleQuery {
     const q = db.selectFrom('resources').where('resources.kind', '=', kind);
     if (!shared) return q.where('resources.owner_uuid', '=', owner);
     return q.where('resources.uuid', 'in', this.ownedUuids(db, kind, owner).union(shared));
@@ -349,7 +355,7 @@ export class ResourceRepository {
   }
 
   /** LIMIT/OFFSET with the API's meaning (limit 0 = all); SQLite needs a LIMIT before an OFFSET. */
-  page<Q extends SelectQueryBuilder<any, any, any>>(q: Q, limit: number, offset: number): Q {
+  page<Q extends AnyQuery>(q: Q, limit: number, offset: number): Q {
     let out = q;
     if (limit > 0) out = out.limit(limit) as Q;
     else if (offset > 0 && this.dialect === 'sqlite') out = out.limit(-1) as Q;
@@ -358,6 +364,5 @@ export class ResourceRepository {
   }
 }
 
-export type ResourceExpressions = ExpressionBuilder<Database, 'resources'>;
 /** A filtered set of `resources` rows, not yet selected or paged. */
-export type VisibleQuery = SelectQueryBuilder<Database, 'resources', {}>;
+export type VisibleQuery = SelectQueryBuilder<Database, 'resources', object>;

@@ -1,12 +1,11 @@
 import Type from 'typebox';
-import { isoTimestamp } from '../../core/clock.js';
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, permission, validation } from '../../core/errors.js';
 import { f, NO_DEFAULT } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
 import { lockAttachable } from '../../core/permissions.js';
 import { storedDecl } from '../../core/stored.js';
-import type { Db, Tx } from '../../store/db.js';
+import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { isIpv4 } from '../../sim/ip-pool.js';
 import { claimAddresses } from '../../sim/network.js';

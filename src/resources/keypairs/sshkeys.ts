@@ -300,7 +300,7 @@ export function parsePrivateKey(text: string): KeyObject {
   if (type === 'ssh-rsa') checkRsaSize(key, 'private');
   const digest = type === 'ssh-ed25519' ? null : 'sha256';
   const probe = Buffer.from('stratus key check');
-  let ok = false;
+  let ok: boolean;
   try {
     ok = verify(digest, probe, createPublicKey(key), sign(digest, probe, key));
   } catch {

@@ -37,7 +37,7 @@ function entryBody(raw: unknown, where: string): LibraryEntry {
   try {
     v = validateFields(libdriveFields, raw, 'update');
   } catch (e) {
-    if (e instanceof ApiError) throw new Error(`${at}: "${e.point}": ${e.message}`);
+    if (e instanceof ApiError) throw new Error(`${at}: "${e.point}": ${e.message}`, { cause: e });
     throw e;
   }
   if (v.name === '') throw new Error(`${at}: "name" must not be empty`);
@@ -83,7 +83,7 @@ export function parseCatalogue(text: string): LibraryEntry[] {
   try {
     parsed = JSON.parse(text);
   } catch (e) {
-    throw new Error(`not valid JSON: ${(e as Error).message}`);
+    throw new Error(`not valid JSON: ${(e as Error).message}`, { cause: e });
   }
   const list = isPlainObject(parsed) && Array.isArray(parsed.objects) ? parsed.objects : parsed;
   if (!Array.isArray(list)) throw new Error('must be a JSON list of library drives (or {"objects": [...]})');
@@ -102,12 +102,12 @@ export function readCatalogue(path: string): LibraryEntry[] {
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new Error(`cannot read library catalogue ${path}: ${(e as Error).message}`);
+    throw new Error(`cannot read library catalogue ${path}: ${(e as Error).message}`, { cause: e });
   }
   try {
     return parseCatalogue(text);
   } catch (e) {
-    throw new Error(`library catalogue ${path}: ${(e as Error).message}`);
+    throw new Error(`library catalogue ${path}: ${(e as Error).message}`, { cause: e });
   }
 }
 

@@ -1,11 +1,9 @@
-import type { Selectable } from 'kysely';
-import type { AuditLogTable } from '../../store/schema.js';
-import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
+import type { Expression, ExpressionBuilder, Selectable, SelectQueryBuilder, SqlBool } from 'kysely';
 import { ownerRef, type Ctx } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
 import { f } from '../../core/fields.js';
 import type { CollectionDecl, CollectionService, ListQuery, ListResult } from '../../core/resource.js';
-import type { Database } from '../../store/schema.js';
+import type { AuditLogTable, Database } from '../../store/schema.js';
 
 /**
  * The audit log (`GET /logs/`, reference §18): the `audit_log` rows written by `record()` (core/events.ts) in the
@@ -32,10 +30,10 @@ const fields = {
   }),
 };
 
-type Q = SelectQueryBuilder<Database, 'audit_log', any>;
+type Q = SelectQueryBuilder<Database, 'audit_log', object>;
 type Eb = ExpressionBuilder<Database, 'audit_log'>;
 
-const FILTERS: Record<string, (eb: Eb, values: string[], ctx: Ctx) => any> = {
+const FILTERS: Record<string, (eb: Eb, values: string[], ctx: Ctx) => Expression<SqlBool>> = {
   uuid: (eb, v) => eb('audit_log.uuid', 'in', v),
   name: (eb, v) => eb('audit_log.action', 'in', v),
   name__contains: (eb, v, ctx) => eb.or(v.map((s) => ctx.store.resources.like('audit_log.action', s, { contains: true, caseInsensitive: true }))),

@@ -1,10 +1,10 @@
 import Type from 'typebox';
 import type { Ctx, Services } from '../../core/context.js';
-import { ApiError, permission, validation } from '../../core/errors.js';
-import { f, NO_DEFAULT } from '../../core/fields.js';
+import { ApiError, permission } from '../../core/errors.js';
+import { f } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
-import type { Db, Tx } from '../../store/db.js';
+import type { Tx } from '../../store/db.js';
 import { mirrorMetaName } from '../ips/ips.js';
 
 /**
