@@ -103,7 +103,7 @@ export class Scheduler {
     const now = isoTimestamp(clock.now());
     let failure: { timer: TimerRow; error: Error } | undefined;
     const outcome = await store.transaction(async (tx) => {
-      let q = tx
+      const q = tx
         .selectFrom('timers')
         .select(['id', 'kind', 'subject', 'due_at', 'payload', 'attempts'])
         .where('state', '=', 'pending')
@@ -111,8 +111,7 @@ export class Scheduler {
         .orderBy('due_at')
         .orderBy('id')
         .limit(1);
-      if (store.dialect === 'postgres') q = q.forUpdate().skipLocked();
-      const timer = await q.executeTakeFirst();
+      const timer = await store.locking(q, { skipLocked: true }).executeTakeFirst();
       if (!timer) return 'none' as const;
       const handler = this.handlers[timer.kind];
       try {

@@ -5,7 +5,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { migrationProvider } from './migrations/index.js';
-import { ResourceRepository } from './repository.js';
+import { ResourceRepository, type AnyQuery } from './repository.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database>;
@@ -85,6 +85,17 @@ export class Store {
   snapshot<T>(fn: (db: Tx) => Promise<T>): Promise<T> {
     if (this.dialect === 'sqlite') return this.db.transaction().execute(fn);
     return this.db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(fn);
+  }
+
+  /**
+   * A select that locks the rows it reads until the transaction ends (`FOR UPDATE`, optionally
+   * `SKIP LOCKED` so concurrent workers take different rows). SQLite runs one transaction at a time on
+   * its connection: the plain select is already exclusive there.
+   */
+  locking<Q extends AnyQuery>(q: Q, opts: { skipLocked?: boolean } = {}): Q {
+    if (this.dialect !== 'postgres') return q;
+    const locked = q.forUpdate() as Q;
+    return opts.skipLocked ? (locked.skipLocked() as Q) : locked;
   }
 
   async ping(): Promise<void> {

@@ -101,9 +101,7 @@ export const profile: SingletonDecl = {
       const values = validateFields(profileFields, input, 'update');
       for (const k of MONEY_FIELDS) if (values[k] !== undefined) values[k] = money16(values[k] as string);
       await ctx.store.transaction(async (tx) => {
-        let q = tx.selectFrom('users').select('profile').where('uuid', '=', ctx.caller.uuid);
-        if (ctx.store.dialect === 'postgres') q = q.forUpdate();
-        const row = await q.executeTakeFirst();
+        const row = await ctx.store.locking(tx.selectFrom('users').select('profile').where('uuid', '=', ctx.caller.uuid)).executeTakeFirst();
         if (!row) throw notFound(ctx.caller.uuid);
         const next = { ...JSON.parse(row.profile), ...values };
         await tx.updateTable('users').set({ profile: JSON.stringify(next) }).where('uuid', '=', ctx.caller.uuid).execute();
