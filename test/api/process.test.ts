@@ -6,9 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { Client } from '../helpers/client.js';
+import { cli } from '../helpers/cli.js';
 import { serveProcess, stratus } from '../helpers/process.js';
 
-/** The CLI and the server as real processes sharing one database, with signals and crashes. */
+/**
+ * The CLI and the server as real processes sharing one database, with signals and crashes. Operator
+ * commands that only seed run in-process (test/helpers/cli.ts); one of each kind still runs as a process.
+ */
 let dir: string;
 let db: { url: string; drop: () => Promise<void> };
 
@@ -26,7 +30,7 @@ describe('stratus command', () => {
     const add = stratus(['users', 'add', 'ops@example.com', '--password', 'ops-secret', '--db', db.url]);
     assert.equal(add.status, 0, add.stderr);
     assert.match(add.stdout, /created ops@example\.com [0-9a-f-]{36}/);
-    const dup = stratus(['users', 'add', 'OPS@example.com', '--password', 'x', '--db', db.url]);
+    const dup = await cli(['users', 'add', 'OPS@example.com', '--password', 'x', '--db', db.url]);
     assert.notEqual(dup.status, 0);
     assert.match(dup.stderr, /already exists/);
 
@@ -36,7 +40,7 @@ describe('stratus command', () => {
       assert.equal((await ops.get('profile/')).json.email, 'ops@example.com');
       // A database that already had users gets no demo account.
       assert.doesNotMatch(srv.stdout(), /Demo login/);
-      const list = stratus(['users', 'list', '--db', db.url]);
+      const list = await cli(['users', 'list', '--db', db.url]);
       assert.match(list.stdout, /REGULAR\s+ops@example\.com/);
     } finally {
       srv.child.kill('SIGTERM');
@@ -44,7 +48,12 @@ describe('stratus command', () => {
     }
   });
 
-  test('invalid configuration stops start-up with a clear message', () => {
+  test('invalid configuration stops start-up with a clear message', async () => {
+    // The process's own exit code and output once; the other cases take the same path in-process.
+    const real = stratus(['serve', '--port', 'eighty']);
+    assert.equal(real.status, 2, real.stderr);
+    assert.match(real.stderr, /^stratus: port must be a whole number, got "eighty"$/m);
+    assert.doesNotMatch(real.stderr, /\n\s+at /, 'no stack trace');
     for (const [args, env, pattern] of [
       [['serve', '--port', 'eighty'], {}, /port must be a whole number/],
       [['serve', '--port', '70000'], {}, /port must be between/],
@@ -53,7 +62,7 @@ describe('stratus command', () => {
       [['serve', '--bogus'], {}, /Unknown option/],
       [['frobnicate'], {}, /unknown command/],
     ] as const) {
-      const res = stratus([...args], env);
+      const res = await cli([...args], env);
       assert.equal(res.status, 2, `${args.join(' ')}: ${res.stderr}`);
       assert.match(res.stderr, pattern);
       assert.doesNotMatch(res.stderr, /\n\s+at /, 'no stack trace');
@@ -93,7 +102,7 @@ describe('server lifecycle', () => {
   });
 
   test('an acknowledged write survives kill -9', async () => {
-    stratus(['users', 'add', 'crash@example.com', '--password', 'crash-pw', '--db', db.url]);
+    assert.equal((await cli(['users', 'add', 'crash@example.com', '--password', 'crash-pw', '--db', db.url])).status, 0);
     const first = await serveProcess(['--db', db.url]);
     const c = new Client(first.base, { email: 'crash@example.com', password: 'crash-pw' });
     const made = await c.post('tags/', { name: 'durable' });
@@ -113,7 +122,7 @@ describe('server lifecycle', () => {
   });
 
   test('SIGTERM lets an in-flight request finish, then exits 0', async () => {
-    stratus(['users', 'add', 'term@example.com', '--password', 'term-pw', '--db', db.url]);
+    assert.equal((await cli(['users', 'add', 'term@example.com', '--password', 'term-pw', '--db', db.url])).status, 0);
     const srv = await serveProcess(['--db', db.url]);
     const url = new URL(srv.base);
     // Send a request whose body is still arriving when the signal lands.

@@ -1,53 +1,61 @@
 /**
  * A node:test reporter (`--test-reporter=./test/reporter/progress.mjs`) for people watching a run: one line
- * per test file when it finishes (tests passed, failed, skipped; seconds) and under it the names of the
- * file's failing tests. The failures' details and the totals come from test/run.ts at the end.
+ * per test file (tests passed, failed, skipped; seconds) and under it the names of the file's failing
+ * tests. The failures' details and the totals come from test/run.ts at the end.
+ *
+ * The runner reports files one after another (a file's tests once it is the one being reported), while a
+ * file's own `test:complete` (its duration) comes when it finishes, possibly earlier: a file's line is
+ * written when the reports move on to the next file, or when the run ends.
  */
 import { relative } from 'node:path';
 
 const files = new Map();
 const stateOf = (file) => {
   let s = files.get(file);
-  if (!s) files.set(file, (s = { pass: 0, fail: 0, skip: 0, todo: 0, stacks: [], failures: [] }));
+  if (!s) files.set(file, (s = { pass: 0, fail: 0, skip: 0, todo: 0, ms: undefined, stack: [], failures: [], printed: false }));
   return s;
 };
-const rel = (file) => relative(process.cwd(), file);
 const isFileWrapper = (data) => data.nesting === 0 && data.name === data.file;
 
 export default async function* progress(source) {
+  let current;
   for await (const { type, data } of source) {
     if (!data?.file) continue;
+    if (type === 'test:complete') {
+      if (isFileWrapper(data)) stateOf(data.file).ms = data.details?.duration_ms;
+      continue;
+    }
+    if (type !== 'test:start' && type !== 'test:pass' && type !== 'test:fail') continue;
+    if (current && current !== data.file) yield line(current);
+    current = data.file;
+    const s = stateOf(data.file);
     if (type === 'test:start') {
-      stateOf(data.file).stacks[data.nesting] = data.name;
-    } else if (type === 'test:pass' || type === 'test:fail') {
-      const s = stateOf(data.file);
-      if (data.details?.type === 'suite') {
-        if (type === 'test:fail' && data.details.error?.failureType !== 'subtestsFailed') {
-          s.fail++;
-          s.failures.push([...s.stacks.slice(0, data.nesting), data.name].join(' > ') + ' (hook)');
-        }
-        continue;
-      }
-      if (data.todo) s.todo++;
-      else if (data.skip) s.skip++;
-      else if (type === 'test:pass') s.pass++;
-      else {
+      s.stack[data.nesting] = data.name;
+      continue;
+    }
+    const name = [...s.stack.slice(0, data.nesting), data.name].join(' > ');
+    if (data.details?.type === 'suite') {
+      // A suite fails with its tests (counted there), or on its own hooks (counted here).
+      if (type === 'test:fail' && data.details.error?.failureType !== 'subtestsFailed') {
         s.fail++;
-        s.failures.push(isFileWrapper(data) ? '(the file itself: see its output below)' : [...s.stacks.slice(0, data.nesting), data.name].join(' > '));
+        s.failures.push(`${name} (suite hook)`);
       }
-      if (isFileWrapper(data)) yield s.printed ? `      ✖ ${s.failures.at(-1)}\n` : line(data);
-    } else if (type === 'test:complete' && isFileWrapper(data) && !(data.details?.passed === false && stateOf(data.file).pass + stateOf(data.file).fail === 0)) {
-      yield line(data);
+    } else if (data.todo) s.todo++;
+    else if (data.skip) s.skip++;
+    else if (type === 'test:pass') s.pass++;
+    else {
+      s.fail++;
+      s.failures.push(isFileWrapper(data) ? '(the file as a whole: its output is shown at the end)' : name);
     }
   }
+  if (current) yield line(current);
 }
 
-function line(data) {
-  const s = files.get(data.file);
-  if (!s || s.printed) return '';
+function line(file) {
+  const s = files.get(file);
+  if (s.printed) return '';
   s.printed = true;
   const counts = [`${s.pass} passed`, s.fail && `${s.fail} failed`, s.skip && `${s.skip} skipped`, s.todo && `${s.todo} todo`].filter(Boolean).join(', ');
-  const secs = ((data.details?.duration_ms ?? 0) / 1000).toFixed(1);
-  const mark = s.fail || data.details?.passed === false ? '✖' : '✔';
-  return `  ${mark} ${rel(data.file)}  ${counts}  ${secs}s\n` + s.failures.map((f) => `      ✖ ${f}\n`).join('');
+  const secs = s.ms === undefined ? '' : `  ${(s.ms / 1000).toFixed(1)}s`;
+  return `  ${s.fail ? '✖' : '✔'} ${relative(process.cwd(), file)}  ${counts}${secs}\n` + s.failures.map((f) => `      ✖ ${f}\n`).join('');
 }
