@@ -8,6 +8,7 @@ import { engine, freshDatabase } from '../helpers/db.js';
 import { Client } from '../helpers/client.js';
 import { cli } from '../helpers/cli.js';
 import { serveProcess, stratus } from '../helpers/process.js';
+import { startServer } from '../helpers/server.js';
 
 /**
  * The CLI and the server as real processes sharing one database, with signals and crashes. Operator
@@ -145,8 +146,9 @@ describe('server lifecycle', () => {
     assert.equal(await srv.exited, 0);
   });
 
+  // The timeout is the HTTP server's own (src/app.ts): an in-process server shows it as well as a process.
   test('a client that never finishes its request is timed out', async () => {
-    const srv = await serveProcess(['--db', db.url, '--request-timeout', '500']);
+    const srv = await startServer({ db: db.url, 'request-timeout': '500' });
     try {
       const url = new URL(srv.base);
       const sock = net.connect(Number(url.port), url.hostname);
@@ -162,8 +164,7 @@ describe('server lifecycle', () => {
       const body = JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4));
       assert.equal(body[0].error_type, 'validation');
     } finally {
-      srv.child.kill('SIGTERM');
-      await srv.exited;
+      await srv.close();
     }
   });
 });
