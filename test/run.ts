@@ -9,8 +9,7 @@
  * line per store (CI reads them) and the overall result.
  */
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import pg from 'pg';
@@ -30,26 +29,9 @@ function findTests(dir: string): string[] {
 
 // Optional filter: `npm test -- tags` runs only files whose path contains "tags".
 const filter = process.argv[2];
-const found = findTests(join(root, 'test'))
+const files = findTests(join(root, 'test'))
   .map((f) => relative(root, f))
   .filter((f) => !filter || f.includes(filter));
-
-// Files start longest first (as long as the last run on this machine took), so that a slow file does not
-// start last and run alone at the end; a file never timed counts as an average one.
-const durationsFile = join(tmpdir(), `stratus-test-durations-${createHash('sha1').update(root).digest('hex').slice(0, 8)}.json`);
-let durations: Record<string, number> = {};
-try {
-  durations = JSON.parse(readFileSync(durationsFile, 'utf8'));
-} catch {
-  // first run here: alphabetical
-}
-function filesFor(engine: string): string[] {
-  const known = found.map((f) => durations[`${engine} ${f}`]).filter((ms) => ms !== undefined);
-  const average = known.length ? known.reduce((a, b) => a + b, 0) / known.length : 0;
-  const ms = (f: string) => durations[`${engine} ${f}`] ?? average;
-  return [...found].sort((a, b) => ms(b) - ms(a) || a.localeCompare(b));
-}
-const files = found;
 
 // Test files run as child processes, this many at once (most of their time is spent waiting on servers
 // and databases, so more than the core count pays).
@@ -77,18 +59,12 @@ function run(engine: 'sqlite' | 'postgres'): Outcome {
       '--test', `--test-concurrency=${CONCURRENCY}`,
       '--test-reporter=./test/reporter/progress.mjs', '--test-reporter-destination=stdout',
       '--test-reporter=./test/reporter/events.mjs', `--test-reporter-destination=${eventsFile}`,
-      ...filesFor(engine),
+      ...files,
     ],
     { cwd: root, stdio: 'inherit', env: { ...process.env, STRATUS_TEST_DB: engine } },
   );
   const wall = performance.now() - started;
   const r = summarize(eventsFile, root);
-  for (const f of r.files) durations[`${engine} ${f.file}`] = Math.round(f.ms);
-  try {
-    writeFileSync(durationsFile, JSON.stringify(durations));
-  } catch {
-    // only an ordering hint
-  }
   // The runner's own verdict counts too (e.g. it could not start, or a file vanished mid-run).
   const failed = res.status !== 0 || r.failed > 0;
 
