@@ -26,7 +26,8 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe('stratus command', () => {
+// These tests share nothing (the first has the database to itself): their process start-ups overlap.
+describe('stratus command', { concurrency: true }, () => {
   test('users add then serve on the same --db: the added user can log in; the demo login is printed and works', async () => {
     const add = stratus(['users', 'add', 'ops@example.com', '--password', 'ops-secret', '--db', db.url]);
     assert.equal(add.status, 0, add.stderr);
