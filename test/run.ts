@@ -2,12 +2,19 @@
  * The test command: runs every suite with node's test runner, first on SQLite, then on PostgreSQL.
  * PostgreSQL comes from STRATUS_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test). When it is
  * unreachable the PostgreSQL run is skipped with a loud notice — except under CI (CI=true), where that fails.
+ *
+ * Output per store: one line per test file as it finishes (test/reporter/progress.mjs), then every failure
+ * in full and a summary (counts, files, wall time, the slowest files, the failing tests), read from the
+ * events test/reporter/events.mjs wrote. The last lines are one plain `<store>: N passed, N failed, N skipped`
+ * line per store (CI reads them) and the overall result.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import pg from 'pg';
 import { dropTestSchemas, PG_URL } from './helpers/db.js';
+import { describeFailure, summarize, type RunResult } from './reporter/summary.js';
 
 const root = new URL('..', import.meta.url).pathname;
 
@@ -26,14 +33,54 @@ const files = findTests(join(root, 'test'))
   .map((f) => relative(root, f))
   .filter((f) => !filter || f.includes(filter));
 
-function run(engine: 'sqlite' | 'postgres'): boolean {
-  console.log(`\n=== Test run on ${engine} (${files.length} files) ===\n`);
-  const res = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=4', ...files], {
-    cwd: root,
-    stdio: 'inherit',
-    env: { ...process.env, STRATUS_TEST_DB: engine },
-  });
-  return res.status === 0;
+// Test files run as child processes, this many at once (most of their time is spent waiting on servers
+// and databases, so more than the core count pays).
+const CONCURRENCY = Number(process.env.STRATUS_TEST_CONCURRENCY) || 4;
+const eventsDir = mkdtempSync(join(tmpdir(), 'stratus-test-events-'));
+
+const seconds = (ms: number) => (ms >= 60_000 ? `${Math.floor(ms / 60_000)}m${String(Math.round((ms % 60_000) / 1000)).padStart(2, '0')}s` : `${(ms / 1000).toFixed(1)}s`);
+const counts = (r: RunResult) => `${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped`;
+
+interface Outcome {
+  engine: string;
+  line: string;
+  failed: boolean;
+  failingNames: string[];
+}
+
+function run(engine: 'sqlite' | 'postgres'): Outcome {
+  console.log(`\n=== Test run on ${engine} (${files.length} files, ${CONCURRENCY} at once) ===\n`);
+  const eventsFile = join(eventsDir, `${engine}.jsonl`);
+  const started = performance.now();
+  const res = spawnSync(
+    process.execPath,
+    [
+      '--import', 'tsx',
+      '--test', `--test-concurrency=${CONCURRENCY}`,
+      '--test-reporter=./test/reporter/progress.mjs', '--test-reporter-destination=stdout',
+      '--test-reporter=./test/reporter/events.mjs', `--test-reporter-destination=${eventsFile}`,
+      ...files,
+    ],
+    { cwd: root, stdio: 'inherit', env: { ...process.env, STRATUS_TEST_DB: engine } },
+  );
+  const wall = performance.now() - started;
+  const r = summarize(eventsFile, root);
+  // The runner's own verdict counts too (e.g. it could not start, or a file vanished mid-run).
+  const failed = res.status !== 0 || r.failed > 0;
+
+  if (r.failures.length) {
+    console.log(`\n--- ${engine}: ${r.failures.length} failure(s) ---\n`);
+    r.failures.forEach((f, i) => console.log(describeFailure(f, i + 1, root) + '\n'));
+  }
+  console.log(`--- ${engine}: summary ---`);
+  console.log(`tests:   ${r.passed + r.failed + r.skipped + r.todo} (${counts(r)}, ${r.todo} todo)`);
+  console.log(`files:   ${r.files.length} of ${files.length}${r.files.length < files.length ? ' (some never reported: see above)' : ''}`);
+  console.log(`time:    ${seconds(wall)} wall`);
+  const slowest = [...r.files].sort((a, b) => b.ms - a.ms).slice(0, 5);
+  console.log(`slowest: ${slowest.map((f) => `${f.file} ${seconds(f.ms)}`).join(', ')}`);
+  if (res.status !== 0 && r.failed === 0) console.log(`the test runner exited with ${res.status ?? res.signal}`);
+  for (const f of r.failures) console.log(`  ✖ ${f.name}  (${f.where})`);
+  return { engine, line: `${engine}: ${counts(r)}`, failed, failingNames: r.failures.map((f) => f.name) };
 }
 
 async function postgresReachable(): Promise<string | null> {
@@ -49,29 +96,26 @@ async function postgresReachable(): Promise<string | null> {
   }
 }
 
-const results: [string, string][] = [];
-let failed = false;
-const sqliteOk = run('sqlite');
-results.push(['sqlite', sqliteOk ? 'PASSED' : 'FAILED']);
-failed ||= !sqliteOk;
+const outcomes: Outcome[] = [];
+outcomes.push(run('sqlite'));
 
 const pgProblem = await postgresReachable();
 if (pgProblem) {
   const msg = `PostgreSQL at ${PG_URL} is not reachable (${pgProblem})`;
-  if (process.env.CI) {
-    results.push(['postgres', `FAILED: ${msg}`]);
-    failed = true;
-  } else {
-    results.push(['postgres', `SKIPPED: ${msg}; set STRATUS_TEST_PG_URL to run it`]);
-  }
+  if (process.env.CI) outcomes.push({ engine: 'postgres', line: `postgres: FAILED: ${msg}`, failed: true, failingNames: [] });
+  else outcomes.push({ engine: 'postgres', line: `postgres: SKIPPED: ${msg}; set STRATUS_TEST_PG_URL to run it`, failed: false, failingNames: [] });
 } else {
   await dropTestSchemas(); // leftovers of an interrupted run
-  const pgOk = run('postgres');
+  outcomes.push(run('postgres'));
   await dropTestSchemas();
-  results.push(['postgres', pgOk ? 'PASSED' : 'FAILED']);
-  failed ||= !pgOk;
 }
+rmSync(eventsDir, { recursive: true, force: true });
 
+const failed = outcomes.some((o) => o.failed);
 console.log('\n=== Summary ===');
-for (const [engine, outcome] of results) console.log(`${engine.padEnd(9)} ${outcome}`);
+for (const o of outcomes) {
+  console.log(o.line);
+  for (const name of o.failingNames) console.log(`  ✖ ${name}`);
+}
+console.log(failed ? 'FAILED' : 'PASSED');
 process.exit(failed ? 1 : 0);

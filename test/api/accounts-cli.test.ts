@@ -5,9 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { engine, freshDatabase } from '../helpers/db.js';
-import { stratus } from '../helpers/process.js';
+import { cli } from '../helpers/cli.js';
 
-/** The operator's `stratus users …` commands on a real database, and the accounts settings. */
+/**
+ * The operator's `stratus users …` commands on a real database (run in-process through src/cli, as
+ * bin/stratus.js runs them), and the accounts settings.
+ */
 let dir: string;
 let db: { url: string; drop: () => Promise<void> };
 
@@ -21,29 +24,29 @@ after(async () => {
 });
 
 describe('stratus users', () => {
-  test('add, set-state, set-password, list: an operator runs accounts without SQL', () => {
-    const add = stratus(['users', 'add', 'ci@example.com', '--password', 'ci-secret-1', '--db', db.url]);
+  test('add, set-state, set-password, list: an operator runs accounts without SQL', async () => {
+    const add = await cli(['users', 'add', 'ci@example.com', '--password', 'ci-secret-1', '--db', db.url]);
     assert.equal(add.status, 0, add.stderr);
 
     for (const state of ['guest', 'REGULAR']) {
-      const res = stratus(['users', 'set-state', 'ci@example.com', state, '--db', db.url]);
+      const res = await cli(['users', 'set-state', 'ci@example.com', state, '--db', db.url]);
       assert.equal(res.status, 0, res.stderr);
       assert.match(res.stdout, new RegExp(`state of ci@example\\.com set to ${state.toUpperCase()}`));
     }
-    const bad = stratus(['users', 'set-state', 'ci@example.com', 'ADMIN', '--db', db.url]);
+    const bad = await cli(['users', 'set-state', 'ci@example.com', 'ADMIN', '--db', db.url]);
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /state must be one of REGULAR, TRIAL, GUEST, NEW_USER/);
-    const missing = stratus(['users', 'set-state', 'nobody@example.com', 'TRIAL', '--db', db.url]);
+    const missing = await cli(['users', 'set-state', 'nobody@example.com', 'TRIAL', '--db', db.url]);
     assert.equal(missing.status, 2);
     assert.match(missing.stderr, /No user/);
-    const noState = stratus(['users', 'set-state', 'ci@example.com', '--db', db.url]);
+    const noState = await cli(['users', 'set-state', 'ci@example.com', '--db', db.url]);
     assert.equal(noState.status, 2);
 
-    const pw = stratus(['users', 'set-password', 'ci@example.com', '--db', db.url]);
+    const pw = await cli(['users', 'set-password', 'ci@example.com', '--db', db.url]);
     assert.equal(pw.status, 0, pw.stderr);
     assert.match(pw.stdout, /password set for ci@example\.com: \S+/);
 
-    const list = stratus(['users', 'list', '--db', db.url]);
+    const list = await cli(['users', 'list', '--db', db.url]);
     assert.equal(list.status, 0, list.stderr);
     assert.match(list.stdout, /[0-9a-f-]{36}\s+REGULAR\s+ci@example\.com\n/);
   });
@@ -87,8 +90,8 @@ describe('accounts settings', () => {
     }
   });
 
-  test('a bad setting stops the server with exit code 2', () => {
-    const res = stratus(['serve', '--smtp-url', 'http://nope', '--db', ':memory:']);
+  test('a bad setting stops the server with exit code 2', async () => {
+    const res = await cli(['serve', '--smtp-url', 'http://nope', '--db', ':memory:']);
     assert.equal(res.status, 2);
     assert.match(res.stderr, /smtp-url/);
   });

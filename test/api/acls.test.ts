@@ -4,6 +4,7 @@ import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { golden, sameShape } from '../helpers/golden.js';
 import { withWidgets } from '../helpers/widgets.js';
+import { newDrive, newServer } from '../helpers/seed.js';
 
 type User = Client & { uuid: string; email: string };
 let srv: TestServer;
@@ -202,12 +203,10 @@ describe('sharing through ACLs', () => {
 });
 
 describe('attach and clone rules (functions for the server and drive services)', () => {
-  /** Stand-in rows for kinds later issues add; their declarations will declare these permissions. */
-  async function row(kind: string, owner: string) {
-    const uuid = crypto.randomUUID();
-    const now = new Date().toISOString();
-    await srv.services.store.db.insertInto('resources').values({ kind, uuid, owner_uuid: owner, name: kind, body: '{}', created_at: now, updated_at: now }).execute();
-    return { uuid, owner_uuid: owner };
+  /** A server, disk or cdrom of `owner`'s, made through the API. */
+  async function row(kind: 'servers' | 'drives', owner: User, fields: Record<string, unknown> = {}) {
+    const uuid = kind === 'servers' ? await newServer(owner, fields) : await newDrive(owner, fields);
+    return { uuid, owner_uuid: owner.uuid };
   }
   async function grant(owner: User, grantee: User, uuids: string[], rules: string[]) {
     const tag = await one(owner, 'tags/', { name: 'g', resources: uuids });
@@ -235,9 +234,9 @@ describe('attach and clone rules (functions for the server and drive services)',
     declareApplicable('servers', ['LIST', 'EDIT', 'CLONE', 'START', 'STOP', 'OPEN_VNC', 'DELETE']);
     declareApplicable('drives', ['LIST', 'EDIT', 'CLONE', 'ATTACH', 'DELETE']);
     const db = srv.services.store.db;
-    const server = await row('servers', alice.uuid);
-    const disk = await row('drives', alice.uuid);
-    const cdrom = await row('drives', alice.uuid);
+    const server = await row('servers', alice);
+    const disk = await row('drives', alice);
+    const cdrom = await row('drives', alice, { media: 'cdrom' });
     const drives = [{ ...disk, media: 'disk' }, { ...cdrom, media: 'cdrom' }];
     await assertCanCloneServer(db, alice.uuid, server, drives);
     await assert.rejects(assertCanCloneServer(db, carol.uuid, server, drives), (e: any) => e.status === 403);

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { golden, sameShape } from '../helpers/golden.js';
+import { newServer } from '../helpers/seed.js';
 import { ApiError } from '../../src/core/errors.js';
 import type { Tx } from '../../src/store/db.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
@@ -37,16 +38,8 @@ after(() => srv.close());
 const tx = <T>(fn: (t: Tx) => Promise<T>) => srv.services.store.transaction(fn);
 const assign = (u: User, count = 1, subscription?: number) => tx((t) => assignIps(t, srv.services, u.uuid, count, { subscription }));
 
-/** A server row as the server service keeps them (only its owner matters here). */
-async function server(owner: User): Promise<string> {
-  const uuid = randomUUID();
-  const now = new Date().toISOString();
-  await srv.services.store.db
-    .insertInto('resources')
-    .values({ kind: 'servers', uuid, owner_uuid: owner.uuid, name: 'srv', status: 'running', body: '{}', created_at: now, updated_at: now })
-    .execute();
-  return uuid;
-}
+/** A server of `owner`'s (only its owner matters here: the IP functions under test attach and lease). */
+const server = (owner: User): Promise<string> => newServer(owner);
 
 /** The ApiError a promise rejects with. */
 async function failure(p: Promise<unknown>): Promise<ApiError> {
@@ -314,18 +307,14 @@ describe('a small pool', () => {
       assert.deepEqual(got, ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4']);
       const ip = (await u.get('ips/10.0.0.2/')).json;
       assert.deepEqual([ip.gateway, ip.netmask, ip.nameservers], ['10.0.0.6', 29, ['10.0.0.53']]);
-      const now = new Date().toISOString();
-      await small.services.store.db
-        .insertInto('resources')
-        .values({ kind: 'servers', uuid: 'srv-small', owner_uuid: u.uuid, name: 's', status: 'running', body: '{}', created_at: now, updated_at: now })
-        .execute();
-      assert.equal(await run((t) => leaseAddress(t, small.services, 'srv-small')), '10.0.0.5');
+      const s = await newServer(u, { name: 's' });
+      assert.equal(await run((t) => leaseAddress(t, small.services, s)), '10.0.0.5');
       // An exhausted pool leaves the NIC without an address (as a real DHCP server would).
-      assert.equal(await run((t) => leaseAddress(t, small.services, 'srv-small')), null);
+      assert.equal(await run((t) => leaseAddress(t, small.services, s)), null);
       // Released addresses come back to the pool.
       await run((t) => releaseIp(t, small.services, '10.0.0.3'));
-      assert.equal(await run((t) => leaseAddress(t, small.services, 'srv-small')), '10.0.0.3');
-      assert.deepEqual((await run((t) => releaseLeases(t, small.services, 'srv-small'))).sort(), ['10.0.0.3', '10.0.0.5']);
+      assert.equal(await run((t) => leaseAddress(t, small.services, s)), '10.0.0.3');
+      assert.deepEqual((await run((t) => releaseLeases(t, small.services, s))).sort(), ['10.0.0.3', '10.0.0.5']);
     } finally {
       await small.close();
     }

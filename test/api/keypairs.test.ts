@@ -1,10 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createPublicKey, generateKeyPairSync } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
-import { golden, sameShape } from '../helpers/golden.js';
+import { fixture, golden, sameShape } from '../helpers/golden.js';
 import { resolvePubkeyUuids } from '../../src/resources/keypairs/keypairs.js';
 import { ApiError } from '../../src/core/errors.js';
 
@@ -18,7 +17,6 @@ before(async () => {
 });
 after(() => srv.close());
 
-const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../../../shared/fixtures/libcloud-cloudsigma_2_0/${name}`, import.meta.url), 'utf8'));
 
 /** `ssh-keygen -l -E md5` computed independently: MD5 of the base64-decoded second field. */
 const md5Of = (publicKey: string) => createHash('md5').update(Buffer.from(publicKey.trim().split(/\s+/)[1], 'base64')).digest('hex').match(/../g)!.join(':');

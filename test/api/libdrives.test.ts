@@ -7,7 +7,7 @@ import { startServer, type TestServer } from '../helpers/server.js';
 import { Client } from '../helpers/client.js';
 import { golden, sameShape } from '../helpers/golden.js';
 import { engine, freshDatabase } from '../helpers/db.js';
-import { stratus } from '../helpers/process.js';
+import { cli } from '../helpers/cli.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { BUILTIN_CATALOGUE, parseCatalogue, syncLibrary } from '../../src/resources/libdrives/catalogue.js';
 
@@ -382,7 +382,7 @@ describe('replacing the catalogue', () => {
     }
   });
 
-  test('an invalid catalogue stops start-up with a ConfigError naming the setting and the problem', () => {
+  test('an invalid catalogue stops start-up with a ConfigError naming the setting and the problem', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'stratus-lib-bad-'));
     try {
       const cases: [unknown, RegExp][] = [
@@ -417,7 +417,7 @@ describe('replacing the catalogue', () => {
       // The recorded list answer itself is a valid catalogue.
       assert.equal(parseCatalogue(JSON.stringify(golden('response_libdrive_list'))).length, 5);
       // The command line: exit code 2 and the message, before anything starts.
-      const res = stratus(['users', 'list', '--db', ':memory:', '--libdrives', join(dir, 'c0.json')]);
+      const res = await cli(['users', 'list', '--db', ':memory:', '--libdrives', join(dir, 'c0.json')]);
       assert.equal(res.status, 2);
       assert.match(res.stderr, /libdrives: library catalogue .*not valid JSON/);
     } finally {

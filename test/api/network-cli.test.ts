@@ -4,11 +4,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { engine, freshDatabase } from '../helpers/db.js';
-import { stratus } from '../helpers/process.js';
+import { cli } from '../helpers/cli.js';
 import { startServer } from '../helpers/server.js';
 import { Client } from '../helpers/client.js';
 
-/** The operator's `stratus ips …` and `stratus vlans …` commands on a real database, seen by a server on it. */
+/**
+ * The operator's `stratus ips …` and `stratus vlans …` commands on a real database (in-process through
+ * src/cli), seen by a server on it.
+ */
 let dir: string;
 let db: { url: string; drop: () => Promise<void> };
 
@@ -21,29 +24,29 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const run = (...args: string[]) => stratus([...args, '--db', db.url]);
+const run = (...args: string[]) => cli([...args, '--db', db.url]);
 
 describe('stratus ips / vlans', () => {
   test('assign, list, release: an operator hands out addresses and VLANs that the API then shows', async () => {
-    assert.equal(run('users', 'add', 'net@example.com', '--password', 'net-secret-1').status, 0);
+    assert.equal((await run('users', 'add', 'net@example.com', '--password', 'net-secret-1')).status, 0);
 
-    const ips = run('ips', 'assign', 'net@example.com', '--count', '2');
+    const ips = await run('ips', 'assign', 'net@example.com', '--count', '2');
     assert.equal(ips.status, 0, ips.stderr);
     assert.equal(ips.stdout, 'assigned 185.12.6.2 to net@example.com\nassigned 185.12.6.3 to net@example.com\n');
-    const one = run('ips', 'assign', 'NET@example.com');
+    const one = await run('ips', 'assign', 'NET@example.com');
     assert.equal(one.status, 0, one.stderr);
     assert.equal(one.stdout, 'assigned 185.12.6.4 to NET@example.com\n');
-    const vlans = run('vlans', 'assign', 'net@example.com', '--count', '2');
+    const vlans = await run('vlans', 'assign', 'net@example.com', '--count', '2');
     assert.equal(vlans.status, 0, vlans.stderr);
     const vlanIds = [...vlans.stdout.matchAll(/assigned vlan ([0-9a-f-]{36}) to net@example\.com/g)].map((m) => m[1]);
     assert.equal(vlanIds.length, 2);
 
-    const list = run('ips', 'list');
+    const list = await run('ips', 'list');
     assert.equal(list.status, 0, list.stderr);
     assert.match(list.stdout, /^185\.12\.6\.2\s+net@example\.com\s+-\n/m);
     assert.match(list.stdout, /pool 185\.12\.6\.0\/24: 3 of 253 addresses in use\n$/);
-    assert.equal(run('ips', 'list', 'net@example.com').stdout.split('\n').filter(Boolean).length, 3);
-    const vlist = run('vlans', 'list');
+    assert.equal((await run('ips', 'list', 'net@example.com')).stdout.split('\n').filter(Boolean).length, 3);
+    const vlist = await run('vlans', 'list');
     assert.equal(vlist.status, 0, vlist.stderr);
     for (const id of vlanIds) assert.match(vlist.stdout, new RegExp(`^${id}\\s+net@example\\.com\\s+0 server\\(s\\)$`, 'm'));
 
@@ -60,21 +63,21 @@ describe('stratus ips / vlans', () => {
       await srv.close();
     }
 
-    const rel = run('ips', 'release', '185.12.6.3');
+    const rel = await run('ips', 'release', '185.12.6.3');
     assert.equal(rel.status, 0, rel.stderr);
     assert.equal(rel.stdout, 'released 185.12.6.3\n');
-    const again = run('ips', 'release', '185.12.6.3');
+    const again = await run('ips', 'release', '185.12.6.3');
     assert.equal(again.status, 2);
     assert.match(again.stderr, /not assigned/);
     // A released address is the next one handed out.
-    assert.equal(run('ips', 'assign', 'net@example.com').stdout, 'assigned 185.12.6.3 to net@example.com\n');
-    const vrel = run('vlans', 'release', vlanIds[0]);
+    assert.equal((await run('ips', 'assign', 'net@example.com')).stdout, 'assigned 185.12.6.3 to net@example.com\n');
+    const vrel = await run('vlans', 'release', vlanIds[0]);
     assert.equal(vrel.status, 0, vrel.stderr);
-    assert.doesNotMatch(run('vlans', 'list').stdout, new RegExp(vlanIds[0]));
+    assert.doesNotMatch((await run('vlans', 'list')).stdout, new RegExp(vlanIds[0]));
   });
 
-  test('operator mistakes: exit 2 with a message, nothing changed', () => {
-    assert.equal(run('users', 'add', 'small@example.com', '--password', 'small-secret-1').status, 0);
+  test('operator mistakes: exit 2 with a message, nothing changed', async () => {
+    assert.equal((await run('users', 'add', 'small@example.com', '--password', 'small-secret-1')).status, 0);
     const cases: [string[], RegExp][] = [
       [['ips', 'assign', 'nobody@example.com'], /No user with e-mail nobody@example\.com/],
       [['ips', 'assign', 'small@example.com', '--count', '0'], /--count must be a whole number/],
@@ -87,10 +90,10 @@ describe('stratus ips / vlans', () => {
       [['ips', 'assign', 'small@example.com', '--count', '2', '--ip-pool', '10.9.0.0/30'], /only 1 free address/],
     ];
     for (const [args, message] of cases) {
-      const res = run(...args);
+      const res = await run(...args);
       assert.equal(res.status, 2, `${args.join(' ')}: ${res.stdout}${res.stderr}`);
       assert.match(res.stderr, message, args.join(' '));
     }
-    assert.equal(run('ips', 'list', 'small@example.com').stdout, '');
+    assert.equal((await run('ips', 'list', 'small@example.com')).stdout, '');
   });
 });

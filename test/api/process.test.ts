@@ -6,9 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { Client } from '../helpers/client.js';
+import { cli } from '../helpers/cli.js';
 import { serveProcess, stratus } from '../helpers/process.js';
+import { startServer } from '../helpers/server.js';
 
-/** The CLI and the server as real processes sharing one database, with signals and crashes. */
+/**
+ * The CLI and the server as real processes sharing one database, with signals and crashes. Operator
+ * commands that only seed run in-process (test/helpers/cli.ts); one of each kind still runs as a process.
+ */
 let dir: string;
 let db: { url: string; drop: () => Promise<void> };
 
@@ -21,12 +26,13 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe('stratus command', () => {
+// These tests share nothing (the first has the database to itself): their process start-ups overlap.
+describe('stratus command', { concurrency: true }, () => {
   test('users add then serve on the same --db: the added user can log in; the demo login is printed and works', async () => {
     const add = stratus(['users', 'add', 'ops@example.com', '--password', 'ops-secret', '--db', db.url]);
     assert.equal(add.status, 0, add.stderr);
     assert.match(add.stdout, /created ops@example\.com [0-9a-f-]{36}/);
-    const dup = stratus(['users', 'add', 'OPS@example.com', '--password', 'x', '--db', db.url]);
+    const dup = await cli(['users', 'add', 'OPS@example.com', '--password', 'x', '--db', db.url]);
     assert.notEqual(dup.status, 0);
     assert.match(dup.stderr, /already exists/);
 
@@ -36,7 +42,7 @@ describe('stratus command', () => {
       assert.equal((await ops.get('profile/')).json.email, 'ops@example.com');
       // A database that already had users gets no demo account.
       assert.doesNotMatch(srv.stdout(), /Demo login/);
-      const list = stratus(['users', 'list', '--db', db.url]);
+      const list = await cli(['users', 'list', '--db', db.url]);
       assert.match(list.stdout, /REGULAR\s+ops@example\.com/);
     } finally {
       srv.child.kill('SIGTERM');
@@ -44,7 +50,12 @@ describe('stratus command', () => {
     }
   });
 
-  test('invalid configuration stops start-up with a clear message', () => {
+  test('invalid configuration stops start-up with a clear message', async () => {
+    // The process's own exit code and output once; the other cases take the same path in-process.
+    const real = stratus(['serve', '--port', 'eighty']);
+    assert.equal(real.status, 2, real.stderr);
+    assert.match(real.stderr, /^stratus: port must be a whole number, got "eighty"$/m);
+    assert.doesNotMatch(real.stderr, /\n\s+at /, 'no stack trace');
     for (const [args, env, pattern] of [
       [['serve', '--port', 'eighty'], {}, /port must be a whole number/],
       [['serve', '--port', '70000'], {}, /port must be between/],
@@ -53,7 +64,7 @@ describe('stratus command', () => {
       [['serve', '--bogus'], {}, /Unknown option/],
       [['frobnicate'], {}, /unknown command/],
     ] as const) {
-      const res = stratus([...args], env);
+      const res = await cli([...args], env);
       assert.equal(res.status, 2, `${args.join(' ')}: ${res.stderr}`);
       assert.match(res.stderr, pattern);
       assert.doesNotMatch(res.stderr, /\n\s+at /, 'no stack trace');
@@ -93,7 +104,7 @@ describe('server lifecycle', () => {
   });
 
   test('an acknowledged write survives kill -9', async () => {
-    stratus(['users', 'add', 'crash@example.com', '--password', 'crash-pw', '--db', db.url]);
+    assert.equal((await cli(['users', 'add', 'crash@example.com', '--password', 'crash-pw', '--db', db.url])).status, 0);
     const first = await serveProcess(['--db', db.url]);
     const c = new Client(first.base, { email: 'crash@example.com', password: 'crash-pw' });
     const made = await c.post('tags/', { name: 'durable' });
@@ -113,7 +124,7 @@ describe('server lifecycle', () => {
   });
 
   test('SIGTERM lets an in-flight request finish, then exits 0', async () => {
-    stratus(['users', 'add', 'term@example.com', '--password', 'term-pw', '--db', db.url]);
+    assert.equal((await cli(['users', 'add', 'term@example.com', '--password', 'term-pw', '--db', db.url])).status, 0);
     const srv = await serveProcess(['--db', db.url]);
     const url = new URL(srv.base);
     // Send a request whose body is still arriving when the signal lands.
@@ -136,8 +147,9 @@ describe('server lifecycle', () => {
     assert.equal(await srv.exited, 0);
   });
 
+  // The timeout is the HTTP server's own (src/app.ts): an in-process server shows it as well as a process.
   test('a client that never finishes its request is timed out', async () => {
-    const srv = await serveProcess(['--db', db.url, '--request-timeout', '500']);
+    const srv = await startServer({ db: db.url, 'request-timeout': '500' });
     try {
       const url = new URL(srv.base);
       const sock = net.connect(Number(url.port), url.hostname);
@@ -153,8 +165,7 @@ describe('server lifecycle', () => {
       const body = JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4));
       assert.equal(body[0].error_type, 'validation');
     } finally {
-      srv.child.kill('SIGTERM');
-      await srv.exited;
+      await srv.close();
     }
   });
 });

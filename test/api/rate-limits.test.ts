@@ -13,7 +13,8 @@ import { setAccountLimits } from '../../src/http/ratelimit/overrides.js';
 import { startServer, type TestServer } from '../helpers/server.js';
 import { Client, type Response } from '../helpers/client.js';
 import { engine, freshDatabase } from '../helpers/db.js';
-import { serveProcess, stratus } from '../helpers/process.js';
+import { cli } from '../helpers/cli.js';
+import { serveProcess } from '../helpers/process.js';
 
 /**
  * Rate limits through the real HTTP server: the spec's table as the default, each row proven with the
@@ -320,14 +321,14 @@ describe('configuring limits', () => {
     }
   });
 
-  test('invalid settings stop start-up with a clear message (exit code 2)', () => {
+  test('invalid settings stop start-up with a clear message (exit code 2)', async () => {
     const file = join(dir, 'bad.json');
     writeFileSync(file, '["GET=100/min", {"method": "GET", "count": 5, "per": "min"}]');
     for (const [value, pattern, env] of [
       ['GET=abc/min', /rate-limits: rule "GET=abc\/min": count "abc" is not a whole number/, false],
       [file, /rate-limits file .*bad\.json: rule GET is given twice/, true],
     ] as const) {
-      const res = env ? stratus(['serve'], { STRATUS_RATE_LIMITS: value }) : stratus(['serve', '--rate-limits', value]);
+      const res = env ? await cli(['serve'], { STRATUS_RATE_LIMITS: value }) : await cli(['serve', '--rate-limits', value]);
       assert.equal(res.status, 2, res.stderr);
       assert.match(res.stderr, pattern);
       assert.doesNotMatch(res.stderr, /\n\s+at /);
@@ -341,56 +342,55 @@ describe('processes', () => {
     const target = engine === 'sqlite' ? { url: join(dir, 'cli.db'), drop: async () => {} } : await freshDatabase();
     const db = ['--db', target.url];
     try {
-      assert.equal(stratus(['users', 'add', 'ci@example.com', '--password', 'ci-secret', ...db]).status, 0);
-      assert.equal(stratus(['users', 'add', 'dev@example.com', '--password', 'dev-secret', ...db]).status, 0);
+      assert.equal((await cli(['users', 'add', 'ci@example.com', '--password', 'ci-secret', ...db])).status, 0);
+      assert.equal((await cli(['users', 'add', 'dev@example.com', '--password', 'dev-secret', ...db])).status, 0);
 
-      const shown = stratus(['users', 'limits', 'ci@example.com', ...db]);
+      const shown = await cli(['users', 'limits', 'ci@example.com', ...db]);
       assert.equal(shown.status, 0, shown.stderr);
       assert.match(shown.stdout, /^rate limits of ci@example\.com \(account override: none\)/);
       for (const line of [/GET\s+100\/min\s+deployment/, /POST\s+100\/min\s+deployment/, /POST \/servers\/\s+500\/day\s+deployment/, /PUT\s+100\/min\s+deployment/, /DELETE\s+1000\/min\s+deployment/])
         assert.match(shown.stdout, line);
 
-      const set = stratus(['users', 'limits', 'CI@example.com', '--set', 'GET=1000/min,POST=200/min,POST:/servers/=5000/day', ...db]);
+      const set = await cli(['users', 'limits', 'CI@example.com', '--set', 'GET=1000/min,POST=200/min,POST:/servers/=5000/day', ...db]);
       assert.equal(set.status, 0, set.stderr);
       assert.match(set.stdout, /account override: GET=1000\/min,POST=200\/min,POST:\/servers\/=5000\/day/);
       assert.match(set.stdout, /GET\s+1000\/min\s+account/);
       assert.match(set.stdout, /POST \/servers\/\s+5000\/day\s+account/);
       assert.match(set.stdout, /PUT\s+100\/min\s+deployment/);
-      assert.match(stratus(['users', 'limits', 'ci@example.com', '--rate-limits', 'off', ...db]).stdout, /rate limits are off in this deployment/);
+      assert.match((await cli(['users', 'limits', 'ci@example.com', '--rate-limits', 'off', ...db])).stdout, /rate limits are off in this deployment/);
 
       // (The rule parser's every error is covered by test/unit/rate-limit-rules.test.ts; here: the exit path.)
       for (const [args, pattern] of [
         [['--set', 'GET=lots/min'], /count "lots" is not a whole number/],
         [['--off', '--reset'], /at most one of --off, --reset, --set/],
       ] as const) {
-        const res = stratus(['users', 'limits', 'ci@example.com', ...args, ...db]);
+        const res = await cli(['users', 'limits', 'ci@example.com', ...args, ...db]);
         assert.equal(res.status, 2, `${args.join(' ')}: ${res.stderr}`);
         assert.match(res.stderr, pattern);
         assert.doesNotMatch(res.stderr, /\n\s+at /);
       }
-      const nobody = stratus(['users', 'limits', 'nobody@example.com', ...db]);
+      const nobody = await cli(['users', 'limits', 'nobody@example.com', ...db]);
       assert.equal(nobody.status, 2);
       assert.match(nobody.stderr, /No user with e-mail nobody@example\.com/);
       // The rejected --set left the override as it was.
-      assert.match(stratus(['users', 'limits', 'ci@example.com', ...db]).stdout, /account override: GET=1000\/min/);
+      assert.match((await cli(['users', 'limits', 'ci@example.com', ...db])).stdout, /account override: GET=1000\/min/);
 
-      const off = stratus(['users', 'limits', 'ci@example.com', '--off', ...db]);
+      const off = await cli(['users', 'limits', 'ci@example.com', '--off', ...db]);
       assert.equal(off.status, 0, off.stderr);
       assert.match(off.stdout, /account override: off\)\n\s+none: the account is exempt/);
 
       // A server on the same database: the exempt CI account is not limited, the other account is.
-      const srv = await serveProcess([...db, '--rate-limits', 'GET=3/day']);
+      const srv = await startServer({ db: target.url, 'rate-limits': 'GET=3/day' });
       try {
         const ci = new Client(srv.base, { email: 'ci@example.com', password: 'ci-secret' });
         const dev = new Client(srv.base, { email: 'dev@example.com', password: 'dev-secret' });
         assert.deepEqual(await run(6, () => ci.get('profile/'), 1), [200, 200, 200, 200, 200, 200]);
         assert.deepEqual(await run(4, () => dev.get('profile/'), 1), [200, 200, 200, 429]);
       } finally {
-        srv.child.kill('SIGTERM');
-        assert.equal(await srv.exited, 0);
+        await srv.close();
       }
 
-      const reset = stratus(['users', 'limits', 'ci@example.com', '--reset', ...db]);
+      const reset = await cli(['users', 'limits', 'ci@example.com', '--reset', ...db]);
       assert.equal(reset.status, 0, reset.stderr);
       assert.match(reset.stdout, /override removed[\s\S]*account override: none/);
     } finally {
@@ -406,7 +406,7 @@ describe('processes', () => {
       const target = await freshDatabase();
       const db = ['--db', target.url];
       try {
-        assert.equal(stratus(['users', 'add', 'shared@example.com', '--password', 'shared-secret', ...db]).status, 0);
+        assert.equal((await cli(['users', 'add', 'shared@example.com', '--password', 'shared-secret', ...db])).status, 0);
         // Day windows: a test of a few seconds does not straddle a window boundary (unless run at midnight UTC).
         const limits = ['--rate-limits', 'GET=6/day'];
         const a = await serveProcess([...db, ...limits]);

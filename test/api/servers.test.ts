@@ -1,12 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, type TestServer } from '../helpers/server.js';
 import { Client } from '../helpers/client.js';
-import { golden, sameShape } from '../helpers/golden.js';
+import { fixture, golden, sameShape } from '../helpers/golden.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { schedule } from '../../src/sim/scheduler.js';
 
@@ -22,7 +21,6 @@ before(async () => {
 });
 after(() => srv.close());
 
-const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../../../shared/fixtures/libcloud-cloudsigma_2_0/${name}`, import.meta.url), 'utf8'));
 
 async function server(c: Client, body: Record<string, unknown> = {}) {
   const res = await c.post('servers/', { objects: [{ ...MINIMAL, ...body }] });

@@ -2,8 +2,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
-import { isoTimestamp } from '../../src/core/clock.js';
 import { golden, sameShape } from '../helpers/golden.js';
+import { bareResource, newDrive, newServer } from '../helpers/seed.js';
+import { assignIps } from '../../src/resources/ips/ips.js';
 
 let srv: TestServer;
 let alice: Client & { uuid: string };
@@ -16,17 +17,10 @@ before(async () => {
 });
 after(() => srv.close());
 
-/**
- * Stand-ins for resources of kinds that later issues add (drives, servers, ips): rows written straight
- * into the shared resources table, which is all tag membership needs.
- */
-async function fakeResource(kind: string, owner: string, uuid: string) {
-  const now = isoTimestamp(new Date());
-  await srv.services.store.db
-    .insertInto('resources')
-    .values({ kind, uuid, owner_uuid: owner, name: `${kind}-x`, body: '{}', created_at: now, updated_at: now })
-    .execute();
-  return uuid;
+/** An IP of the user's, as the operator's `ips assign` hands them out. */
+async function newIp(owner: string): Promise<string> {
+  const [address] = await srv.services.store.transaction((tx) => assignIps(tx, srv.services, owner, 1));
+  return address;
 }
 
 describe('tags', () => {
@@ -67,9 +61,9 @@ describe('tags', () => {
   });
 
   test('resources: create with members, listed with owner and res_type (golden shape)', async () => {
-    const drive = await fakeResource('drives', alice.uuid, crypto.randomUUID());
-    const server = await fakeResource('servers', alice.uuid, crypto.randomUUID());
-    const ip = await fakeResource('ips', alice.uuid, '185.12.6.183');
+    const drive = await newDrive(alice);
+    const server = await newServer(alice);
+    const ip = await newIp(alice.uuid);
     const res = await alice.post('tags/', { objects: [{ name: 'TagCreatedWithResource', resources: [drive, server, ip] }] });
     assert.equal(res.status, 201);
     sameShape(res.json, golden('response_tags_create_with_resource'));
@@ -86,9 +80,10 @@ describe('tags', () => {
   });
 
   test('resources: PUT replaces the member set; {uuid} and resource URIs are accepted', async () => {
-    const d1 = await fakeResource('drives', alice.uuid, crypto.randomUUID());
-    const d2 = await fakeResource('drives', alice.uuid, crypto.randomUUID());
-    const s1 = await fakeResource('snapshots', alice.uuid, crypto.randomUUID());
+    const d1 = await newDrive(alice);
+    const d2 = await newDrive(alice);
+    // A kind nothing creates yet: tag membership takes any resource of the caller's.
+    const s1 = await bareResource(srv, 'snapshots', alice.uuid);
     const tag = (await alice.post('tags/', { name: 'swap', resources: [d1] })).json.objects[0];
     const res = await alice.put(tag.resource_uri, { name: 'swap', resources: [{ uuid: d2 }, `/api/2.0/snapshots/${s1}/`] });
     assert.equal(res.status, 200);
@@ -101,7 +96,7 @@ describe('tags', () => {
   });
 
   test("resources: unknown or another user's resources are a 400 on resources", async () => {
-    const bobs = await fakeResource('drives', bob.uuid, crypto.randomUUID());
+    const bobs = await newDrive(bob);
     for (const ref of [crypto.randomUUID(), bobs]) {
       const res = await alice.post('tags/', { name: 'bad', resources: [ref] });
       assert.equal(res.status, 400);
@@ -110,9 +105,10 @@ describe('tags', () => {
   });
 
   test('a deleted resource leaves its tags; a deleted tag frees its members', async () => {
-    const d = await fakeResource('drives', alice.uuid, crypto.randomUUID());
+    const d = await newDrive(alice);
     const tag = (await alice.post('tags/', { name: 'gone', resources: [d] })).json.objects[0];
-    await srv.services.store.db.deleteFrom('resources').where('uuid', '=', d).execute();
+    await srv.advance(60_000); // the drive is made (`unmounted`), so it may be deleted
+    assert.equal((await alice.delete(`drives/${d}/`)).status, 204);
     assert.deepEqual((await alice.get(tag.resource_uri)).json.resources, []);
     assert.equal((await alice.delete(tag.resource_uri)).status, 204);
     const rows = await srv.services.store.db.selectFrom('tag_members').selectAll().where('tag_uuid', '=', tag.uuid).execute();

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { golden, sameShape } from '../helpers/golden.js';
+import { newServer } from '../helpers/seed.js';
 import { ApiError } from '../../src/core/errors.js';
 import type { Tx } from '../../src/store/db.js';
 import { lockAttachable } from '../../src/core/permissions.js';
@@ -25,15 +26,8 @@ after(() => srv.close());
 const tx = <T>(fn: (t: Tx) => Promise<T>) => srv.services.store.transaction(fn);
 const assign = (u: User, count = 1, subscription?: number) => tx((t) => assignVlans(t, srv.services, u.uuid, count, { subscription }));
 
-async function server(owner: User): Promise<string> {
-  const uuid = randomUUID();
-  const now = new Date().toISOString();
-  await srv.services.store.db
-    .insertInto('resources')
-    .values({ kind: 'servers', uuid, owner_uuid: owner.uuid, name: 'srv', status: 'stopped', body: '{}', created_at: now, updated_at: now })
-    .execute();
-  return uuid;
-}
+/** A stopped server of `owner`'s (no NICs: the VLAN functions under test attach it). */
+const server = (owner: User): Promise<string> => newServer(owner);
 
 async function failure(p: Promise<unknown>): Promise<ApiError> {
   try {

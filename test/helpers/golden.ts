@@ -1,10 +1,31 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-/** The JSON body of a golden dump (../shared/golden/dumps/<name>). */
+/**
+ * The recorded material tests compare against, kept in the repository (test/data/README.md): the only
+ * place that knows where it lives.
+ */
+/** Raw HTTP exchanges recorded against the real service (`request_<name>` / `response_<name>`). */
+export const GOLDEN_DIR = fileURLToPath(new URL('../data/golden/dumps/', import.meta.url));
+/** Apache libcloud's CloudSigma 2.0 test fixtures (recorded bodies, including errors). */
+export const FIXTURES_DIR = fileURLToPath(new URL('../data/fixtures/libcloud-cloudsigma_2_0/', import.meta.url));
+
+/** The raw text of a golden dump (an HTTP message), e.g. `goldenText('response_tags_list')`. */
+export function goldenText(name: string): string {
+  return readFileSync(join(GOLDEN_DIR, name), 'utf8');
+}
+
+/** The JSON body of a golden dump (test/data/golden/dumps/<name>). */
 export function golden(name: string): any {
-  const text = readFileSync(new URL(`../../../shared/golden/dumps/${name}`, import.meta.url), 'utf8');
+  const text = goldenText(name);
   return JSON.parse(text.slice(text.search(/[[{]/)));
+}
+
+/** A libcloud fixture, parsed (test/data/fixtures/libcloud-cloudsigma_2_0/<name>, e.g. `start_success.json`). */
+export function fixture(name: string): any {
+  return JSON.parse(readFileSync(join(FIXTURES_DIR, name), 'utf8'));
 }
 
 /**

@@ -1,7 +1,15 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { after } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 const BIN = fileURLToPath(new URL('../../bin/stratus.js', import.meta.url));
+
+// Servers a test left running (it failed before stopping them) would keep this file's process, and with
+// it the whole run, alive: they go when the file's tests are over.
+const live = new Set<ChildProcess>();
+after(() => {
+  for (const child of live) child.kill('SIGKILL');
+});
 
 /** Run a `stratus` command to completion. */
 export function stratus(args: string[], env: NodeJS.ProcessEnv = {}) {
@@ -21,9 +29,20 @@ export function serveProcess(args: string[]): Promise<Running> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'warn', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  live.add(child);
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      live.delete(child);
+      resolve(code);
+    }),
+  );
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${out}${err}`)), 30_000);
+    // Generous: on a loaded machine a cold tsx start takes long. A server that did not start is killed, so
+    // no orphan keeps this test file's process (and the whole run) alive.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server did not start within 90 s: ${out}${err}`));
+    }, 90_000);
     child.stderr!.on('data', (d) => (err += d));
     child.stdout!.on('data', (d) => {
       out += d;
