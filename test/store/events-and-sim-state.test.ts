@@ -115,3 +115,29 @@ describe('an older database opens in a newer Stratus', () => {
     }
   });
 });
+
+describe('recurring durable work with two API processes', () => {
+  test('one pending reconcile timer across both schedulers; a stuck server is healed once', { skip: engine !== 'postgres' && 'needs two processes on one PostgreSQL database' }, async () => {
+    const { startPeer } = await import('../helpers/server.js');
+    const a = await startServer();
+    const b = await startPeer(a);
+    try {
+      const u = await a.user();
+      const s = (await u.post('servers/', { cpu: 1000, mem: 512 * 1024 ** 2, name: 'stuck', vnc_password: 'x' })).json.objects[0];
+      assert.equal((await u.post(`servers/${s.uuid}/action/?do=start`)).status, 202);
+      await a.services.store.db.deleteFrom('timers').where('subject', '=', s.uuid).execute(); // the boot is lost
+      // Both processes make sure the recurring timer exists, and both run what falls due, at the same time.
+      await Promise.all([a.scheduler.runDue(), b.scheduler.runDue()]);
+      a.clock.advance(61_000);
+      await Promise.all([a.scheduler.runDue(), b.scheduler.runDue()]);
+      const pending = await a.services.store.db.selectFrom('timers').select('kind').where('kind', '=', 'servers.reconcile').where('state', '=', 'pending').execute();
+      assert.equal(pending.length, 1);
+      const heals = await a.services.store.db.selectFrom('audit_log').select('action').where('uuid', '=', s.uuid).where('action', '=', 'heal').execute();
+      assert.equal(heals.length, 1);
+      assert.equal((await u.get(`servers/${s.uuid}/`)).json.status, 'stopped');
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+});
