@@ -25,7 +25,7 @@ const typed = process.env.STRATUS_LINT_TYPED === '1';
 const layer = (target, from, why) => ({ target: `./src/${target}`, from: from.map((f) => `./src/${f}`), message: why });
 
 export default defineConfig(
-  { ignores: ['dist/**', 'data/**', 'outbox/**', 'node_modules/**', 'coverage/**'] },
+  { ignores: ['dist/**', 'data/**', 'outbox/**', 'node_modules/**', 'coverage/**', '.test-build/**'] },
 
   js.configs.recommended,
   tseslint.configs.recommended,

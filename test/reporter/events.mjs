@@ -34,8 +34,11 @@ function errorData(err) {
   };
 }
 
+import { withSourcePath } from './paths.mjs';
+
 export default async function* events(source) {
-  for await (const { type, data } of source) {
+  for await (const { type, data: raw } of source) {
+    const data = withSourcePath(raw);
     if (type === 'test:enqueue' || type === 'test:dequeue' || type === 'test:watch:drained') continue;
     // A test's `complete` repeats its pass/fail; only a file's own (its duration, its outcome) is new.
     if (type === 'test:complete' && !(data.nesting === 0 && data.name === data.file)) continue;

@@ -8,6 +8,7 @@
  * written when the reports move on to the next file, or when the run ends.
  */
 import { relative } from 'node:path';
+import { withSourcePath } from './paths.mjs';
 
 const files = new Map();
 const stateOf = (file) => {
@@ -19,7 +20,8 @@ const isFileWrapper = (data) => data.nesting === 0 && data.name === data.file;
 
 export default async function* progress(source) {
   let current;
-  for await (const { type, data } of source) {
+  for await (const { type, data: raw } of source) {
+    const data = withSourcePath(raw);
     if (!data?.file) continue;
     if (type === 'test:complete') {
       if (isFileWrapper(data)) stateOf(data.file).ms = data.details?.duration_ms;
