@@ -7,9 +7,9 @@ import { ApiError } from './core/errors.js';
 import { registry } from './core/registry.js';
 import type { ResourceDecl } from './core/resource.js';
 import { registerBodyParsers } from './http/body.js';
+import { clientErrorHandler, frameworkErrors, guardUnusedBodies } from './http/edges.js';
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
-import { sortedJson } from './http/json.js';
 import { fromDatabaseError } from './store/errors.js';
 import { registerPath } from './http/routes.js';
 import { resourcePaths } from './http/resource-routes.js';
@@ -59,25 +59,18 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
       ),
     return503OnClosing: true,
     genReqId: () => randomUUID(),
-    // Connection-level failures (a client too slow to send its request, garbage instead of HTTP) still
-    // answer in the API's error format.
-    clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
-      if (!socket.writable) return socket.destroy();
-      const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-      const status = timeout ? 408 : 400;
-      const e = new ApiError('validation', timeout ? 'Request timed out before it was complete' : 'Malformed HTTP request');
-      const body = sortedJson([e.toWire()]);
-      socket.end(
-        `HTTP/1.1 ${status} ${timeout ? 'Request Timeout' : 'Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-          `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
-      );
-    },
+    // Connection-level failures (garbage instead of HTTP, headers over Node's limit, a client too slow to
+    // send its request) and router failures (a bad %-escape, an overlong path segment) still answer in
+    // the API's error format (http/edges.ts).
+    clientErrorHandler,
+    frameworkErrors: frameworkErrors(config.bodyLimit),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
   });
 
   await app.register(compress, { global: true, threshold: 0, encodings: ['gzip', 'deflate'], zlibOptions: { level: 1 } });
   registerBodyParsers(app);
+  guardUnusedBodies(app, config.bodyLimit);
 
   app.decorateRequest('format', 'json');
   app.addHook('onRequest', async (req, reply) => {

@@ -177,8 +177,7 @@ export class StoredCollection implements CollectionService {
       this.spec.order === 'recent'
         ? base.selectAll('resources').orderBy('resources.updated_at', 'desc').orderBy('resources.seq', 'desc')
         : base.selectAll('resources').orderBy('resources.seq');
-    if (query.limit > 0) page = page.limit(query.limit);
-    if (query.offset > 0) page = page.offset(query.offset);
+    page = ctx.store.page(page, query.limit, query.offset);
     const rows = (await page.execute()) as Row[];
     // A short, non-empty page (or a short first page) ends the result: its end is the total, no count query.
     const short = (query.offset === 0 || rows.length > 0) && (query.limit === 0 || rows.length < query.limit);

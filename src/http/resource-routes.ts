@@ -80,7 +80,8 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       methods: {
         POST: async (req) => {
           const name = [req.query.do].flat().pop();
-          const action = name ? actions[name] : undefined;
+          // Own keys only: `constructor`, `__proto__`, `toString`, ... are members of every object, not actions.
+          const action = name && Object.hasOwn(actions, name) ? actions[name] : undefined;
           if (!action) throw validation('do', `Unknown action ${JSON.stringify(name ?? null)}; allowed: ${Object.keys(actions).join(', ')}`);
           const ctx = ctxOf(req);
           await authorize(ctx, req.params.uuid, action.permission);

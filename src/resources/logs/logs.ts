@@ -99,8 +99,7 @@ export class AuditLogService implements CollectionService {
         'audit_log.timestamp',
       ])
       .orderBy('audit_log.seq', 'desc');
-    if (query.limit > 0) page = page.limit(query.limit);
-    if (query.offset > 0) page = page.offset(query.offset);
+    page = ctx.store.page(page, query.limit, query.offset);
     const rows = (await page.execute()) as Entry[];
     // A short, non-empty page (or a short first page) ends the result: no count query.
     const short = (query.offset === 0 || rows.length > 0) && (query.limit === 0 || rows.length < query.limit);
