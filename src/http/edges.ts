@@ -46,6 +46,8 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
         ? [431, 'Request line and headers are too large']
         : [400, 'Malformed HTTP request'];
   const body = sortedJson([new ApiError('validation', message).toWire()]);
+  // A HEAD request gets the headers of the answer and no body (the client would take the body for garbage).
+  const head = (err as NodeJS.ErrnoException & { rawPacket?: Buffer }).rawPacket?.subarray(0, 5).toString('latin1') === 'HEAD ';
   // Stop node:http from parsing what follows, drop it instead, and close once the client is done.
   socket.removeAllListeners('data');
   socket.on('data', () => {});
@@ -55,7 +57,7 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
   socket.once('end', () => socket.destroy());
   socket.end(
     `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
   );
 }
 
