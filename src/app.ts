@@ -57,7 +57,9 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
         },
         handler,
       ),
-    return503OnClosing: true,
+    // While closing, requests still arriving on open connections get a 503 in the API's format (below),
+    // not Fastify's own JSON object.
+    return503OnClosing: false,
     genReqId: () => randomUUID(),
     // Connection-level failures (garbage instead of HTTP, headers over Node's limit, a client too slow to
     // send its request) and router failures (a bad %-escape, an overlong path segment) still answer in
@@ -73,10 +75,15 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
   guardUnusedBodies(app, config.bodyLimit);
 
   app.decorateRequest('format', 'json');
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('X-REQUEST-ID', req.id);
     const q = req.query as RawQuery;
     req.format = negotiate(q.format, req.headers.accept);
+    if (closing) throw new ApiError('concurrency', 'The service is shutting down; retry the request', null, { Connection: 'close' });
   });
 
   app.setErrorHandler((err, req, reply) => {

@@ -31,6 +31,36 @@ const REASONS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Time
 /** How long a refused connection keeps reading (and dropping) what the client still sends. */
 const LINGER_MS = 2000;
 
+const LINGERING = Symbol('lingering');
+
+/**
+ * Read and drop whatever the client still sends, and destroy the socket when it is done sending or after
+ * LINGER_MS: closing with unread input would reset the connection under an answer not yet read.
+ */
+function linger(socket: Socket): void {
+  const s = socket as Socket & { [LINGERING]?: boolean };
+  if (s[LINGERING]) return;
+  s[LINGERING] = true;
+  socket.removeAllListeners('data');
+  socket.on('data', () => {});
+  socket.on('error', () => {});
+  socket.once('end', () => socket.destroy());
+  setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  socket.resume();
+}
+
+/**
+ * An answer with `Connection: close` sent while the request is still arriving: node:http ends and destroys
+ * the socket once the answer is written (`destroySoon`); instead, end it and linger.
+ */
+function lingerAfterAnswer(socket: Socket | null): void {
+  if (!socket) return;
+  (socket as Socket & { destroySoon(): void }).destroySoon = function (this: Socket) {
+    linger(this);
+    this.end();
+  };
+}
+
 /** node:http `clientError`: answer with the error array (JSON: the request was never parsed), then close. */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   // An answer already under way on this socket cannot be followed by another one.
@@ -49,12 +79,7 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
   // A HEAD request gets the headers of the answer and no body (the client would take the body for garbage).
   const head = (err as NodeJS.ErrnoException & { rawPacket?: Buffer }).rawPacket?.subarray(0, 5).toString('latin1') === 'HEAD ';
   // Stop node:http from parsing what follows, drop it instead, and close once the client is done.
-  socket.removeAllListeners('data');
-  socket.on('data', () => {});
-  socket.on('error', () => {});
-  socket.resume();
-  setTimeout(() => socket.destroy(), LINGER_MS).unref();
-  socket.once('end', () => socket.destroy());
+  linger(socket);
   socket.end(
     `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
@@ -121,6 +146,7 @@ export function guardUnusedBodies(app: FastifyInstance, bodyLimit: number): void
   });
   app.addHook('onSend', async (req, reply, payload) => {
     if (!reply.hasHeader('connection') && leavesStallingBytes(req, bodyLimit)) reply.header('Connection', 'close');
+    if (!req.raw.complete && /close/i.test(String(reply.getHeader('connection') ?? ''))) lingerAfterAnswer(req.raw.socket);
     return payload;
   });
 }

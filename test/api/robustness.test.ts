@@ -335,7 +335,7 @@ function confused(g: Gen, w: World, depth = 0): unknown {
   if (k <= 6) return g.pick(CONFUSED);
   if (k === 7) return g.pick(w.allUuids);
   if (k === 8) return { uuid: g.pick(w.allUuids), resource_uri: `/api/2.0/${g.pick(Object.keys(w.uuids))}/${g.pick(w.allUuids)}/` };
-  if (k === 9) return g.chance(0.5) ? 'x'.repeat(g.int(100, 70_000)) : g.int(-1e9, 1e12);
+  if (k === 9) return g.chance(0.5) ? 'x'.repeat(g.chance(0.05) ? g.int(5000, 70_000) : g.int(100, 5000)) : g.int(-1e9, 1e12);
   if (k === 10 && depth < 4) return Array.from({ length: g.int(0, 5) }, () => confused(g, w, depth + 1));
   if (k === 11 && depth < 4) {
     const o: Record<string, unknown> = {};
@@ -455,8 +455,8 @@ function jsonBody(g: Gen, w: World, kind: string): { text: string; note: string 
       const d = g.pick([100, 1000, 5000, 20_000, 100_000]);
       return { text: g.chance(0.5) ? deep(d, '[', ']') : deep(d, '{"a":', '}'), note: `nested ${d} deep` };
     }],
-    [3, () => ({ text: JSON.stringify({ ...templates(kind, w, g), meta: Object.fromEntries(Array.from({ length: g.int(100, 3000) }, (_, i) => [`k${i}`, 'v'.repeat(g.int(0, 200))])) }), note: 'huge meta' })],
-    [2, () => ({ text: JSON.stringify({ objects: Array.from({ length: g.int(100, 2000) }, () => confused(g, w)) }), note: 'many objects of junk' })],
+    [3, () => ({ text: JSON.stringify({ ...templates(kind, w, g), meta: Object.fromEntries(Array.from({ length: g.int(100, 1000) }, (_, i) => [`k${i}`, 'v'.repeat(g.int(0, 100))])) }), note: 'huge meta' })],
+    [2, () => ({ text: JSON.stringify({ objects: Array.from({ length: g.int(100, 500) }, () => confused(g, w)) }), note: 'many objects of junk' })],
     [2, () => ({ text: JSON.stringify({ name: 'x'.repeat(g.chance(0.1) ? g.int(100_000, 1_000_000) : g.int(1000, 70_000)) }), note: 'huge string' })],
     [2, () => ({ text: JSON.stringify(templates(kind, w, g)).replace(/"[a-z_]+":/, '"name":"\\u0000x",$&'), note: 'NUL in a string' })],
   ])();
