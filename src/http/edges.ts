@@ -5,10 +5,8 @@
  * would stall the next request on it.
  *
  * - `clientErrorHandler`: node:http could not parse a request at all (garbage, a header block over
- *   Node's limit, a client too slow to finish): a raw answer in JSON, then the connection is closed.
- *   The peer may still be sending (a big header block arrives in several segments); closing a socket
- *   with unread input makes the kernel send a reset that can discard our answer on the client's side,
- *   so the input is read and dropped for a short while after the answer (a "lingering close").
+ *   Node's limit, a client too slow to finish): a raw answer in JSON (headers only for HEAD), then
+ *   the connection is closed, lingering (below): the peer may still be sending.
  * - `frameworkErrors`: the router refused the URL (a malformed %-escape, a path segment over
  *   `maxParamLength`) before any hook ran: answered here in the negotiated format.
  * - `guardUnusedBodies`: a body the service does not read (GET, HEAD, DELETE without a content type)
@@ -18,6 +16,10 @@
  *   `Content-Encoding` so the body stays untouched, and any answer sent while request bytes are
  *   still unread and will not be discarded cheaply (already half read, of unknown length, or over
  *   the body limit) says `Connection: close`.
+ * - Lingering close: whenever a connection is closed under a client still sending (a raw error above,
+ *   an answer with `Connection: close` before the request was complete), the socket is ended after
+ *   the answer but keeps reading and dropping input until the client is done or LINGER_MS pass; a
+ *   socket destroyed with unread input sends a reset, which can discard the answer on the client's side.
  */
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';

@@ -86,7 +86,7 @@ describe('limit=0 with an offset', () => {
 });
 
 /** Sends `first`, waits for its answer, then sends `second` on the same connection and times its answer. */
-function twoOnOneConnection(first: Buffer, second: string): Promise<{ first: string; second: string | null; ms: number; closed: boolean }> {
+function twoOnOneConnection(first: Buffer, second: string): Promise<{ first: string; complete: boolean; second: string | null; ms: number; closed: boolean }> {
   return new Promise((resolve) => {
     const s = net.connect(srv.port, '127.0.0.1');
     let buf = '';
@@ -95,7 +95,7 @@ function twoOnOneConnection(first: Buffer, second: string): Promise<{ first: str
     const finish = (second: string | null, closed: boolean) => {
       clearTimeout(timer);
       s.destroy();
-      resolve({ first: firstAnswer ?? buf, second, ms: t0 ? Date.now() - t0 : -1, closed });
+      resolve({ first: firstAnswer ?? buf, complete: firstAnswer !== null, second, ms: t0 ? Date.now() - t0 : -1, closed });
     };
     const timer = setTimeout(() => finish(null, false), 5000);
     s.on('error', () => {});
@@ -136,6 +136,8 @@ describe('a body the service does not read never stalls the connection', () => {
     ['401 (no credentials), gzip', 'POST /api/2.0/tags/', { 'Content-Encoding': 'gzip', 'Content-Type': 'application/json', noauth: '1' }, gzipSync(noise)],
     ['405, gzip', 'PATCH /api/2.0/tags/', { 'Content-Encoding': 'gzip', 'Content-Type': 'application/json' }, gzipSync(noise)],
     ['406, gzip', 'POST /api/2.0/tags/', { 'Content-Encoding': 'gzip', 'Content-Type': 'application/json', Accept: 'text/html' }, gzipSync(noise)],
+    ['GET with a body over the body limit', 'GET /api/2.0/tags/', {}, Buffer.alloc(3 * 1024 * 1024, 32)],
+    ['401 with a body over the body limit', 'PUT /api/2.0/tags/', { noauth: '1', 'Content-Type': 'application/json' }, Buffer.alloc(3 * 1024 * 1024, 32)],
     ['413 (over the body limit)', 'POST /api/2.0/tags/', { 'Content-Type': 'application/json' }, Buffer.alloc(2 * 1024 * 1024, 32)],
     ['400 (broken gzip)', 'POST /api/2.0/tags/', { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, noise],
     ['400 (unsupported encoding)', 'POST /api/2.0/tags/', { 'Content-Type': 'application/json', 'Content-Encoding': 'br' }, noise],
@@ -145,7 +147,7 @@ describe('a body the service does not read never stalls the connection', () => {
       const { noauth, ...headers } = h;
       const all = { ...(noauth ? {} : { Authorization: auth }), 'Content-Length': body.length, ...headers };
       const r = await twoOnOneConnection(request(line, all, body), `GET /api/2.0/tags/ HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\n\r\n`);
-      assert.match(r.first, /^HTTP\/1\.1 \d{3} /, `no answer to the first request: ${r.first.slice(0, 200)}`);
+      assert.ok(r.complete, `no complete answer to the first request: ${r.first.slice(0, 200)}`);
       if (/\r\nconnection: close\r\n/i.test(r.first)) return; // closing is the other correct answer
       assert.ok(r.second, `second request unanswered (closed=${r.closed}); first: ${r.first.slice(0, 300)}`);
       assert.match(r.second!, /^HTTP\/1\.1 200 /);
