@@ -245,3 +245,21 @@ describe('failures before routing are error arrays', () => {
     assertErrorArray(r.body, 'validation', null);
   });
 });
+
+describe('a NUL in the path or the query ends the string (as in bodies)', () => {
+  test('a %00 uuid is 404 notexist on every kind, never a database error', async () => {
+    for (const kind of ['drives', 'servers', 'tags', 'acls', 'ips', 'vlans', 'jobs', 'libdrives', 'keypairs', 'pubkeys']) {
+      const res = await u.get(`${kind}/%00/`);
+      assert.equal(res.status, 404, `${kind}: ${res.text}`);
+      assertErrorArray(res.text, 'notexist', null);
+    }
+  });
+
+  test('filters and actions with a NUL', async () => {
+    const res = await u.get('drives/?name=d%00junk&name__contains=%00&uuid=%00');
+    assert.equal(res.status, 200, res.text);
+    const act = await u.post(`servers/${server.uuid}/action/?do=%00start`);
+    assert.equal(act.status, 400, act.text);
+    assertErrorArray(act.text, 'validation', 'do');
+  });
+});

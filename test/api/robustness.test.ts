@@ -37,7 +37,8 @@ let alice: User, bob: User, carol: User;
 
 before(async () => {
   outbox = mkdtempSync(join(tmpdir(), 'stratus-fuzz-'));
-  srv = await startServer({ outbox });
+  // STRATUS_FUZZ_LOG=error shows the service log (stack traces of 500s, by request id).
+  srv = await startServer({ outbox, 'log-level': process.env.STRATUS_FUZZ_LOG ?? 'silent' });
   [alice, bob, carol] = [await srv.user(), await srv.user(), await srv.user()];
 });
 after(async () => {
@@ -202,7 +203,7 @@ function describe(o: Offence): string {
     `#${o.i} ${o.req.method} ${o.req.path}${o.req.localAddress ? ` from ${o.req.localAddress}` : ''}`,
     `  headers: ${JSON.stringify(o.req.headers).slice(0, 600)}`,
     body ? `  body: ${excerpt}` : '  body: none',
-    `  -> ${o.problem}; status ${o.answer.status} ${JSON.stringify(o.answer.headers['content-type'] ?? null)}: ${JSON.stringify(o.answer.text.slice(0, 300))}`,
+    `  -> ${o.problem}; X-REQUEST-ID ${o.answer.headers['x-request-id'] ?? 'none'}; status ${o.answer.status} ${JSON.stringify(o.answer.headers['content-type'] ?? null)}: ${JSON.stringify(o.answer.text.slice(0, 300))}`,
   ].join('\n');
 }
 
