@@ -22,6 +22,7 @@
  *   socket destroyed with unread input sends a reset, which can discard the answer on the client's side.
  */
 import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
@@ -35,20 +36,30 @@ const LINGER_MS = 2000;
 
 const LINGERING = Symbol('lingering');
 
-/**
- * Read and drop whatever the client still sends, and destroy the socket when it is done sending or after
- * LINGER_MS: closing with unread input would reset the connection under an answer not yet read.
- */
-function linger(socket: Socket): void {
+/** Stop parsing what the client sends on this connection; read and drop it. */
+function discardInput(socket: Socket): void {
   const s = socket as Socket & { [LINGERING]?: boolean };
   if (s[LINGERING]) return;
   s[LINGERING] = true;
   socket.removeAllListeners('data');
   socket.on('data', () => {});
   socket.on('error', () => {});
+  socket.resume();
+}
+
+/** Destroy the socket when the client is done sending, or after LINGER_MS. */
+function closeAfterLinger(socket: Socket): void {
   socket.once('end', () => socket.destroy());
   setTimeout(() => socket.destroy(), LINGER_MS).unref();
-  socket.resume();
+}
+
+/**
+ * Read and drop whatever the client still sends, and destroy the socket when it is done sending or after
+ * LINGER_MS: closing with unread input would reset the connection under an answer not yet read.
+ */
+function linger(socket: Socket): void {
+  discardInput(socket);
+  closeAfterLinger(socket);
 }
 
 /**
@@ -63,11 +74,23 @@ function lingerAfterAnswer(socket: Socket | null): void {
   };
 }
 
+/**
+ * The method of the request node:http failed to parse, when the failing packet shows it: the last request
+ * line before the error (the packet may start with the tail of an earlier request's body).
+ */
+function failedMethod(err: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number }): string | undefined {
+  const pkt = err.rawPacket;
+  if (!pkt) return undefined;
+  const end = Math.min(pkt.length, (err.bytesParsed ?? pkt.length) + 1);
+  const text = pkt.toString('latin1', 0, end);
+  let method: string | undefined;
+  for (const m of text.matchAll(/(?:^|[^A-Z])(GET|HEAD|POST|PUT|DELETE|PATCH|OPTIONS|TRACE|CONNECT) /g)) method = m[1];
+  return method;
+}
+
 /** node:http `clientError`: answer with the error array (JSON: the request was never parsed), then close. */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
-  // An answer already under way on this socket cannot be followed by another one.
-  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (!socket.writable || inFlight?.headersSent || err.code === 'ECONNRESET') {
+  if (!socket.writable || err.code === 'ECONNRESET') {
     socket.destroy();
     return;
   }
@@ -79,13 +102,35 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
         : [400, 'Malformed HTTP request'];
   const body = sortedJson([new ApiError('validation', message).toWire()]);
   // A HEAD request gets the headers of the answer and no body (the client would take the body for garbage).
-  const head = (err as NodeJS.ErrnoException & { rawPacket?: Buffer }).rawPacket?.subarray(0, 5).toString('latin1') === 'HEAD ';
-  // Stop node:http from parsing what follows, drop it instead, and close once the client is done.
-  linger(socket);
-  socket.end(
+  const head = failedMethod(err) === 'HEAD';
+  const answer =
     `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${head ? '' : body}`,
-  );
+    `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${head ? '' : body}`;
+  // Nothing after the bad request is parsed any more.
+  discardInput(socket);
+  const respond = (): void => {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    closeAfterLinger(socket);
+    socket.end(answer);
+  };
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (!inFlight || inFlight.writableFinished) {
+    respond();
+    return;
+  }
+  // The failure is in the request being answered (its body timed out or is malformed): too late for
+  // another answer once its own has begun, else this one replaces it.
+  if (!inFlight.req?.complete) {
+    if (inFlight.headersSent) socket.destroy();
+    else respond();
+    return;
+  }
+  // A complete, pipelined request before the bad one is still being answered: its answer goes first.
+  inFlight.once('finish', respond);
+  inFlight.once('close', () => (inFlight.writableFinished ? undefined : socket.destroy()));
 }
 
 /** The response format of a request the router never matched: its `?format=` and `Accept`, else JSON. */

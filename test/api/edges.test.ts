@@ -238,6 +238,31 @@ describe('failures before routing are error arrays', () => {
     assertErrorArray(r.body, 'validation', null);
   });
 
+  test('a malformed HEAD request gets the headers of the 400 and no body, also after a pipelined request (answered first)', async () => {
+    const headOnly = (answer: string) => {
+      const i = answer.lastIndexOf('HTTP/1.1 400 ');
+      assert.ok(i >= 0, answer);
+      const rest = answer.slice(i);
+      assert.match(rest, /\r\ncontent-length: \d+\r\n/i);
+      assert.ok(rest.endsWith('\r\n\r\n'), `bytes after the headers: ${JSON.stringify(rest)}`);
+    };
+    const fresh = Buffer.from(`HEAD /api/2.0/tags/\xe9/ HTTP/1.1\r\nHost: x\r\n\r\n`, 'latin1');
+    const pipelined = Buffer.from(`GET /api/2.0/tags/ HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\nContent-Length: 5\r\n\r\nhelloHEAD /api/2.0/tags/\xe9/ HTTP/1.1\r\nHost: x\r\n\r\n`, 'latin1');
+    for (const req of [fresh, pipelined]) {
+      const answer = await new Promise<string>((resolve) => {
+        const s = net.connect(srv.port, '127.0.0.1');
+        let buf = '';
+        s.on('data', (d) => (buf += d.toString('latin1')));
+        s.on('close', () => resolve(buf));
+        s.on('error', () => {});
+        s.write(req);
+      });
+      headOnly(answer);
+      // The pipelined GET before the bad request is answered first.
+      if (req === pipelined) assert.match(answer, /^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\n\{"meta"[^]*HTTP\/1\.1 400 /);
+    }
+  });
+
   test('garbage instead of HTTP: 400 with the error array', async () => {
     const r = parse(await raw('HELLO THERE\r\n\r\n'));
     assert.equal(r.status, 400);
