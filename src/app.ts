@@ -7,9 +7,9 @@ import { ApiError } from './core/errors.js';
 import { registry, startKinds } from './registry.js';
 import type { ResourceDecl } from './core/resource.js';
 import { registerBodyParsers } from './http/body.js';
+import { clientErrorHandler, frameworkErrors, guardUnusedBodies } from './http/edges.js';
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
-import { sortedJson } from './http/json.js';
 import { fromDatabaseError } from './store/errors.js';
 import { registerPath } from './http/routes.js';
 import { resourcePaths } from './http/resource-routes.js';
@@ -56,33 +56,33 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
         },
         handler,
       ),
-    return503OnClosing: true,
+    // While closing, requests still arriving on open connections get a 503 in the API's format (below),
+    // not Fastify's own JSON object.
+    return503OnClosing: false,
     genReqId: () => randomUUID(),
-    // Connection-level failures (a client too slow to send its request, garbage instead of HTTP) still
-    // answer in the API's error format.
-    clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
-      if (!socket.writable) return socket.destroy();
-      const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-      const status = timeout ? 408 : 400;
-      const e = new ApiError('validation', timeout ? 'Request timed out before it was complete' : 'Malformed HTTP request');
-      const body = sortedJson([e.toWire()]);
-      socket.end(
-        `HTTP/1.1 ${status} ${timeout ? 'Request Timeout' : 'Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-          `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
-      );
-    },
+    // Connection-level failures (garbage instead of HTTP, headers over Node's limit, a client too slow to
+    // send its request) and router failures (a bad %-escape, an overlong path segment) still answer in
+    // the API's error format (http/edges.ts).
+    clientErrorHandler,
+    frameworkErrors: frameworkErrors(config.bodyLimit),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
   });
 
   await app.register(compress, { global: true, threshold: 0, encodings: ['gzip', 'deflate'], zlibOptions: { level: 1 } });
   registerBodyParsers(app);
+  guardUnusedBodies(app, config.bodyLimit);
 
   app.decorateRequest('format', 'json');
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('X-REQUEST-ID', req.id);
     const q = req.query as RawQuery;
     req.format = negotiate(q.format, req.headers.accept);
+    if (closing) throw new ApiError('concurrency', 'The service is shutting down; retry the request', null, { Connection: 'close' });
   });
 
   app.setErrorHandler((err, req, reply) => {

@@ -5,6 +5,7 @@ import { ApiError } from '../core/errors.js';
 import type { Format } from './negotiate.js';
 import type { RawQuery } from './query.js';
 import { send, type Result } from './respond.js';
+import { truncateAtNul } from './json.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -88,8 +89,9 @@ export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate:
       const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
       const result = await spec.methods[method]!({
         caller: req.caller!,
-        params: req.params as Record<string, string>,
-        query: req.query as RawQuery,
+        // Strings end at `\0`, as in bodies (http/body.ts): neither engine stores or compares a NUL.
+        params: truncateAtNul({ ...(req.params as Record<string, string>) }) as Record<string, string>,
+        query: truncateAtNul(req.query) as RawQuery,
         body: req.body,
         origin: `${req.protocol}://${req.host}`,
         http: { method: req.method, url: req.url, ip: req.ip, headers: req.headers },

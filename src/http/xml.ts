@@ -20,9 +20,11 @@ const HEADER = "<?xml version='1.0' encoding='utf-8'?>\n";
 // Conservative ASCII subset of XML `Name`: no colons (namespaces), no non-ASCII.
 const VALID_NAME = /^[A-Za-z_][A-Za-z0-9._-]*$/;
 // Cheap pre-check so the common case (plain text) skips both replaces.
+// eslint-disable-next-line no-control-regex -- control characters are exactly what XML escaping looks for
 const NEEDS_ESCAPE = /[&<>"'\u0000-\u001F\uD800-\uDFFF\uFFFE\uFFFF]/;
 // Characters XML 1.0 cannot represent at all, even as references: dropped.
 const INVALID_CHARS =
+  // eslint-disable-next-line no-control-regex -- the characters XML 1.0 cannot represent
   /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 // CR is written as a reference because parsers normalize a literal CR to LF;
 // in attributes TAB/LF are also referenced because parsers normalize them to spaces.
@@ -185,6 +187,7 @@ const parser = new XMLParser({
 
 // XML 1.0 Char production, negated; surrogates must come in pairs.
 const ILLEGAL_INPUT =
+  // eslint-disable-next-line no-control-regex -- the characters XML 1.0 forbids in input
   /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 // Checked on the raw text, before any parsing: conservative (also hits CDATA), but
 // guarantees no DTD, internal or external entity ever reaches the parser.

@@ -1,6 +1,7 @@
 import { sql, type ExpressionBuilder, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import type { Database } from './schema.js';
 import type { Db, Dialect, Tx } from './db.js';
+import { page } from './paging.js';
 
 /**
  * The one module that spells SQL against the shared `resources` table. Every kind reads, locks, inserts,
@@ -354,14 +355,11 @@ export class ResourceRepository {
       : sql<boolean>`exists (select 1 from json_each(${sql.ref(column)}, ${sql.lit(`$.${key}`)}) as c where c.value in (${sql.join(values)}))`;
   }
 
-  /** LIMIT/OFFSET with the API's meaning (limit 0 = all); SQLite needs a LIMIT before an OFFSET. */
-  page<Q extends AnyQuery>(q: Q, limit: number, offset: number): Q {
-    let out = q;
-    if (limit > 0) out = out.limit(limit) as Q;
-    else if (offset > 0 && this.dialect === 'sqlite') out = out.limit(-1) as Q;
-    if (offset > 0) out = out.offset(offset) as Q;
-    return out;
+  /** LIMIT/OFFSET with the API's meaning (limit 0 = all), see paging.ts. */
+  page<Q extends { limit(n: number): Q; offset(n: number): Q }>(q: Q, limit: number, offset: number): Q {
+    return page(q, limit, offset, this.dialect);
   }
+
 }
 
 /** A filtered set of `resources` rows, not yet selected or paged. */

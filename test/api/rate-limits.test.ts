@@ -49,7 +49,6 @@ const standInServers: CollectionDecl = {
 };
 const kinds: ResourceDecl[] = registry.some((k) => k.kind === 'servers') ? registry : [...registry, standInServers];
 
-type User = Client & { uuid: string; email: string; password: string };
 
 /** Fixed windows are aligned to the clock: every test starts at the top of its own minute, far from midnight. */
 let minute = 0;

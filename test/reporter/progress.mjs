@@ -8,6 +8,7 @@
  * written when the reports move on to the next file, or when the run ends.
  */
 import { relative } from 'node:path';
+import process from 'node:process';
 import { withSourcePath } from './paths.mjs';
 
 const files = new Map();
