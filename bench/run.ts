@@ -99,12 +99,7 @@ async function main(): Promise<void> {
   try {
     // 2. Seed through the real API.
     const objects = Array.from({ length: TAGS }, (_, i) => ({ name: `bench-${i}` }));
-    const created = await request(
-      `${stratus}/api/2.0/tags/`,
-      { ...auth, 'content-type': 'application/json' },
-      'POST',
-      JSON.stringify({ objects }),
-    );
+    const created = await request(`${stratus}/api/2.0/tags/`, { ...auth, 'content-type': 'application/json' }, 'POST', JSON.stringify({ objects }));
     if (created.status < 200 || created.status > 299) throw new Error(`seeding tags failed: ${created.status} ${created.body}`);
     const tagUuid = (JSON.parse(created.body.toString('utf8')) as { objects: { uuid: string }[] }).objects[0].uuid;
 
@@ -127,7 +122,10 @@ async function main(): Promise<void> {
     // 4. Load each URL on each server, one run at a time, after a warm-up that is not reported.
     const rows: Row[] = [];
     for (const path of paths) {
-      for (const [name, base] of [['stratus', stratus], ['raw', started.base]] as const) {
+      for (const [name, base] of [
+        ['stratus', stratus],
+        ['raw', started.base],
+      ] as const) {
         await load(`${base}${path}`, auth, WARMUP_SECONDS);
         const r = await load(`${base}${path}`, auth, duration);
         rows.push({
@@ -154,9 +152,7 @@ async function main(): Promise<void> {
       `Stratus vs raw node:http — ${CONNECTIONS} connections, ${duration}s per run (after ${WARMUP_SECONDS}s warm-up); latency in whole ms (autocannon's resolution)`,
       '',
       line(['url', 'server', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors']),
-      ...rows.map((r) =>
-        line([r.url, r.server, r.reqPerSec.toFixed(0), String(r.p50Ms), String(r.p99Ms), String(r.non2xx), String(r.errors)]),
-      ),
+      ...rows.map((r) => line([r.url, r.server, r.reqPerSec.toFixed(0), String(r.p50Ms), String(r.p99Ms), String(r.non2xx), String(r.errors)])),
       '',
       ...ratios.map((r) => `${r.url.padEnd(urlWidth)}  stratus/raw req/s = ${r.stratusOverRaw.toFixed(3)}`),
       '',

@@ -128,19 +128,25 @@ function readPublicUrl(raw: string): string | null {
 }
 
 function readPromoCodes(raw: string): string[] {
-  const codes = raw.split(',').map((c) => c.trim()).filter((c) => c !== '');
-  for (const c of codes) if (!/^[\x21-\x7e]{1,64}$/.test(c)) throw new ConfigError(`promo-codes: "${c}" is not a promo code (1-64 printable characters, no spaces)`);
+  const codes = raw
+    .split(',')
+    .map((c) => c.trim())
+    .filter((c) => c !== '');
+  for (const c of codes)
+    if (!/^[\x21-\x7e]{1,64}$/.test(c)) throw new ConfigError(`promo-codes: "${c}" is not a promo code (1-64 printable characters, no spaces)`);
   return codes;
 }
 
 /** A parser from another module whose errors become ConfigErrors. */
-const wrapped = <T>(parse: (raw: string) => T) => (raw: string): T => {
-  try {
-    return parse(raw);
-  } catch (e) {
-    throw new ConfigError((e as Error).message);
-  }
-};
+const wrapped =
+  <T>(parse: (raw: string) => T) =>
+  (raw: string): T => {
+    try {
+      return parse(raw);
+    } catch (e) {
+      throw new ConfigError((e as Error).message);
+    }
+  };
 
 const DEFAULT_CAPABILITIES = fileURLToPath(new URL('./resources/capabilities/defaults.json', import.meta.url));
 
@@ -169,7 +175,14 @@ export const SETTINGS: Setting<keyof Config>[] = [
     },
     fallback: () => 'info',
   },
-  { key: 'bodyLimit', flag: 'body-limit', env: 'STRATUS_BODY_LIMIT', help: 'max request body bytes', parse: int('body-limit', 1024, 1 << 30), fallback: () => 1 << 20 },
+  {
+    key: 'bodyLimit',
+    flag: 'body-limit',
+    env: 'STRATUS_BODY_LIMIT',
+    help: 'max request body bytes',
+    parse: int('body-limit', 1024, 1 << 30),
+    fallback: () => 1 << 20,
+  },
   {
     key: 'requestTimeoutMs',
     flag: 'request-timeout',
@@ -297,8 +310,22 @@ export const SETTINGS: Setting<keyof Config>[] = [
     },
     fallback: () => '127.0.0.1',
   },
-  { key: 'ipPool', flag: 'ip-pool', env: 'STRATUS_IP_POOL', help: 'public IP pool: CIDR[@GATEWAY],...', parse: wrapped(parseIpPool), fallback: () => parseIpPool(DEFAULT_IP_POOL) },
-  { key: 'nameservers', flag: 'nameservers', env: 'STRATUS_NAMESERVERS', help: 'nameservers of pool IPs, comma list', parse: wrapped(parseNameservers), fallback: () => parseNameservers(DEFAULT_NAMESERVERS) },
+  {
+    key: 'ipPool',
+    flag: 'ip-pool',
+    env: 'STRATUS_IP_POOL',
+    help: 'public IP pool: CIDR[@GATEWAY],...',
+    parse: wrapped(parseIpPool),
+    fallback: () => parseIpPool(DEFAULT_IP_POOL),
+  },
+  {
+    key: 'nameservers',
+    flag: 'nameservers',
+    env: 'STRATUS_NAMESERVERS',
+    help: 'nameservers of pool IPs, comma list',
+    parse: wrapped(parseNameservers),
+    fallback: () => parseNameservers(DEFAULT_NAMESERVERS),
+  },
 ];
 
 /**

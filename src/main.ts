@@ -42,9 +42,5 @@ async function serve(config: Config): Promise<void> {
   process.once('SIGINT', () => void shutdown('SIGINT'));
 }
 
-const code = await runCli(
-  process.argv.slice(2),
-  { out: (s) => void process.stdout.write(s), err: (s) => void process.stderr.write(s) },
-  { serve },
-);
+const code = await runCli(process.argv.slice(2), { out: (s) => void process.stdout.write(s), err: (s) => void process.stderr.write(s) }, { serve });
 if (code !== 0) process.exit(code);

@@ -65,7 +65,8 @@ const files = findTests(join(root, 'test'))
 const CONCURRENCY = Number(process.env.STRATUS_TEST_CONCURRENCY) || 4;
 const eventsDir = mkdtempSync(join(tmpdir(), 'stratus-test-events-'));
 
-const seconds = (ms: number) => (ms >= 60_000 ? `${Math.floor(ms / 60_000)}m${String(Math.round((ms % 60_000) / 1000)).padStart(2, '0')}s` : `${(ms / 1000).toFixed(1)}s`);
+const seconds = (ms: number) =>
+  ms >= 60_000 ? `${Math.floor(ms / 60_000)}m${String(Math.round((ms % 60_000) / 1000)).padStart(2, '0')}s` : `${(ms / 1000).toFixed(1)}s`;
 const counts = (r: RunResult) => `${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped`;
 
 interface Outcome {
@@ -83,9 +84,12 @@ function run(engine: 'sqlite' | 'postgres'): Outcome {
     process.execPath,
     [
       ...(useTsx ? ['--import', 'tsx'] : ['--enable-source-maps']),
-      '--test', `--test-concurrency=${CONCURRENCY}`,
-      '--test-reporter=./test/reporter/progress.mjs', '--test-reporter-destination=stdout',
-      '--test-reporter=./test/reporter/events.mjs', `--test-reporter-destination=${eventsFile}`,
+      '--test',
+      `--test-concurrency=${CONCURRENCY}`,
+      '--test-reporter=./test/reporter/progress.mjs',
+      '--test-reporter-destination=stdout',
+      '--test-reporter=./test/reporter/events.mjs',
+      `--test-reporter-destination=${eventsFile}`,
       ...files.map(compiled),
     ],
     { cwd: root, stdio: 'inherit', env: { ...process.env, STRATUS_TEST_DB: engine } },

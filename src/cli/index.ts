@@ -117,7 +117,7 @@ export async function runCli(argv: string[], io: CliIo, opts: CliOptions = {}): 
     const err = fromDatabaseError(caught) ?? caught;
     // Bad configuration or operator input: a clear message and a non-zero exit, no stack trace.
     const known = err instanceof ConfigError || err instanceof ApiError || (err as { code?: string })?.code?.startsWith('ERR_PARSE_ARGS');
-    io.err(`stratus: ${known ? (err as Error).message : (err as Error)?.stack ?? String(err)}\n`);
+    io.err(`stratus: ${known ? (err as Error).message : ((err as Error)?.stack ?? String(err))}\n`);
     return known ? 2 : 1;
   }
 }

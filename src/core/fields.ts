@@ -40,7 +40,7 @@ const HELP: Record<FieldType, string> = {
   dict: "A dictionary of data. Ex: {'price': 26.73, 'name': 'Daniel'}",
   list: "A list of data. Ex: ['abc', 26.73, 8]",
   related: 'A single related resource. Can be either a URI or set of nested resource data.',
-  object: 'A dictionary of data. Ex: {\'price\': 26.73, \'name\': \'Daniel\'}',
+  object: "A dictionary of data. Ex: {'price': 26.73, 'name': 'Daniel'}",
 };
 export const HELP_RELATED_MANY = 'Many related resources. Can be either a list of URIs or list of individually nested resource data.';
 
@@ -68,9 +68,7 @@ function make(type: FieldType, schema: TSchema, opts: Opts): Field {
 export const f = {
   string: (opts: Opts & { maxLength?: number } = {}) => {
     const { maxLength, ...rest } = opts;
-    const schema = rest.choices
-      ? Type.Union(rest.choices.map((c) => Type.Literal(c)))
-      : Type.String(maxLength ? { maxLength } : {});
+    const schema = rest.choices ? Type.Union(rest.choices.map((c) => Type.Literal(c))) : Type.String(maxLength ? { maxLength } : {});
     return make('string', schema, rest);
   },
   integer: (opts: Opts & { minimum?: number; maximum?: number } = {}) => {
@@ -108,5 +106,4 @@ export const f = {
   object: (opts: Opts = {}) => make('object', Type.Record(Type.String(), Type.Unknown()), opts),
 };
 
-export const defaultOf = (field: Field): unknown =>
-  typeof field.default === 'function' ? (field.default as () => unknown)() : field.default;
+export const defaultOf = (field: Field): unknown => (typeof field.default === 'function' ? (field.default as () => unknown)() : field.default);

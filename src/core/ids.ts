@@ -6,4 +6,3 @@ export interface IdGenerator {
 }
 
 export const randomIds: IdGenerator = { uuid: () => randomUUID() };
-

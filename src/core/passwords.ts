@@ -54,8 +54,7 @@ export const randomPassword = (): string => randomBytes(12).toString('base64url'
 export const DIGEST_REALM = 'users';
 
 /** What Digest needs stored: HA1 = MD5(email:realm:password), UTF-8. */
-export const digestHa1 = (email: string, password: string): string =>
-  createHash('md5').update(`${email}:${DIGEST_REALM}:${password}`, 'utf8').digest('hex');
+export const digestHa1 = (email: string, password: string): string => createHash('md5').update(`${email}:${DIGEST_REALM}:${password}`, 'utf8').digest('hex');
 
 export const sha256Hex = (s: string): string => createHash('sha256').update(s, 'utf8').digest('hex');
 

@@ -72,12 +72,7 @@ export interface GranteeEntry {
 }
 
 /** Who holds which applicable permissions on each resource (the owner's `grantees` view), one query. */
-export async function granteesOf(
-  db: Db | Tx,
-  kind: string,
-  uuids: string[],
-  applicable: readonly Permission[],
-): Promise<Map<string, GranteeEntry[]>> {
+export async function granteesOf(db: Db | Tx, kind: string, uuids: string[], applicable: readonly Permission[]): Promise<Map<string, GranteeEntry[]>> {
   const out = new Map<string, GranteeEntry[]>();
   if (!uuids.length || !applicable.length) return out;
   const rows = await db
@@ -134,8 +129,7 @@ export async function requirePermission(
   perm: Permission,
   db: Db | Tx = ctx.store.db,
 ): Promise<void> {
-  if (!(await holds(db, ctx.caller.uuid, kind, resource, perm)))
-    throw forbidden(`Permission ${perm} is required on ${kind} ${resource.uuid}`);
+  if (!(await holds(db, ctx.caller.uuid, kind, resource, perm))) throw forbidden(`Permission ${perm} is required on ${kind} ${resource.uuid}`);
 }
 
 /**

@@ -65,7 +65,6 @@ const FILTERS: Record<string, StoredFilter> = {
   tag__name: (eb, v, ctx, kind) => ctx.store.resources.carriesOwnTag(eb, { kind, owner: ctx.caller.uuid, by: 'name', values: v, uuidColumn: 'resources.uuid' }),
 };
 
-
 /**
  * Generic list/get/create/update/delete for a kind kept in the `resources` table.
  * Paging, filtering and counting happen in the database on indexed columns.
@@ -165,7 +164,11 @@ export class StoredCollection implements CollectionService {
 
   async list(ctx: Ctx, query: ListQuery): Promise<ListResult> {
     const { total, objects } = await ctx.store.snapshot(async (db) => {
-      const page = await ctx.store.resources.listPage(this.filtered(ctx, query, db), { order: this.spec.order ?? 'created', limit: query.limit, offset: query.offset });
+      const page = await ctx.store.resources.listPage(this.filtered(ctx, query, db), {
+        order: this.spec.order ?? 'created',
+        limit: query.limit,
+        offset: query.offset,
+      });
       return { total: page.total, objects: await this.presentAll(ctx, page.rows, db) };
     });
     return { total, objects: await this.decorate(ctx, objects) };

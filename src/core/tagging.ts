@@ -23,6 +23,11 @@ export async function setTagsOf(tx: Tx, ctx: Ctx, kind: string, uuid: string, re
  * caller's own tags show: a grantee does not see how the owner organises a shared resource.
  */
 export async function attachTags(ctx: Ctx, kind: string, objects: Obj[]): Promise<void> {
-  const byResource = await ctx.store.resources.tagsOn(ctx.store.db, ctx.caller.uuid, kind, objects.map((o) => o.uuid as string));
+  const byResource = await ctx.store.resources.tagsOn(
+    ctx.store.db,
+    ctx.caller.uuid,
+    kind,
+    objects.map((o) => o.uuid as string),
+  );
   for (const o of objects) o.tags = (byResource.get(o.uuid as string) ?? []).map((t) => ref('tags', t));
 }

@@ -29,11 +29,7 @@ export interface TimerHandler {
 }
 
 /** Schedule follow-up work in the caller's transaction (so it exists iff the change committed). */
-export async function schedule(
-  tx: Tx,
-  s: Pick<Services, 'clock'>,
-  t: { kind: string; subject: string; inMs: number; payload?: unknown },
-): Promise<void> {
+export async function schedule(tx: Tx, s: Pick<Services, 'clock'>, t: { kind: string; subject: string; inMs: number; payload?: unknown }): Promise<void> {
   const now = s.clock.now();
   await tx
     .insertInto('timers')

@@ -44,7 +44,10 @@ export function listQuery(q: RawQuery, defaultLimit: number, declared: Record<st
 
 /** `fields=a,b` (repeatable): the keys every returned object is cut down to; undefined when not asked. */
 export function fieldsParam(q: RawQuery): string[] | undefined {
-  const list = all(q.fields).flatMap((v) => v.split(',')).map((s) => s.trim()).filter(Boolean);
+  const list = all(q.fields)
+    .flatMap((v) => v.split(','))
+    .map((s) => s.trim())
+    .filter(Boolean);
   return list.length ? list : undefined;
 }
 

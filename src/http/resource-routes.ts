@@ -26,11 +26,13 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
   const svc = decl.service;
   const allows = (list: CollectionDecl['listMethods'], m: 'get' | 'post' | 'put' | 'delete') => list.includes(m);
 
-  const lister = (short?: readonly string[]): Handler => async (req) => {
-    const q = listQuery(req.query, decl.defaultLimit, decl.filtering);
-    const { total, objects } = await svc.list(ctxOf(req), q);
-    return envelope(req.query, q.limit, q.offset, total, objects, short);
-  };
+  const lister =
+    (short?: readonly string[]): Handler =>
+    async (req) => {
+      const q = listQuery(req.query, decl.defaultLimit, decl.filtering);
+      const { total, objects } = await svc.list(ctxOf(req), q);
+      return envelope(req.query, q.limit, q.offset, total, objects, short);
+    };
 
   const list: PathSpec = { url: base, methods: {} };
   if (allows(decl.listMethods, 'get')) list.methods.GET = lister(decl.listFields);
@@ -49,14 +51,16 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     const removeMany = svc.removeMany.bind(svc);
     list.methods.DELETE = async (req) => {
       const items = createItems(req.body);
-      await removeMany(ctxOf(req), items.map((o) => relatedId(o, 'objects')));
+      await removeMany(
+        ctxOf(req),
+        items.map((o) => relatedId(o, 'objects')),
+      );
       return { status: 204 };
     };
   }
 
   const single: PathSpec = { url: `${base}:uuid/`, methods: {} };
-  if (allows(decl.detailMethods, 'get'))
-    single.methods.GET = async (req) => ok(project(await svc.get(ctxOf(req), req.params.uuid), fieldsParam(req.query)));
+  if (allows(decl.detailMethods, 'get')) single.methods.GET = async (req) => ok(project(await svc.get(ctxOf(req), req.params.uuid), fieldsParam(req.query)));
   if (allows(decl.detailMethods, 'put') && svc.update) {
     const update = svc.update.bind(svc);
     single.methods.PUT = async (req) => ok(await update(ctxOf(req), req.params.uuid, objectBody(req.body)));
@@ -117,16 +121,18 @@ function taggedPaths(decls: ResourceDecl[], ctxOf: (req: ApiRequest) => Ctx): Pa
   if (!tags) return [];
   // `…/<kind>/` gives the short form (with the recorded nested resource_uri); `…/<kind>/detail/` full
   // objects, which libcloud's list_nodes(ex_tag=…) reads.
-  const lister = (decl: CollectionDecl, detail: boolean): Handler => async (req) => {
-    const ctx = ctxOf(req);
-    await tags.service.get(ctx, req.params.uuid); // 404 unless the caller owns the tag
-    const q = listQuery(req.query, decl.defaultLimit, {});
-    q.filters.set('tag', [[req.params.uuid]]);
-    const { total, objects } = await decl.service.list(ctx, q);
-    if (detail) return envelope(req.query, q.limit, q.offset, total, objects);
-    const nested = objects.map((o) => ({ ...o, resource_uri: { resource_uri: o.resource_uri, uuid: o.uuid } }));
-    return envelope(req.query, q.limit, q.offset, total, nested, decl.listFields);
-  };
+  const lister =
+    (decl: CollectionDecl, detail: boolean): Handler =>
+    async (req) => {
+      const ctx = ctxOf(req);
+      await tags.service.get(ctx, req.params.uuid); // 404 unless the caller owns the tag
+      const q = listQuery(req.query, decl.defaultLimit, {});
+      q.filters.set('tag', [[req.params.uuid]]);
+      const { total, objects } = await decl.service.list(ctx, q);
+      if (detail) return envelope(req.query, q.limit, q.offset, total, objects);
+      const nested = objects.map((o) => ({ ...o, resource_uri: { resource_uri: o.resource_uri, uuid: o.uuid } }));
+      return envelope(req.query, q.limit, q.offset, total, nested, decl.listFields);
+    };
   return decls
     .filter((d): d is CollectionDecl => d.shape === 'collection' && d.taggable === true)
     .flatMap((decl) => [
@@ -138,8 +144,5 @@ function taggedPaths(decls: ResourceDecl[], ctxOf: (req: ApiRequest) => Ctx): Pa
 /** Every route of every declared kind. */
 export function resourcePaths(decls: ResourceDecl[], services: Services): PathSpec[] {
   const ctxOf = (req: ApiRequest): Ctx => ({ ...services, caller: req.caller });
-  return [
-    ...decls.flatMap((d) => (d.shape === 'collection' ? collectionPaths(d, ctxOf) : singletonPaths(d, ctxOf))),
-    ...taggedPaths(decls, ctxOf),
-  ];
+  return [...decls.flatMap((d) => (d.shape === 'collection' ? collectionPaths(d, ctxOf) : singletonPaths(d, ctxOf))), ...taggedPaths(decls, ctxOf)];
 }

@@ -31,8 +31,14 @@ const INVALID_CHARS =
 const TEXT_SPECIAL = /[&<>"'\r]/g;
 const ATTR_SPECIAL = /[&<>"'\r\n\t]/g;
 const ESCAPES: Record<string, string> = {
-  '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;',
-  '\r': '&#13;', '\n': '&#10;', '\t': '&#9;',
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&apos;',
+  '\r': '&#13;',
+  '\n': '&#10;',
+  '\t': '&#9;',
 };
 const escapeChar = (c: string): string => ESCAPES[c]!;
 
@@ -48,7 +54,14 @@ function escapeAttr(s: string): string {
 
 /** Precomputed open/close tags for one element name: most output is a handful of field names. */
 interface Tags {
-  str: string; int: string; float: string; bool: string; nil: string; hash: string; list: string; close: string;
+  str: string;
+  int: string;
+  float: string;
+  bool: string;
+  nil: string;
+  hash: string;
+  list: string;
+  close: string;
 }
 
 function makeTags(open: string, close: string, forceStringType: boolean): Tags {
@@ -73,10 +86,10 @@ function tagsFor(key: string): Tags {
   if (tags === undefined) {
     tags = VALID_NAME.test(key)
       ? makeTags('<' + key, '</' + key + '>', key === 'object' || key === 'objects')
-      // Keys that are not valid XML names (user `meta` keys such as "1abc",
-      // "a b", "x:y", "") are written as <key name="original">…</key> so the
-      // document stays well-formed; fromXml maps them back.
-      : makeTags('<key name="' + escapeAttr(key) + '"', '</key>', false);
+      : // Keys that are not valid XML names (user `meta` keys such as "1abc",
+        // "a b", "x:y", "") are written as <key name="original">…</key> so the
+        // document stays well-formed; fromXml maps them back.
+        makeTags('<key name="' + escapeAttr(key) + '"', '</key>', false);
     if (tagCache.size >= 4096) tagCache.clear(); // bound memory: user meta keys are unbounded
     tagCache.set(key, tags);
   }
@@ -193,7 +206,13 @@ const ILLEGAL_INPUT =
 // guarantees no DTD, internal or external entity ever reaches the parser.
 const DTD = /<!(?:DOCTYPE|ENTITY)/i;
 const ENTITY_REF = /&([^&;]{0,12});|&/g;
-const PREDEFINED = new Map([['amp', '&'], ['lt', '<'], ['gt', '>'], ['quot', '"'], ['apos', "'"]]);
+const PREDEFINED = new Map([
+  ['amp', '&'],
+  ['lt', '<'],
+  ['gt', '>'],
+  ['quot', '"'],
+  ['apos', "'"],
+]);
 
 function decodeRef(ref: string, body: string | undefined): string {
   const named = body === undefined ? undefined : PREDEFINED.get(body);
@@ -201,8 +220,7 @@ function decodeRef(ref: string, body: string | undefined): string {
   let cp = NaN;
   if (body !== undefined && /^#x[0-9a-fA-F]{1,6}$/.test(body)) cp = parseInt(body.slice(2), 16);
   else if (body !== undefined && /^#[0-9]{1,7}$/.test(body)) cp = parseInt(body.slice(1), 10);
-  const legal = cp === 0x9 || cp === 0xa || cp === 0xd || (cp >= 0x20 && cp <= 0xd7ff) ||
-    (cp >= 0xe000 && cp <= 0xfffd) || (cp >= 0x10000 && cp <= 0x10ffff);
+  const legal = cp === 0x9 || cp === 0xa || cp === 0xd || (cp >= 0x20 && cp <= 0xd7ff) || (cp >= 0xe000 && cp <= 0xfffd) || (cp >= 0x10000 && cp <= 0x10ffff);
   if (!legal) throw new XmlParseError(`Invalid or undefined entity reference ${JSON.stringify(ref)}`);
   return String.fromCodePoint(cp);
 }

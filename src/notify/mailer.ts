@@ -33,7 +33,10 @@ class SmtpMailer implements Mailer {
   readonly kind = 'smtp';
   private readonly transport;
 
-  constructor(url: string, private readonly from: string) {
+  constructor(
+    url: string,
+    private readonly from: string,
+  ) {
     // Bounded waits: a request that sends mail must not hang on an unreachable server for minutes.
     this.transport = nodemailer.createTransport({ url, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 });
   }
@@ -57,7 +60,11 @@ class OutboxMailer implements Mailer {
   private readonly transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   private readonly dir: string;
 
-  constructor(dir: string, private readonly from: string, private readonly clock: Clock) {
+  constructor(
+    dir: string,
+    private readonly from: string,
+    private readonly clock: Clock,
+  ) {
     this.dir = resolve(dir);
   }
 

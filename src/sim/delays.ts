@@ -28,7 +28,10 @@ export class DelaysError extends Error {}
 
 export function parseDelays(raw: string): Delays {
   const out: Delays = { ...DEFAULT_DELAYS };
-  for (const part of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of raw
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const m = /^([a-z_.]+)=(\d{1,9})$/.exec(part);
     if (!m) throw new DelaysError(`delays: "${part}" is not name=milliseconds`);
     if (!(m[1] in DEFAULT_DELAYS)) throw new DelaysError(`delays: unknown operation "${m[1]}"; known: ${Object.keys(DEFAULT_DELAYS).join(', ')}`);

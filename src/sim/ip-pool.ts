@@ -35,7 +35,10 @@ const size = (b: IpPoolBlock) => 2 ** (32 - b.prefix);
 
 /** `CIDR[@GATEWAY]` entries separated by commas; the gateway defaults to the first host address. */
 export function parseIpPool(raw: string): IpPoolBlock[] {
-  const entries = raw.split(',').map((e) => e.trim()).filter(Boolean);
+  const entries = raw
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean);
   if (!entries.length) throw new PoolError('ip-pool must name at least one CIDR block, e.g. 185.12.6.0/24');
   const blocks: IpPoolBlock[] = [];
   for (const entry of entries) {
@@ -53,15 +56,17 @@ export function parseIpPool(raw: string): IpPoolBlock[] {
     if (g <= network || g >= network + size(block) - 1) throw new PoolError(`ip-pool: "${entry}": gateway ${gateway} is not a host address of the block`);
     block.gateway = gateway;
     for (const other of blocks)
-      if (network < other.network + size(other) && other.network < network + size(block))
-        throw new PoolError(`ip-pool: ${block.cidr} overlaps ${other.cidr}`);
+      if (network < other.network + size(other) && other.network < network + size(block)) throw new PoolError(`ip-pool: ${block.cidr} overlaps ${other.cidr}`);
     blocks.push(block);
   }
   return blocks;
 }
 
 export function parseNameservers(raw: string): string[] {
-  const list = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const list = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const ns of list) if (!isIpv4(ns)) throw new PoolError(`nameservers: "${ns}" is not an IPv4 address`);
   return list;
 }

@@ -75,7 +75,17 @@ export class Scheduler {
   }
 
   private recurringRow(kind: string, due: Date, createdAt: string) {
-    return { kind, subject: kind, due_at: isoTimestamp(due), payload: '{}', state: 'pending' as const, attempts: 0, last_error: null, created_at: createdAt, unique_key: kind };
+    return {
+      kind,
+      subject: kind,
+      due_at: isoTimestamp(due),
+      payload: '{}',
+      state: 'pending' as const,
+      attempts: 0,
+      last_error: null,
+      created_at: createdAt,
+      unique_key: kind,
+    };
   }
 
   /** The successor of a recurring timer: one period after the one that ran (every missed period for catch-up work). */
@@ -84,7 +94,10 @@ export class Scheduler {
     const now = this.s.clock.now().getTime();
     let next = Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1')) + every;
     if (!handler.catchUp && next <= now) next = now + every;
-    await tx.insertInto('timers').values(this.recurringRow(timer.kind, new Date(next), isoTimestamp(new Date(now)))).execute();
+    await tx
+      .insertInto('timers')
+      .values(this.recurringRow(timer.kind, new Date(next), isoTimestamp(new Date(now))))
+      .execute();
   }
 
   private async pass(): Promise<number> {
@@ -102,33 +115,35 @@ export class Scheduler {
     const { store, clock } = this.s;
     const now = isoTimestamp(clock.now());
     let failure: { timer: TimerRow; error: Error } | undefined;
-    const outcome = await store.transaction(async (tx) => {
-      const q = tx
-        .selectFrom('timers')
-        .select(['id', 'kind', 'subject', 'due_at', 'payload', 'attempts'])
-        .where('state', '=', 'pending')
-        .where('due_at', '<=', now)
-        .orderBy('due_at')
-        .orderBy('id')
-        .limit(1);
-      const timer = await store.locking(q, { skipLocked: true }).executeTakeFirst();
-      if (!timer) return 'none' as const;
-      const handler = this.handlers[timer.kind];
-      try {
-        if (!handler) throw new Error(`no handler for timer kind ${timer.kind}`);
-        // A failing handler rolls the whole transaction back; the failure is recorded in a new one below.
-        await handler.run(this.s, tx, timer, JSON.parse(timer.payload));
-        await tx.deleteFrom('timers').where('id', '=', timer.id).execute();
-        if (handler.everyMs) await this.reschedule(tx, timer, handler);
-      } catch (error) {
-        failure = { timer, error: error as Error };
-        throw error;
-      }
-      return 'ran' as const;
-    }).catch((err: unknown) => {
-      if (!failure) throw err;
-      return 'failed' as const;
-    });
+    const outcome = await store
+      .transaction(async (tx) => {
+        const q = tx
+          .selectFrom('timers')
+          .select(['id', 'kind', 'subject', 'due_at', 'payload', 'attempts'])
+          .where('state', '=', 'pending')
+          .where('due_at', '<=', now)
+          .orderBy('due_at')
+          .orderBy('id')
+          .limit(1);
+        const timer = await store.locking(q, { skipLocked: true }).executeTakeFirst();
+        if (!timer) return 'none' as const;
+        const handler = this.handlers[timer.kind];
+        try {
+          if (!handler) throw new Error(`no handler for timer kind ${timer.kind}`);
+          // A failing handler rolls the whole transaction back; the failure is recorded in a new one below.
+          await handler.run(this.s, tx, timer, JSON.parse(timer.payload));
+          await tx.deleteFrom('timers').where('id', '=', timer.id).execute();
+          if (handler.everyMs) await this.reschedule(tx, timer, handler);
+        } catch (error) {
+          failure = { timer, error: error as Error };
+          throw error;
+        }
+        return 'ran' as const;
+      })
+      .catch((err: unknown) => {
+        if (!failure) throw err;
+        return 'failed' as const;
+      });
     if (outcome !== 'failed' || !failure) return outcome === 'none' ? 'none' : 'ran';
     await this.recordFailure(failure.timer, failure.error);
     return 'ran';

@@ -18,7 +18,12 @@ export async function readState<T extends object = SimState>(db: Db | Tx, kind: 
 export async function readStates<T extends object = SimState>(db: Db | Tx, kind: string, uuids: readonly string[]): Promise<Map<string, Partial<T>>> {
   const out = new Map<string, Partial<T>>();
   if (!uuids.length) return out;
-  const rows = await db.selectFrom('sim_state').select(['uuid', 'state']).where('kind', '=', kind).where('uuid', 'in', [...uuids]).execute();
+  const rows = await db
+    .selectFrom('sim_state')
+    .select(['uuid', 'state'])
+    .where('kind', '=', kind)
+    .where('uuid', 'in', [...uuids])
+    .execute();
   for (const r of rows) out.set(r.uuid, JSON.parse(r.state) as Partial<T>);
   return out;
 }

@@ -41,7 +41,10 @@ export async function setWritten(tx: Tx, drive: string, bytes: number, size: num
 export async function accrueWrites(tx: Tx, s: Timing, disks: readonly { uuid: string; size: number }[], ms: number): Promise<void> {
   const bytes = Math.floor((Math.max(0, ms) / 1000) * s.config.delays['drive.write_rate']);
   if (!bytes || !disks.length) return;
-  const current = await writtenOf(tx, disks.map((d) => d.uuid));
+  const current = await writtenOf(
+    tx,
+    disks.map((d) => d.uuid),
+  );
   for (const d of disks) await setWritten(tx, d.uuid, (current.get(d.uuid) ?? 0) + bytes, d.size);
 }
 

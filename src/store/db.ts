@@ -60,10 +60,7 @@ export class Store {
   async migrate(): Promise<void> {
     // On PostgreSQL, pin the bookkeeping tables to our own schema: Kysely otherwise finds a
     // `kysely_migration` table in any schema of the database and skips creating ours.
-    const schema =
-      this.dialect === 'postgres'
-        ? (await sql<{ s: string }>`select current_schema() as s`.execute(this.db)).rows[0]?.s
-        : undefined;
+    const schema = this.dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(this.db)).rows[0]?.s : undefined;
     const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.dialect), migrationTableSchema: schema });
     const { error, results } = await migrator.migrateToLatest();
     if (error) {

@@ -76,7 +76,9 @@ export class ResourceRepository {
   /** Rows by uuid, in the order asked (missing ones left out). */
   async getMany(db: Db | Tx, kind: string | readonly string[], uuids: readonly string[]): Promise<Resource[]> {
     if (!uuids.length) return [];
-    const rows = (await this.select(db, kind).where('uuid', 'in', [...uuids]).execute()) as Row[];
+    const rows = (await this.select(db, kind)
+      .where('uuid', 'in', [...uuids])
+      .execute()) as Row[];
     const order = new Map(uuids.map((u, i) => [u, i]));
     return rows.map(toResource).sort((a, b) => order.get(a.uuid)! - order.get(b.uuid)!);
   }
@@ -92,7 +94,9 @@ export class ResourceRepository {
   /** Several rows locked in uuid order (one order for every caller, so two lockers never deadlock). */
   async lockMany(tx: Tx, kind: string | readonly string[], uuids: readonly string[]): Promise<Resource[]> {
     if (!uuids.length) return [];
-    let q = this.select(tx, kind).where('uuid', 'in', [...uuids]).orderBy('uuid');
+    let q = this.select(tx, kind)
+      .where('uuid', 'in', [...uuids])
+      .orderBy('uuid');
     if (this.dialect === 'postgres') q = q.forUpdate();
     const rows = ((await q.execute()) as Row[]).map(toResource);
     const order = new Map(uuids.map((u, i) => [u, i]));
@@ -151,7 +155,11 @@ export class ResourceRepository {
 
   /** uuids of a kind in some states (indexed status column), optionally one owner's. */
   async uuidsInStatus(db: Db | Tx, kind: string, statuses: readonly string[], owner?: string): Promise<string[]> {
-    let q = db.selectFrom('resources').select('uuid').where('kind', '=', kind).where('status', 'in', [...statuses]);
+    let q = db
+      .selectFrom('resources')
+      .select('uuid')
+      .where('kind', '=', kind)
+      .where('status', 'in', [...statuses]);
     if (owner !== undefined) q = q.where('owner_uuid', '=', owner);
     return (await q.execute()).map((r) => r.uuid);
   }
@@ -159,7 +167,13 @@ export class ResourceRepository {
   /** Whether any of `uuids` (of kind) is in one of `statuses`. */
   async anyInStatus(db: Db | Tx, kind: string, uuids: readonly string[], statuses: readonly string[]): Promise<boolean> {
     if (!uuids.length) return false;
-    const row = await db.selectFrom('resources').select('uuid').where('kind', '=', kind).where('uuid', 'in', [...uuids]).where('status', 'in', [...statuses]).executeTakeFirst();
+    const row = await db
+      .selectFrom('resources')
+      .select('uuid')
+      .where('kind', '=', kind)
+      .where('uuid', 'in', [...uuids])
+      .where('status', 'in', [...statuses])
+      .executeTakeFirst();
     return row !== undefined;
   }
 
@@ -210,7 +224,13 @@ export class ResourceRepository {
   /** Objects of any kind but `notKind` among `uuids` owned by `owner`: uuid -> kind. */
   async kindsOf(db: Db | Tx, uuids: readonly string[], owner: string, notKind: string): Promise<Map<string, string>> {
     if (!uuids.length) return new Map();
-    const rows = await db.selectFrom('resources').select(['kind', 'uuid']).where('uuid', 'in', [...uuids]).where('kind', '!=', notKind).where('owner_uuid', '=', owner).execute();
+    const rows = await db
+      .selectFrom('resources')
+      .select(['kind', 'uuid'])
+      .where('uuid', 'in', [...uuids])
+      .where('kind', '!=', notKind)
+      .where('owner_uuid', '=', owner)
+      .execute();
     return new Map(rows.map((r) => [r.uuid, r.kind]));
   }
 
@@ -308,7 +328,10 @@ export class ResourceRepository {
 
   /** One visible row by uuid. */
   async findVisible(q: VisibleQuery, uuid: string): Promise<Resource | undefined> {
-    const row = (await q.select([...COLUMNS]).where('resources.uuid', '=', uuid).executeTakeFirst()) as Row | undefined;
+    const row = (await q
+      .select([...COLUMNS])
+      .where('resources.uuid', '=', uuid)
+      .executeTakeFirst()) as Row | undefined;
     return row && toResource(row);
   }
 
@@ -359,7 +382,6 @@ export class ResourceRepository {
   page<Q extends { limit(n: number): Q; offset(n: number): Q }>(q: Q, limit: number, offset: number): Q {
     return page(q, limit, offset, this.dialect);
   }
-
 }
 
 /** A filtered set of `resources` rows, not yet selected or paged. */

@@ -86,7 +86,11 @@ describe('accounts settings', () => {
       [{ 'mail-from': 'nobody' }, /mail-from/],
       [{ outbox: ' ' }, /outbox/],
     ] as const) {
-      assert.throws(() => loadConfig(flags, {}), (e: unknown) => e instanceof ConfigError && pattern.test((e as Error).message), JSON.stringify(flags));
+      assert.throws(
+        () => loadConfig(flags, {}),
+        (e: unknown) => e instanceof ConfigError && pattern.test((e as Error).message),
+        JSON.stringify(flags),
+      );
     }
   });
 

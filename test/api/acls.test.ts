@@ -26,7 +26,12 @@ const one = async (c: Client, path: string, body: unknown) => {
 async function share(rules: string[], grantee: User) {
   const tag = await one(alice, 'tags/', { name: 'share' });
   const widget = await one(alice, 'widgets/', { name: 'shared-w', size: 5, tags: [tag.uuid] });
-  const acl = await one(alice, 'acls/', { name: 'a', grantees: [{ uuid: grantee.uuid }], rules: rules.map((permission) => ({ permission })), tags: [{ uuid: tag.uuid }] });
+  const acl = await one(alice, 'acls/', {
+    name: 'a',
+    grantees: [{ uuid: grantee.uuid }],
+    rules: rules.map((permission) => ({ permission })),
+    tags: [{ uuid: tag.uuid }],
+  });
   return { tag, widget, acl };
 }
 
@@ -50,7 +55,10 @@ describe('ACL objects', () => {
     sameShape({ objects: [acl] }, golden('response_acls_create_with_grantees'));
     assert.deepEqual(acl.grantees, [{ email: bob.email, resource_uri: { resource_uri: `/api/2.0/user/${bob.uuid}/`, uuid: bob.uuid }, uuid: bob.uuid }]);
     assert.deepEqual(acl.rules, [{ permission: 'LIST' }, { permission: 'EDIT' }]);
-    assert.deepEqual(acl.tags.map((t: any) => t.uuid), [t1.uuid, t2.uuid]);
+    assert.deepEqual(
+      acl.tags.map((t: any) => t.uuid),
+      [t1.uuid, t2.uuid],
+    );
     assert.equal(acl.tags[0].resource_uri, `/api/2.0/tags/${t1.uuid}/`);
   });
 
@@ -100,7 +108,8 @@ describe('ACL objects', () => {
     assert.equal((await bob.get(acl.resource_uri)).status, 200);
     assert.equal((await bob.put(acl.resource_uri, { name: 'mine' })).status, 403);
     assert.equal((await bob.delete(acl.resource_uri)).status, 403);
-    for (const res of [await carol.get(acl.resource_uri), await carol.put(acl.resource_uri, {}), await carol.delete(acl.resource_uri)]) assert.equal(res.status, 404);
+    for (const res of [await carol.get(acl.resource_uri), await carol.put(acl.resource_uri, {}), await carol.delete(acl.resource_uri)])
+      assert.equal(res.status, 404);
     assert.ok(!(await carol.get('acls/?limit=0')).json.objects.some((a: any) => a.uuid === acl.uuid));
   });
 
@@ -128,7 +137,10 @@ describe('sharing through ACLs', () => {
     const own = (await alice.get(widget.resource_uri)).json;
     assert.deepEqual(own.permissions, []);
     assert.deepEqual(own.grantees, [{ permissions: ['EDIT', 'LIST'], user: { email: bob.email, resource_uri: `/api/2.0/user/${bob.uuid}/`, uuid: bob.uuid } }]);
-    sameShape(own.grantees, golden('response_own_drive_grantees').grantees.map((g: any) => ({ ...g, user: { ...g.user, email: 'x' } })));
+    sameShape(
+      own.grantees,
+      golden('response_own_drive_grantees').grantees.map((g: any) => ({ ...g, user: { ...g.user, email: 'x' } })),
+    );
   });
 
   test('without LIST the resource is invisible (404), with LIST but without EDIT a PUT is 403', async () => {
@@ -150,7 +162,11 @@ describe('sharing through ACLs', () => {
     assert.equal(res.json.name, 'edited by bob');
     const own = (await alice.get(widget.resource_uri)).json;
     assert.equal(own.name, 'edited by bob');
-    assert.deepEqual(own.tags.map((t: any) => t.uuid), [tag.uuid], "the owner's tags are untouched");
+    assert.deepEqual(
+      own.tags.map((t: any) => t.uuid),
+      [tag.uuid],
+      "the owner's tags are untouched",
+    );
     assert.deepEqual((await bob.get(bobsTag.resource_uri)).json.resources, []);
   });
 
@@ -191,9 +207,15 @@ describe('sharing through ACLs', () => {
   test('lists count shared rows correctly and page in the database', async () => {
     const dave = await srv.user();
     const tag = await one(alice, 'tags/', { name: 'bulk' });
-    await alice.post('widgets/', Array.from({ length: 7 }, (_, i) => ({ name: `bulk-${i}`, size: 1, tags: [tag.uuid] })));
+    await alice.post(
+      'widgets/',
+      Array.from({ length: 7 }, (_, i) => ({ name: `bulk-${i}`, size: 1, tags: [tag.uuid] })),
+    );
     await one(alice, 'acls/', { grantees: [{ uuid: dave.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: tag.uuid }] });
-    await dave.post('widgets/', Array.from({ length: 3 }, (_, i) => ({ name: `own-${i}`, size: 1 })));
+    await dave.post(
+      'widgets/',
+      Array.from({ length: 3 }, (_, i) => ({ name: `own-${i}`, size: 1 })),
+    );
     const page = await dave.get('widgets/?limit=4&offset=4');
     assert.deepEqual(page.json.meta, { limit: 4, offset: 4, total_count: 10 });
     assert.equal(page.json.objects.length, 4);
@@ -237,7 +259,10 @@ describe('attach and clone rules (functions for the server and drive services)',
     const server = await row('servers', alice);
     const disk = await row('drives', alice);
     const cdrom = await row('drives', alice, { media: 'cdrom' });
-    const drives = [{ ...disk, media: 'disk' }, { ...cdrom, media: 'cdrom' }];
+    const drives = [
+      { ...disk, media: 'disk' },
+      { ...cdrom, media: 'cdrom' },
+    ];
     await assertCanCloneServer(db, alice.uuid, server, drives);
     await assert.rejects(assertCanCloneServer(db, carol.uuid, server, drives), (e: any) => e.status === 403);
     await grant(alice, carol, [server.uuid], ['LIST', 'CLONE']);

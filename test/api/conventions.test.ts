@@ -70,7 +70,10 @@ describe('content negotiation', () => {
   test('errors follow the negotiated format (XML error list)', async () => {
     const res = await alice.get('tags/00000000-0000-0000-0000-000000000000/', { accept: 'application/xml' });
     assert.equal(res.status, 404);
-    assert.match(res.text, /<objects><object type="hash"><error_message>.*<\/error_message><error_point type="null"\/><error_type>notexist<\/error_type><\/object><\/objects>/);
+    assert.match(
+      res.text,
+      /<objects><object type="hash"><error_message>.*<\/error_message><error_point type="null"\/><error_type>notexist<\/error_type><\/object><\/objects>/,
+    );
   });
 });
 

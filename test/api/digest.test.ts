@@ -62,7 +62,9 @@ describe('HTTP Digest: our own computed headers', () => {
     }
     // A skipped counter value is fine (it only has to grow).
     const uri = '/api/2.0/tags/';
-    const created = await send('POST', uri, digestHeader({ username: u.email, password: u.password, method: 'POST', uri, nonce, opaque, nc: 7 }), { name: 'digest-tag' });
+    const created = await send('POST', uri, digestHeader({ username: u.email, password: u.password, method: 'POST', uri, nonce, opaque, nc: 7 }), {
+      name: 'digest-tag',
+    });
     assert.equal(created.status, 201, created.text);
     // The query string is part of the signed uri.
     const q = '/api/2.0/tags/?limit=1';
@@ -74,13 +76,21 @@ describe('HTTP Digest: our own computed headers', () => {
   test('wrong password: 401 with a fresh, non-stale challenge', async () => {
     const { u, send } = await digestUser();
     const { nonce, opaque } = await freshChallenge(srv.anon());
-    const res = await send('GET', PROFILE, digestHeader({ username: u.email, password: 'not-the-password', method: 'GET', uri: PROFILE, nonce, opaque, nc: 1 }));
+    const res = await send(
+      'GET',
+      PROFILE,
+      digestHeader({ username: u.email, password: 'not-the-password', method: 'GET', uri: PROFILE, nonce, opaque, nc: 1 }),
+    );
     assert.equal(res.status, 401);
     const c = digestChallenge(res);
     assert.equal(c.stale, undefined);
     assert.notEqual(c.nonce, nonce);
     // Unknown user: the same answer.
-    const nobody = await send('GET', PROFILE, digestHeader({ username: 'nobody@example.com', password: 'x', method: 'GET', uri: PROFILE, nonce, opaque, nc: 1 }));
+    const nobody = await send(
+      'GET',
+      PROFILE,
+      digestHeader({ username: 'nobody@example.com', password: 'x', method: 'GET', uri: PROFILE, nonce, opaque, nc: 1 }),
+    );
     assert.equal(nobody.status, 401);
   });
 
@@ -111,7 +121,10 @@ describe('HTTP Digest: our own computed headers', () => {
   test('stale nonce: after the nonce lifetime (300 s, injected clock) a right response gets 401 stale=true; the new nonce works', async () => {
     const { u, send } = await digestUser();
     const { nonce, opaque } = await freshChallenge(srv.anon());
-    assert.equal((await send('GET', PROFILE, digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce, opaque, nc: 1 }))).status, 200);
+    assert.equal(
+      (await send('GET', PROFILE, digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce, opaque, nc: 1 }))).status,
+      200,
+    );
     srv.clock.advance(301_000);
     const stale = await send('GET', PROFILE, digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce, opaque, nc: 2 }));
     assert.equal(stale.status, 401);
@@ -121,21 +134,33 @@ describe('HTTP Digest: our own computed headers', () => {
     const wrong = await send('GET', PROFILE, digestHeader({ username: u.email, password: 'nope-nope', method: 'GET', uri: PROFILE, nonce, opaque, nc: 3 }));
     assert.equal(wrong.status, 401);
     assert.equal(digestChallenge(wrong).stale, undefined);
-    const retry = await send('GET', PROFILE, digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce: c.nonce, opaque: c.opaque, nc: 1 }));
+    const retry = await send(
+      'GET',
+      PROFILE,
+      digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce: c.nonce, opaque: c.opaque, nc: 1 }),
+    );
     assert.equal(retry.status, 200);
   });
 
-  test('tampered opaque: refused (another nonce\'s opaque, a changed one, none)', async () => {
+  test("tampered opaque: refused (another nonce's opaque, a changed one, none)", async () => {
     const { u, send } = await digestUser();
     const a = await freshChallenge(srv.anon());
     const b = await freshChallenge(srv.anon());
     const flipped = (a.opaque[0] === '0' ? '1' : '0') + a.opaque.slice(1);
     for (const opaque of [b.opaque, flipped, undefined, '']) {
-      const res = await send('GET', PROFILE, digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce: a.nonce, opaque, nc: 1 }));
+      const res = await send(
+        'GET',
+        PROFILE,
+        digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce: a.nonce, opaque, nc: 1 }),
+      );
       assert.equal(res.status, 401, String(opaque));
     }
     // The untouched pair still works (the refusals did not burn its counter).
-    const ok = await send('GET', PROFILE, digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce: a.nonce, opaque: a.opaque, nc: 1 }));
+    const ok = await send(
+      'GET',
+      PROFILE,
+      digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce: a.nonce, opaque: a.opaque, nc: 1 }),
+    );
     assert.equal(ok.status, 200);
   });
 
@@ -194,8 +219,15 @@ describe('HTTP Digest: our own computed headers', () => {
     const { u, send } = await digestUser();
     await setPassword(srv.services, u.email, 'changed-password-1');
     const { nonce, opaque } = await freshChallenge(srv.anon());
-    assert.equal((await send('GET', PROFILE, digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce, opaque, nc: 1 }))).status, 401);
-    assert.equal((await send('GET', PROFILE, digestHeader({ username: u.email, password: 'changed-password-1', method: 'GET', uri: PROFILE, nonce, opaque, nc: 2 }))).status, 200);
+    assert.equal(
+      (await send('GET', PROFILE, digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce, opaque, nc: 1 }))).status,
+      401,
+    );
+    assert.equal(
+      (await send('GET', PROFILE, digestHeader({ username: u.email, password: 'changed-password-1', method: 'GET', uri: PROFILE, nonce, opaque, nc: 2 })))
+        .status,
+      200,
+    );
   });
 
   test('two API processes on one database: a nonce from one works on the other, and its nc cannot be replayed there', async () => {
@@ -227,7 +259,16 @@ describe('HTTP Digest: a real client (curl --digest)', () => {
     // Three URLs on one connection, each answered after its own challenge.
     const three = await curl(['--digest', '-u', `${u.email}:${u.password}`, url, `${srv.base}/api/2.0/tags/`, url]);
     assert.deepEqual(three.status, [200, 200, 200]);
-    const post = await curl(['--digest', '-u', `${u.email}:${u.password}`, '-H', 'content-type: application/json', '-d', '{"name":"from-curl"}', `${srv.base}/api/2.0/tags/`]);
+    const post = await curl([
+      '--digest',
+      '-u',
+      `${u.email}:${u.password}`,
+      '-H',
+      'content-type: application/json',
+      '-d',
+      '{"name":"from-curl"}',
+      `${srv.base}/api/2.0/tags/`,
+    ]);
     assert.deepEqual(post.status, [201]);
     const wrong = await curl(['--digest', '-u', `${u.email}:wrong-password`, url]);
     assert.deepEqual(wrong.status, [401]);
@@ -264,7 +305,10 @@ describe('HTTP Digest: a real client (Python requests)', () => {
     );
     assert.equal(out.trim(), '200 200 200 200');
     const counters = await srv.services.store.db.selectFrom('digest_nonces').select('max_nc').execute();
-    assert.ok(counters.some((r) => Number(r.max_nc) === 4), JSON.stringify(counters));
+    assert.ok(
+      counters.some((r) => Number(r.max_nc) === 4),
+      JSON.stringify(counters),
+    );
   });
 });
 

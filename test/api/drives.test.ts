@@ -26,8 +26,7 @@ async function drive(c: Client, body: Record<string, unknown> = {}, settle = tru
   return res.json.objects[0];
 }
 const get = async (c: Client, uri: string) => (await c.get(uri)).json;
-const auditOf = (uuid: string) =>
-  srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', uuid).orderBy('seq').execute();
+const auditOf = (uuid: string) => srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', uuid).orderBy('seq').execute();
 
 describe('drive lifecycle', () => {
   test('create: 201, status creating, defaults as the golden dump; unmounted after the create delay', async () => {
@@ -185,7 +184,11 @@ describe('clone and jobs', () => {
     const finished = await get(alice, dst.jobs[0].resource_uri);
     sameShape(finished, golden('response_jobs_drive_clone'));
     assert.deepEqual([finished.state, finished.data.progress], ['success', 100]);
-    assert.deepEqual((await get(alice, src.resource_uri)).jobs.map((j: any) => j.uuid), [job.uuid], 'the source lists the job too');
+    assert.deepEqual(
+      (await get(alice, src.resource_uri)).jobs.map((j: any) => j.uuid),
+      [job.uuid],
+      'the source lists the job too',
+    );
     assert.deepEqual(
       [...(await auditOf(src.uuid)).map((e) => e.action), ...(await auditOf(dst.uuid)).map((e) => e.action)],
       ['create', 'clone_src', 'clone_dst'],
@@ -195,7 +198,11 @@ describe('clone and jobs', () => {
   test('an empty body, no body or null values clone with the source definition', async () => {
     const src = await drive(alice, { name: 'plain' });
     for (const body of [undefined, {}, { name: null, random_vnc_password: null }]) {
-      const res = await alice.request('POST', `${src.resource_uri}action/?do=clone`, body === undefined ? { headers: { 'content-type': 'application/json' } } : { body });
+      const res = await alice.request(
+        'POST',
+        `${src.resource_uri}action/?do=clone`,
+        body === undefined ? { headers: { 'content-type': 'application/json' } } : { body },
+      );
       assert.equal(res.status, 202, res.text);
       assert.equal(res.json.objects[0].name, 'plain');
       assert.equal(res.json.objects[0].size, GiB);
@@ -278,9 +285,18 @@ describe('clone and jobs', () => {
     await srv.advance(60_000);
     const two = (await c.post(`${src.resource_uri}action/?do=clone`, {})).json.objects[0];
     const list = await c.get('jobs/');
-    assert.deepEqual(list.json.objects.map((j: any) => j.uuid), [two.jobs[0].uuid, one.jobs[0].uuid]);
-    assert.deepEqual((await c.get('jobs/?state=success')).json.objects.map((j: any) => j.uuid), [one.jobs[0].uuid]);
-    assert.deepEqual((await c.get('jobs/?state=started')).json.objects.map((j: any) => j.uuid), [two.jobs[0].uuid]);
+    assert.deepEqual(
+      list.json.objects.map((j: any) => j.uuid),
+      [two.jobs[0].uuid, one.jobs[0].uuid],
+    );
+    assert.deepEqual(
+      (await c.get('jobs/?state=success')).json.objects.map((j: any) => j.uuid),
+      [one.jobs[0].uuid],
+    );
+    assert.deepEqual(
+      (await c.get('jobs/?state=started')).json.objects.map((j: any) => j.uuid),
+      [two.jobs[0].uuid],
+    );
     const { fields, ...top } = (await c.get('jobs/schema/')).json;
     const { fields: wantFields, ...wantTop } = golden('response_jobs_schema');
     assert.deepEqual(top, wantTop);

@@ -69,7 +69,10 @@ describe('limit=0 with an offset', () => {
     assert.equal(all.meta.total_count, 3);
     const res = (await c.get('tags/?limit=0&offset=1')).json;
     assert.deepEqual(res.meta, { limit: 0, offset: 1, total_count: 3 });
-    assert.deepEqual(res.objects.map((o: { uuid: string }) => o.uuid), all.objects.slice(1).map((o: { uuid: string }) => o.uuid));
+    assert.deepEqual(
+      res.objects.map((o: { uuid: string }) => o.uuid),
+      all.objects.slice(1).map((o: { uuid: string }) => o.uuid),
+    );
     const past = (await c.get('tags/?limit=0&offset=5')).json;
     assert.deepEqual([past.meta.total_count, past.objects.length], [3, 0]);
   });
@@ -120,7 +123,14 @@ function twoOnOneConnection(first: Buffer, second: string): Promise<{ first: str
 }
 
 const request = (line: string, headers: Record<string, string | number>, body: Buffer = Buffer.alloc(0)) =>
-  Buffer.concat([Buffer.from(`${line} HTTP/1.1\r\nHost: x\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`), body]);
+  Buffer.concat([
+    Buffer.from(
+      `${line} HTTP/1.1\r\nHost: x\r\n${Object.entries(headers)
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('')}\r\n`,
+    ),
+    body,
+  ]);
 
 describe('a body the service does not read never stalls the connection', () => {
   const noise = randomBytes(256 * 1024);
@@ -130,7 +140,12 @@ describe('a body the service does not read never stalls the connection', () => {
     ['GET deflate (valid, 256 KiB)', 'GET /api/2.0/tags/', { 'Content-Encoding': 'deflate' }, deflateSync(noise)],
     ['GET deflate (invalid)', 'GET /api/2.0/tags/', { 'Content-Encoding': 'deflate' }, noise],
     ['HEAD gzip', 'HEAD /api/2.0/tags/', { 'Content-Encoding': 'gzip' }, gzipSync(noise)],
-    ['DELETE of one object, gzip, no content type', `DELETE /api/2.0/tags/00000000-0000-0000-0000-000000000000/`, { 'Content-Encoding': 'gzip' }, gzipSync(noise)],
+    [
+      'DELETE of one object, gzip, no content type',
+      `DELETE /api/2.0/tags/00000000-0000-0000-0000-000000000000/`,
+      { 'Content-Encoding': 'gzip' },
+      gzipSync(noise),
+    ],
     ['OPTIONS gzip', 'OPTIONS /api/2.0/tags/', { 'Content-Encoding': 'gzip' }, gzipSync(noise)],
     ['GET of an unknown path, gzip', 'GET /api/2.0/nothing/', { 'Content-Encoding': 'gzip' }, gzipSync(noise)],
     ['401 (no credentials), gzip', 'POST /api/2.0/tags/', { 'Content-Encoding': 'gzip', 'Content-Type': 'application/json', noauth: '1' }, gzipSync(noise)],
@@ -217,7 +232,10 @@ describe('failures before routing are error arrays', () => {
       const r = parse(await raw(req));
       assert.equal(r.status, 400);
       assert.match(r.head, /\r\ncontent-type: application\/xml/i);
-      assert.match(r.body, /^<\?xml[^>]*>\s*<objects><object type="hash"><error_message>.*<\/error_message><error_point type="null"\s*\/><error_type>validation<\/error_type><\/object><\/objects>/s);
+      assert.match(
+        r.body,
+        /^<\?xml[^>]*>\s*<objects><object type="hash"><error_message>.*<\/error_message><error_point type="null"\s*\/><error_type>validation<\/error_type><\/object><\/objects>/s,
+      );
     }
   });
 
@@ -247,7 +265,10 @@ describe('failures before routing are error arrays', () => {
       assert.ok(rest.endsWith('\r\n\r\n'), `bytes after the headers: ${JSON.stringify(rest)}`);
     };
     const fresh = Buffer.from(`HEAD /api/2.0/tags/\xe9/ HTTP/1.1\r\nHost: x\r\n\r\n`, 'latin1');
-    const pipelined = Buffer.from(`GET /api/2.0/tags/ HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\nContent-Length: 5\r\n\r\nhelloHEAD /api/2.0/tags/\xe9/ HTTP/1.1\r\nHost: x\r\n\r\n`, 'latin1');
+    const pipelined = Buffer.from(
+      `GET /api/2.0/tags/ HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\nContent-Length: 5\r\n\r\nhelloHEAD /api/2.0/tags/\xe9/ HTTP/1.1\r\nHost: x\r\n\r\n`,
+      'latin1',
+    );
     for (const req of [fresh, pipelined]) {
       const answer = await new Promise<string>((resolve) => {
         const s = net.connect(srv.port, '127.0.0.1');

@@ -9,12 +9,7 @@ import { ApiError } from '../../src/core/errors.js';
 import type { Tx } from '../../src/store/db.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { leaseAddress, releaseLeases } from '../../src/sim/network.js';
-import {
-  assertUsableStaticIp,
-  assignIps,
-  releaseIp,
-  setServerStaticIps,
-} from '../../src/resources/ips/ips.js';
+import { assertUsableStaticIp, assignIps, releaseIp, setServerStaticIps } from '../../src/resources/ips/ips.js';
 import { parseIpPool, poolAddresses, poolSize } from '../../src/sim/ip-pool.js';
 
 type User = Client & { uuid: string; email: string };
@@ -71,7 +66,9 @@ describe('IPs against the golden dumps', () => {
     const list = await u.get('ips/?limit=0');
     assert.equal(list.status, 200);
     sameShape(list.json, golden('response_ip_list'));
-    assert.deepEqual(list.json.objects, [{ owner: { resource_uri: `/api/2.0/user/${u.uuid}/`, uuid: u.uuid }, resource_uri: `/api/2.0/ips/${address}/`, server: null, uuid: address }]);
+    assert.deepEqual(list.json.objects, [
+      { owner: { resource_uri: `/api/2.0/user/${u.uuid}/`, uuid: u.uuid }, resource_uri: `/api/2.0/ips/${address}/`, server: null, uuid: address },
+    ]);
 
     const detail = await u.get('ips/detail/?limit=0');
     sameShape(detail.json, golden('response_ip_list_detail'));
@@ -80,7 +77,12 @@ describe('IPs against the golden dumps', () => {
     const got = await u.get(`ips/${address}/`);
     assert.equal(got.status, 200);
     const expected = golden('response_ip_get');
-    const swap = (o: any) => ({ ...o, owner: { resource_uri: `/api/2.0/user/${u.uuid}/`, uuid: u.uuid }, resource_uri: `/api/2.0/ips/${address}/`, uuid: address });
+    const swap = (o: any) => ({
+      ...o,
+      owner: { resource_uri: `/api/2.0/user/${u.uuid}/`, uuid: u.uuid },
+      resource_uri: `/api/2.0/ips/${address}/`,
+      uuid: address,
+    });
     assert.deepEqual(got.json, swap(expected));
 
     const req = golden('request_ip_update');
@@ -112,18 +114,21 @@ describe('IP objects', () => {
   test("PUT changes meta and tags only; read-only keys are ignored; others' IPs are 404", async () => {
     const [address] = await assign(alice);
     const tag = (await alice.post('tags/', { name: 'ip-tag' })).json.objects[0];
-    const res = await alice.put(`ips/${address}/`, { meta: { name: 'web' }, tags: [tag.uuid], gateway: '1.1.1.1', netmask: 8, nameservers: [], server: randomUUID(), subscription: { id: 1 }, uuid: '9.9.9.9' });
+    const res = await alice.put(`ips/${address}/`, {
+      meta: { name: 'web' },
+      tags: [tag.uuid],
+      gateway: '1.1.1.1',
+      netmask: 8,
+      nameservers: [],
+      server: randomUUID(),
+      subscription: { id: 1 },
+      uuid: '9.9.9.9',
+    });
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual([res.json.meta, res.json.tags, res.json.gateway, res.json.netmask, res.json.nameservers.length, res.json.server, res.json.subscription, res.json.uuid], [
-      { name: 'web' },
-      [{ resource_uri: `/api/2.0/tags/${tag.uuid}/`, uuid: tag.uuid }],
-      '185.12.6.1',
-      24,
-      3,
-      null,
-      null,
-      address,
-    ]);
+    assert.deepEqual(
+      [res.json.meta, res.json.tags, res.json.gateway, res.json.netmask, res.json.nameservers.length, res.json.server, res.json.subscription, res.json.uuid],
+      [{ name: 'web' }, [{ resource_uri: `/api/2.0/tags/${tag.uuid}/`, uuid: tag.uuid }], '185.12.6.1', 24, 3, null, null, address],
+    );
     assert.equal(res.json.name, undefined, 'the name mirror stays hidden');
     const bad = await alice.put(`ips/${address}/`, { meta: { [`k${'x'.repeat(40)}`]: 'v' } });
     assert.equal(bad.status, 400);
@@ -135,7 +140,10 @@ describe('IP objects', () => {
     assert.equal((await alice.get('ips/not-an-ip/')).status, 404);
     assert.ok(!(await bob.get('ips/?limit=0')).json.objects.some((o: any) => o.uuid === address));
     const tagged = await alice.get(`tags/${tag.uuid}/ips/`);
-    assert.deepEqual(tagged.json.objects.map((o: any) => o.uuid), [address]);
+    assert.deepEqual(
+      tagged.json.objects.map((o: any) => o.uuid),
+      [address],
+    );
   });
 
   test('filters (uuid, tag, name = meta name) and paging', async () => {
@@ -158,7 +166,10 @@ describe('IP objects', () => {
 
     const page = await u.get('ips/?limit=2&offset=2');
     assert.deepEqual(page.json.meta, { limit: 2, offset: 2, total_count: 5 });
-    assert.deepEqual(page.json.objects.map((o: any) => o.uuid), addrs.slice(2, 4));
+    assert.deepEqual(
+      page.json.objects.map((o: any) => o.uuid),
+      addrs.slice(2, 4),
+    );
     const dflt = await u.get('ips/');
     assert.equal(dflt.json.meta.limit, 20);
     const fields = await u.get('ips/?fields=uuid,netmask&limit=1');
@@ -226,7 +237,10 @@ describe('static IPs and the server relation', () => {
     const [a, b, c] = await assign(alice, 3);
     const s = await server(alice);
     await tx((t) => setServerStaticIps(t, s, [a, b, a]));
-    assert.deepEqual((await tx((t) => usesOf(t, [s]))).get(s), [a, b].sort().map((address) => ({ address, dynamic: false })));
+    assert.deepEqual(
+      (await tx((t) => usesOf(t, [s]))).get(s),
+      [a, b].sort().map((address) => ({ address, dynamic: false })),
+    );
     await tx((t) => setServerStaticIps(t, s, [c]));
     const now = await tx((t) => usesOf(t, [s, randomUUID()]));
     assert.deepEqual(now.get(s), [{ address: c, dynamic: false }]);
@@ -254,7 +268,10 @@ describe('DHCP leases', () => {
     const list = (await u.get('ips/detail/?limit=0')).json;
     assert.equal(list.meta.total_count, 2);
     const lease = list.objects.find((o: any) => o.uuid === address);
-    assert.deepEqual([lease.owner, lease.subscription, lease.server, lease.gateway, lease.netmask, lease.permissions], [null, null, { resource_uri: `/api/2.0/servers/${s}/`, uuid: s }, '185.12.6.1', 24, []]);
+    assert.deepEqual(
+      [lease.owner, lease.subscription, lease.server, lease.gateway, lease.netmask, lease.permissions],
+      [null, null, { resource_uri: `/api/2.0/servers/${s}/`, uuid: s }, '185.12.6.1', 24, []],
+    );
     const short = (await u.get(`ips/?uuid=${address}`)).json.objects[0];
     assert.deepEqual(Object.keys(short).sort(), ['owner', 'resource_uri', 'server', 'uuid']);
     assert.equal(list.objects.find((o: any) => o.uuid === owned).subscription.id, 5);
@@ -270,12 +287,18 @@ describe('DHCP leases', () => {
     const s2 = await server(dave);
     const other = await tx(async (t) => (await leaseAddress(t, srv.services, s2))!);
     assert.ok(![address, owned].includes(other));
-    assert.deepEqual((await dave.get('ips/?limit=0')).json.objects.map((o: any) => o.uuid), [other]);
+    assert.deepEqual(
+      (await dave.get('ips/?limit=0')).json.objects.map((o: any) => o.uuid),
+      [other],
+    );
 
     assert.deepEqual(await tx((t) => releaseLeases(t, srv.services, s)), [address]);
     assert.deepEqual(await tx((t) => releaseLeases(t, srv.services, s)), []);
     assert.equal((await u.get(`ips/${address}/`)).status, 404);
-    assert.deepEqual((await u.get('ips/?limit=0')).json.objects.map((o: any) => o.uuid), [owned]);
+    assert.deepEqual(
+      (await u.get('ips/?limit=0')).json.objects.map((o: any) => o.uuid),
+      [owned],
+    );
     await tx((t) => releaseLeases(t, srv.services, s2));
   });
 
@@ -333,12 +356,35 @@ describe('pool settings', () => {
 
   test('several blocks, gateways, environment variables; bad values stop start-up', () => {
     const c = loadConfig({}, { STRATUS_IP_POOL: '10.0.0.0/24, 10.0.1.0/30@10.0.1.2', STRATUS_NAMESERVERS: '1.1.1.1' });
-    assert.deepEqual(c.ipPool.map((b) => [b.cidr, b.gateway, b.prefix]), [['10.0.0.0/24', '10.0.0.1', 24], ['10.0.1.0/30', '10.0.1.2', 30]]);
+    assert.deepEqual(
+      c.ipPool.map((b) => [b.cidr, b.gateway, b.prefix]),
+      [
+        ['10.0.0.0/24', '10.0.0.1', 24],
+        ['10.0.1.0/30', '10.0.1.2', 30],
+      ],
+    );
     assert.deepEqual([...poolAddresses(parseIpPool('10.0.1.0/30@10.0.1.2'))], ['10.0.1.1']);
     assert.deepEqual(c.nameservers, ['1.1.1.1']);
     assert.equal(loadConfig({ 'ip-pool': '192.168.0.0/16' }, { STRATUS_IP_POOL: 'junk' }).ipPool[0].prefix, 16, 'flags win');
-    for (const bad of ['', 'junk', '10.0.0.1/24', '10.0.0.0/31', '10.0.0.0/7', '10.0.0.0/24@10.0.1.1', '10.0.0.0/24@10.0.0.255', '10.0.0.0/24,10.0.0.128/25', '300.0.0.0/24'])
-      assert.throws(() => loadConfig({ 'ip-pool': bad }, {}), (e: unknown) => e instanceof ConfigError && /ip-pool/.test((e as Error).message), bad);
-    assert.throws(() => loadConfig({ nameservers: '1.1.1.1,dns.example' }, {}), (e: unknown) => e instanceof ConfigError && /nameservers/.test((e as Error).message));
+    for (const bad of [
+      '',
+      'junk',
+      '10.0.0.1/24',
+      '10.0.0.0/31',
+      '10.0.0.0/7',
+      '10.0.0.0/24@10.0.1.1',
+      '10.0.0.0/24@10.0.0.255',
+      '10.0.0.0/24,10.0.0.128/25',
+      '300.0.0.0/24',
+    ])
+      assert.throws(
+        () => loadConfig({ 'ip-pool': bad }, {}),
+        (e: unknown) => e instanceof ConfigError && /ip-pool/.test((e as Error).message),
+        bad,
+      );
+    assert.throws(
+      () => loadConfig({ nameservers: '1.1.1.1,dns.example' }, {}),
+      (e: unknown) => e instanceof ConfigError && /nameservers/.test((e as Error).message),
+    );
   });
 });

@@ -17,9 +17,13 @@ before(async () => {
 });
 after(() => srv.close());
 
-
 /** `ssh-keygen -l -E md5` computed independently: MD5 of the base64-decoded second field. */
-const md5Of = (publicKey: string) => createHash('md5').update(Buffer.from(publicKey.trim().split(/\s+/)[1], 'base64')).digest('hex').match(/../g)!.join(':');
+const md5Of = (publicKey: string) =>
+  createHash('md5')
+    .update(Buffer.from(publicKey.trim().split(/\s+/)[1], 'base64'))
+    .digest('hex')
+    .match(/../g)!
+    .join(':');
 
 /** The OpenSSH `ssh-rsa` line of a PEM private key, derived independently (JWK n and e). */
 function sshRsaOf(privatePem: string): string {
@@ -65,7 +69,7 @@ describe('keypairs: the three create modes', () => {
     assert.match(k.private_key, /^-----BEGIN RSA PRIVATE KEY-----\n[\s\S]+\n-----END RSA PRIVATE KEY-----\n$/);
     assert.equal(createPublicKey(k.private_key).asymmetricKeyDetails?.modulusLength, 2048);
     assert.match(k.public_key, /^ssh-rsa AAAA[A-Za-z0-9+/]+={0,2}$/);
-    assert.equal(k.public_key, sshRsaOf(k.private_key), 'the public key is the private key\'s');
+    assert.equal(k.public_key, sshRsaOf(k.private_key), "the public key is the private key's");
     assert.equal(k.fingerprint, md5Of(k.public_key));
     // Two generated pairs differ.
     const other = await create(alice, { name: 'second' });
@@ -79,7 +83,8 @@ describe('keypairs: the three create modes', () => {
     sameShape(res.json, want);
     const k = res.json.objects[0];
     const expected = want.objects[0];
-    for (const key of ['fingerprint', 'name', 'private_key', 'public_key', 'meta', 'grantees', 'permissions', 'tags']) assert.deepEqual(k[key], expected[key], key);
+    for (const key of ['fingerprint', 'name', 'private_key', 'public_key', 'meta', 'grantees', 'permissions', 'tags'])
+      assert.deepEqual(k[key], expected[key], key);
     assert.equal(k.fingerprint, '79:20:0b:49:72:11:b1:bc:df:73:94:09:3d:f8:90:71');
   });
 
@@ -119,7 +124,14 @@ describe('keypairs: the three create modes', () => {
     const edLine = `ssh-ed25519 ${edBlob.toString('base64')} ed@host`;
     const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' });
     const point = Buffer.concat([Buffer.from([4]), Buffer.from(ec.x!, 'base64url'), Buffer.from(ec.y!, 'base64url')]);
-    const ecBlob = Buffer.concat([Buffer.from([0, 0, 0, 19]), Buffer.from('ecdsa-sha2-nistp256'), Buffer.from([0, 0, 0, 8]), Buffer.from('nistp256'), Buffer.from([0, 0, 0, 65]), point]);
+    const ecBlob = Buffer.concat([
+      Buffer.from([0, 0, 0, 19]),
+      Buffer.from('ecdsa-sha2-nistp256'),
+      Buffer.from([0, 0, 0, 8]),
+      Buffer.from('nistp256'),
+      Buffer.from([0, 0, 0, 65]),
+      point,
+    ]);
     const ecLine = `ecdsa-sha2-nistp256 ${ecBlob.toString('base64')}`;
     for (const line of [edLine, ecLine]) {
       const k = await create(alice, { name: line.split(' ')[0], public_key: line });
@@ -131,7 +143,12 @@ describe('keypairs: the three create modes', () => {
   test('malformed or mismatched keys: 400 on the field, and a bad object in a bulk create writes nothing', async () => {
     const before = (await alice.get('keypairs/?limit=0')).json.meta.total_count;
     const other = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs1', format: 'pem' }) as string;
-    const encrypted = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: 'x' }) as string;
+    const encrypted = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({
+      type: 'pkcs8',
+      format: 'pem',
+      cipher: 'aes-256-cbc',
+      passphrase: 'x',
+    }) as string;
     const cases: [Record<string, unknown>, string][] = [
       [{ name: 'x', public_key: 'ssh-rsa not-base64!' }, 'public_key'],
       [{ name: 'x', public_key: 'hello world' }, 'public_key'],
@@ -147,7 +164,15 @@ describe('keypairs: the three create modes', () => {
       [{}, 'name'],
     ];
     for (const [body, point] of cases) expect400(await alice.post('keypairs/', body), point);
-    expect400(await alice.post('keypairs/', { objects: [{ name: 'fine', public_key: pubOnly.public_key }, { name: 'bad', public_key: 'ssh-rsa AAAA' }] }), 'public_key');
+    expect400(
+      await alice.post('keypairs/', {
+        objects: [
+          { name: 'fine', public_key: pubOnly.public_key },
+          { name: 'bad', public_key: 'ssh-rsa AAAA' },
+        ],
+      }),
+      'public_key',
+    );
     assert.equal((await alice.get('keypairs/?limit=0')).json.meta.total_count, before);
   });
 });
@@ -165,14 +190,24 @@ describe('keypairs: read, edit, delete', () => {
       const res = await c.get(path);
       assert.equal(res.status, 200, path);
       assert.deepEqual(res.json.meta, { limit: path.includes('limit=0') ? 0 : 20, offset: 0, total_count: 2 });
-      assert.deepEqual(res.json.objects.map((o: any) => o.uuid), [a.uuid, b.uuid], path);
+      assert.deepEqual(
+        res.json.objects.map((o: any) => o.uuid),
+        [a.uuid, b.uuid],
+        path,
+      );
     }
     const list = (await c.get('keypairs/?limit=0')).json;
     sameShape({ ...list, objects: [list.objects[0]] }, golden('response_keypair_list'));
     sameShape(list, fixture('keypairs_list.json'));
     // Filters and fields=.
-    assert.deepEqual((await c.get('keypairs/?name=ala')).json.objects.map((o: any) => o.uuid), [a.uuid]);
-    assert.deepEqual((await c.get('keypairs/?name__contains=NAME')).json.objects.map((o: any) => o.uuid), [b.uuid]);
+    assert.deepEqual(
+      (await c.get('keypairs/?name=ala')).json.objects.map((o: any) => o.uuid),
+      [a.uuid],
+    );
+    assert.deepEqual(
+      (await c.get('keypairs/?name__contains=NAME')).json.objects.map((o: any) => o.uuid),
+      [b.uuid],
+    );
     assert.deepEqual((await c.get(`keypairs/${b.uuid}/?fields=fingerprint,uuid`)).json, { fingerprint: b.fingerprint, uuid: b.uuid });
   });
 
@@ -189,13 +224,22 @@ describe('keypairs: read, edit, delete', () => {
     expect400(await alice.put(`keypairs/${k.uuid}/`, { name: 7 }), 'name');
   });
 
-  test('tags: a keypair carries its owner\'s tags, filters by tag, shows under /tags/<uuid>/keypairs/', async () => {
+  test("tags: a keypair carries its owner's tags, filters by tag, shows under /tags/<uuid>/keypairs/", async () => {
     const tag = (await alice.post('tags/', { name: 'keys' })).json.objects[0];
     const k = await create(alice, { name: 'tagged', public_key: pubOnly.public_key, tags: [tag.uuid] });
     assert.deepEqual(k.tags, [{ resource_uri: `/api/2.0/tags/${tag.uuid}/`, uuid: tag.uuid }]);
-    assert.deepEqual((await alice.get(`keypairs/?tag=${tag.uuid}`)).json.objects.map((o: any) => o.uuid), [k.uuid]);
-    assert.deepEqual((await alice.get(`pubkeys/?tag=${tag.uuid}`)).json.objects.map((o: any) => o.uuid), [k.uuid]);
-    assert.deepEqual((await alice.get(`tags/${tag.uuid}/keypairs/`)).json.objects.map((o: any) => o.uuid), [k.uuid]);
+    assert.deepEqual(
+      (await alice.get(`keypairs/?tag=${tag.uuid}`)).json.objects.map((o: any) => o.uuid),
+      [k.uuid],
+    );
+    assert.deepEqual(
+      (await alice.get(`pubkeys/?tag=${tag.uuid}`)).json.objects.map((o: any) => o.uuid),
+      [k.uuid],
+    );
+    assert.deepEqual(
+      (await alice.get(`tags/${tag.uuid}/keypairs/`)).json.objects.map((o: any) => o.uuid),
+      [k.uuid],
+    );
     const untagged = await alice.put(`keypairs/${k.uuid}/`, { tags: [] });
     assert.deepEqual(untagged.json.tags, []);
   });
@@ -213,7 +257,7 @@ describe('keypairs: read, edit, delete', () => {
     assert.equal((await alice.delete(`keypairs/${k.uuid}/`)).status, 404);
   });
 
-  test('another user\'s keypair is 404 everywhere and never listed', async () => {
+  test("another user's keypair is 404 everywhere and never listed", async () => {
     const k = await create(alice, { name: 'secret', private_key: selfGen.private_key });
     for (const [method, path] of [
       ['GET', `keypairs/${k.uuid}/`],
@@ -232,14 +276,42 @@ describe('keypairs: read, edit, delete', () => {
 
   test('schema/: tastypie model flavour; keys writable on keypairs, everything read-only on pubkeys', async () => {
     const kp = (await alice.get('keypairs/schema/')).json;
-    assert.deepEqual([kp.allowed_list_http_methods, kp.allowed_detail_http_methods], [['get', 'post'], ['get', 'put', 'delete']]);
-    assert.deepEqual(Object.keys(kp.fields).sort(), ['fingerprint', 'grantees', 'meta', 'name', 'permissions', 'private_key', 'public_key', 'resource_uri', 'tags', 'uuid']);
+    assert.deepEqual(
+      [kp.allowed_list_http_methods, kp.allowed_detail_http_methods],
+      [
+        ['get', 'post'],
+        ['get', 'put', 'delete'],
+      ],
+    );
+    assert.deepEqual(Object.keys(kp.fields).sort(), [
+      'fingerprint',
+      'grantees',
+      'meta',
+      'name',
+      'permissions',
+      'private_key',
+      'public_key',
+      'resource_uri',
+      'tags',
+      'uuid',
+    ]);
     assert.equal(kp.fields.fingerprint.readonly, true);
     assert.equal(kp.fields.public_key.readonly, false);
     assert.equal(kp.fields.private_key.nullable, true);
     const pk = (await alice.get('pubkeys/schema/')).json;
     assert.deepEqual([pk.allowed_list_http_methods, pk.allowed_detail_http_methods], [['get'], ['get']]);
-    assert.deepEqual(Object.keys(pk.fields).sort(), ['fingerprint', 'grantees', 'has_private_key', 'meta', 'name', 'permissions', 'public_key', 'resource_uri', 'tags', 'uuid']);
+    assert.deepEqual(Object.keys(pk.fields).sort(), [
+      'fingerprint',
+      'grantees',
+      'has_private_key',
+      'meta',
+      'name',
+      'permissions',
+      'public_key',
+      'resource_uri',
+      'tags',
+      'uuid',
+    ]);
     assert.ok(Object.values(pk.fields).every((f: any) => f.readonly));
   });
 });
@@ -253,7 +325,14 @@ describe('pubkeys: the read-only mirror', () => {
     const list = await c.get('pubkeys/?limit=0');
     assert.equal(list.status, 200);
     sameShape(list.json, golden('response_pubkeys_list'));
-    assert.deepEqual(list.json.objects.map((o: any) => [o.uuid, o.has_private_key]), [[full.uuid, true], [gen.uuid, true], [pub.uuid, false]]);
+    assert.deepEqual(
+      list.json.objects.map((o: any) => [o.uuid, o.has_private_key]),
+      [
+        [full.uuid, true],
+        [gen.uuid, true],
+        [pub.uuid, false],
+      ],
+    );
     assert.deepEqual((await c.get('pubkeys?limit=0')).json, list.json, 'no trailing slash');
     const one = await c.get(`pubkeys/${full.uuid}/`);
     sameShape(one.json, golden('response_pubkeys_full_keypair'));
@@ -263,7 +342,10 @@ describe('pubkeys: the read-only mirror', () => {
     sameShape(pubGet, golden('response_pubkeys_pub_only_keypair'));
     assert.deepEqual(pubGet, { ...golden('response_pubkeys_pub_only_keypair'), uuid: pub.uuid, resource_uri: `/api/2.0/pubkeys/${pub.uuid}/` });
     assert.deepEqual((await c.get(`pubkeys/${pub.uuid}/?fields=has_private_key,uuid`)).json, { has_private_key: false, uuid: pub.uuid });
-    assert.deepEqual((await c.get('pubkeys/?name=ala')).json.objects.map((o: any) => o.uuid), [gen.uuid]);
+    assert.deepEqual(
+      (await c.get('pubkeys/?name=ala')).json.objects.map((o: any) => o.uuid),
+      [gen.uuid],
+    );
   });
 
   test('pubkeys cannot be written: POST, PUT and DELETE are 405', async () => {
@@ -282,17 +364,26 @@ describe('pubkeys: the read-only mirror', () => {
 });
 
 describe('servers reference pubkeys', () => {
-  test('resolvePubkeyUuids: the owner\'s keypairs, in order, deduplicated; anything else is 400 on pubkeys', async () => {
+  test("resolvePubkeyUuids: the owner's keypairs, in order, deduplicated; anything else is 400 on pubkeys", async () => {
     const db = srv.services.store.db;
     const [a, b] = [await create(alice, { name: 'k1', public_key: pubOnly.public_key }), await create(alice, { name: 'k2', public_key: selfGen.public_key })];
     const theirs = await create(bob, { name: 'bobs', public_key: pubOnly.public_key });
-    const ids = await resolvePubkeyUuids(srv.services, db, alice.uuid, [b.uuid, { uuid: a.uuid }, `/api/2.0/pubkeys/${b.uuid}/`, { resource_uri: `/api/2.0/keypairs/${a.uuid}/` }]);
+    const ids = await resolvePubkeyUuids(srv.services, db, alice.uuid, [
+      b.uuid,
+      { uuid: a.uuid },
+      `/api/2.0/pubkeys/${b.uuid}/`,
+      { resource_uri: `/api/2.0/keypairs/${a.uuid}/` },
+    ]);
     assert.deepEqual(ids, [b.uuid, a.uuid]);
     assert.deepEqual(await resolvePubkeyUuids(srv.services, db, alice.uuid, [a.uuid, b.uuid, a.uuid]), [a.uuid, b.uuid]);
     assert.deepEqual(await resolvePubkeyUuids(srv.services, db, alice.uuid, []), []);
     assert.deepEqual(await resolvePubkeyUuids(srv.services, db, alice.uuid, null), []);
     for (const bad of [[theirs.uuid], ['no-such-key'], 'not-a-list', [5]]) {
-      await assert.rejects(resolvePubkeyUuids(srv.services, db, alice.uuid, bad), (e: unknown) => e instanceof ApiError && e.status === 400 && e.point === 'pubkeys', JSON.stringify(bad));
+      await assert.rejects(
+        resolvePubkeyUuids(srv.services, db, alice.uuid, bad),
+        (e: unknown) => e instanceof ApiError && e.status === 400 && e.point === 'pubkeys',
+        JSON.stringify(bad),
+      );
     }
   });
 });

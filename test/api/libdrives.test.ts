@@ -78,7 +78,22 @@ describe('library catalogue', () => {
     assert.equal(res.json.paid, true);
     const linux = await get(alice, `libdrives/${UBUNTU.uuid}/`);
     sameShape(linux, golden('response_libdrive_list').objects[0]);
-    for (const k of ['arch', 'category', 'description', 'distribution', 'favourite', 'image_type', 'install_notes', 'media', 'name', 'os', 'paid', 'size', 'url', 'version'])
+    for (const k of [
+      'arch',
+      'category',
+      'description',
+      'distribution',
+      'favourite',
+      'image_type',
+      'install_notes',
+      'media',
+      'name',
+      'os',
+      'paid',
+      'size',
+      'url',
+      'version',
+    ])
       assert.deepEqual(linux[k], UBUNTU[k], k);
     assert.deepEqual(await get(alice, `libdrives/${UBUNTU.uuid}/?fields=name,uuid`), { name: UBUNTU.name, uuid: UBUNTU.uuid });
     const missing = await alice.get('libdrives/00000000-0000-4000-8000-000000000000/');
@@ -261,12 +276,21 @@ describe('clone into the account', () => {
     const finished = await get(c, d.jobs[0].resource_uri);
     assert.deepEqual([finished.state, finished.data.progress], ['success', 100]);
     const log = await srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', d.uuid).execute();
-    assert.deepEqual(log.map((e) => [e.action, e.owner_uuid]), [['clone_dst', c.uuid]]);
+    assert.deepEqual(
+      log.map((e) => [e.action, e.owner_uuid]),
+      [['clone_dst', c.uuid]],
+    );
   });
 
   test('the body sets name, media, size (never below the source), affinities and storage_type', async () => {
     const c = await srv.user();
-    const res = await c.post(`libdrives/${UBUNTU.uuid}/action/?do=clone`, { name: 'web-1', media: 'cdrom', size: UBUNTU.size + 1, affinities: ['ssd'], storage_type: 'dssd' });
+    const res = await c.post(`libdrives/${UBUNTU.uuid}/action/?do=clone`, {
+      name: 'web-1',
+      media: 'cdrom',
+      size: UBUNTU.size + 1,
+      affinities: ['ssd'],
+      storage_type: 'dssd',
+    });
     assert.equal(res.status, 202, res.text);
     const d = res.json.objects[0];
     assert.deepEqual([d.name, d.media, d.size, d.affinities, d.storage_type], ['web-1', 'cdrom', UBUNTU.size + 16384, ['ssd'], 'dssd']);
@@ -285,7 +309,11 @@ describe('clone into the account', () => {
     // An empty body, no body, null values, or the library drive's own definition all clone it as it is.
     const definition = await get(c, `libdrives/${CDROM.uuid}/`);
     for (const body of [undefined, {}, { name: null, size: null }, definition]) {
-      const ok = await c.request('POST', `libdrives/${CDROM.uuid}/action/?do=clone`, body === undefined ? { headers: { 'content-type': 'application/json' } } : { body });
+      const ok = await c.request(
+        'POST',
+        `libdrives/${CDROM.uuid}/action/?do=clone`,
+        body === undefined ? { headers: { 'content-type': 'application/json' } } : { body },
+      );
       assert.equal(ok.status, 202, ok.text);
       assert.deepEqual([ok.json.objects[0].name, ok.json.objects[0].media, ok.json.objects[0].size], [CDROM.name, 'cdrom', CDROM.size]);
     }
@@ -326,7 +354,13 @@ describe('attaching library drives to servers', () => {
   test('a library CD-ROM attaches as it is; a preinstalled library disk is 403 on drives', async () => {
     const own = (await alice.post('drives/', { media: 'disk', name: 'own', size: 1024 ** 3 })).json.objects[0];
     const base = { cpu: 1000, mem: 512 * 1024 ** 2, name: 'lib', vnc_password: 'secret' };
-    const ok = await alice.post('servers/', { ...base, drives: [{ drive: CDROM.uuid, device: 'ide', dev_channel: '0:0' }, { drive: own.uuid, device: 'virtio', dev_channel: '0:0' }] });
+    const ok = await alice.post('servers/', {
+      ...base,
+      drives: [
+        { drive: CDROM.uuid, device: 'ide', dev_channel: '0:0' },
+        { drive: own.uuid, device: 'virtio', dev_channel: '0:0' },
+      ],
+    });
     assert.equal(ok.status, 201, ok.text);
     assert.deepEqual(ok.json.objects[0].drives.map((d: any) => d.drive.uuid).sort(), [CDROM.uuid, own.uuid].sort());
     const bad = await alice.post('servers/', { ...base, drives: [{ drive: UBUNTU.uuid, device: 'virtio', dev_channel: '0:1' }] });
@@ -348,7 +382,14 @@ describe('replacing the catalogue', () => {
       await first.close();
 
       // The operator's file: Ubuntu renamed, one new image, everything else gone. A pasted list envelope is fine.
-      const added = entry({ uuid: 'a7f3c2d1-0b9e-4c8d-9f6a-5e4d3c2b1a00', name: 'Alpine Linux 3.20', distribution: 'Alpine', version: '3.20.3', size: 1024 ** 3, category: ['general'] });
+      const added = entry({
+        uuid: 'a7f3c2d1-0b9e-4c8d-9f6a-5e4d3c2b1a00',
+        name: 'Alpine Linux 3.20',
+        distribution: 'Alpine',
+        version: '3.20.3',
+        size: 1024 ** 3,
+        category: ['general'],
+      });
       const file = join(dir, 'catalogue.json');
       writeFileSync(file, JSON.stringify({ meta: {}, objects: [entry({ name: 'Ubuntu 24.04 LTS (custom)' }), added] }));
       const second = await startServer({ db: db.url, libdrives: file });
@@ -410,7 +451,10 @@ describe('replacing the catalogue', () => {
           `case ${i}`,
         );
       }
-      assert.throws(() => loadConfig({}, { STRATUS_LIBDRIVES: join(dir, 'missing.json') }), (e: unknown) => e instanceof ConfigError && /cannot read library catalogue/.test(e.message));
+      assert.throws(
+        () => loadConfig({}, { STRATUS_LIBDRIVES: join(dir, 'missing.json') }),
+        (e: unknown) => e instanceof ConfigError && /cannot read library catalogue/.test(e.message),
+      );
       // A valid file through the environment; an empty list is an empty library.
       writeFileSync(join(dir, 'empty.json'), '[]');
       assert.deepEqual(loadConfig({}, { STRATUS_LIBDRIVES: join(dir, 'empty.json') }).libdrives, []);

@@ -39,7 +39,10 @@ describe('audit log against the golden dumps', () => {
     const list = await entries(u, '?limit=5');
     sameShape(list, golden('response_audit_log_list'));
     assert.deepEqual(list.meta, { limit: 5, offset: 0, total_count: 3 });
-    assert.deepEqual(list.objects.map((e: any) => e.action), ['delete', 'update', 'create']);
+    assert.deepEqual(
+      list.objects.map((e: any) => e.action),
+      ['delete', 'update', 'create'],
+    );
     const [del, , create] = list.objects;
     const actor = { resource_uri: `/api/2.0/user/${u.uuid}/`, uuid: u.uuid };
     assert.deepEqual(del, { ...golden('response_audit_log_list').objects[0], actor, category: 'Drives', timestamp: del.timestamp, uuid: d.uuid });
@@ -75,8 +78,14 @@ describe('audit log queries', () => {
     const b = (await srv.user()) as User;
     const da = await drive(a);
     const db = await drive(b);
-    assert.deepEqual((await entries(a)).objects.map((e: any) => e.uuid), [da.uuid]);
-    assert.deepEqual((await entries(b)).objects.map((e: any) => e.uuid), [db.uuid]);
+    assert.deepEqual(
+      (await entries(a)).objects.map((e: any) => e.uuid),
+      [da.uuid],
+    );
+    assert.deepEqual(
+      (await entries(b)).objects.map((e: any) => e.uuid),
+      [db.uuid],
+    );
     assert.deepEqual((await entries(a, `?uuid=${db.uuid}`)).objects, []);
   });
 
@@ -86,16 +95,25 @@ describe('audit log queries', () => {
     for (let i = 0; i < 23; i++) made.push((await drive(u, `d${i}`)).uuid);
     const first = await entries(u);
     assert.deepEqual(first.meta, { limit: 20, offset: 0, total_count: 23 });
-    assert.deepEqual(first.objects.map((e: any) => e.uuid), made.slice(3).reverse());
+    assert.deepEqual(
+      first.objects.map((e: any) => e.uuid),
+      made.slice(3).reverse(),
+    );
     const rest = await entries(u, '?offset=20');
     assert.deepEqual(rest.meta, { limit: 20, offset: 20, total_count: 23 });
-    assert.deepEqual(rest.objects.map((e: any) => e.uuid), made.slice(0, 3).reverse());
+    assert.deepEqual(
+      rest.objects.map((e: any) => e.uuid),
+      made.slice(0, 3).reverse(),
+    );
     const all = await entries(u, '?limit=0');
     assert.equal(all.objects.length, 23);
     assert.equal(all.meta.total_count, 23);
     const mid = await entries(u, '?limit=5&offset=5');
     assert.deepEqual(mid.meta, { limit: 5, offset: 5, total_count: 23 });
-    assert.deepEqual(mid.objects.map((e: any) => e.uuid), made.slice(13, 18).reverse());
+    assert.deepEqual(
+      mid.objects.map((e: any) => e.uuid),
+      made.slice(13, 18).reverse(),
+    );
     assert.deepEqual((await entries(u, '?offset=50')).objects, []);
     const fields = await entries(u, '?limit=1&fields=action,uuid');
     assert.deepEqual(fields.objects, [{ action: 'create', uuid: made[22] }]);
@@ -111,7 +129,8 @@ describe('audit log queries', () => {
     await srv.advance(5_000);
     await u.put(`drives/${d1.uuid}/`, { name: 'one-b' });
     await u.post(`drives/${d2.uuid}/action/?do=clone`, {});
-    const actions = async (q: string) => (await entries(u, `?limit=0&${q}`)).objects.map((e: any) => `${e.action}:${e.uuid === d1.uuid ? 1 : e.uuid === d2.uuid ? 2 : 'x'}`);
+    const actions = async (q: string) =>
+      (await entries(u, `?limit=0&${q}`)).objects.map((e: any) => `${e.action}:${e.uuid === d1.uuid ? 1 : e.uuid === d2.uuid ? 2 : 'x'}`);
 
     assert.deepEqual(await actions(`uuid=${d1.uuid}`), ['update:1', 'create:1']);
     assert.deepEqual(await actions(`uuid=${d1.uuid},${d2.uuid}`), ['clone_src:2', 'update:1', 'create:2', 'create:1']);
@@ -145,7 +164,10 @@ describe('audit log queries', () => {
       });
     });
     const [boot, heal] = (await entries(u, '?limit=2')).objects;
-    assert.deepEqual([boot.success, boot.error_type, boot.error_point, boot.error_message, boot.actor.uuid], [false, 'backend', 'drives', 'The guest failed to boot', u.uuid]);
+    assert.deepEqual(
+      [boot.success, boot.error_type, boot.error_point, boot.error_message, boot.actor.uuid],
+      [false, 'backend', 'drives', 'The guest failed to boot', u.uuid],
+    );
     assert.deepEqual([heal.success, heal.actor, heal.error_type, heal.error_point, heal.error_message, heal.details], [true, null, null, null, '', '']);
   });
 

@@ -59,7 +59,19 @@ describe('declared resource kinds', () => {
     const list = await alice.get('widgets/?name=short');
     assert.deepEqual(Object.keys(list.json.objects[0]), ['name', 'owner', 'resource_uri', 'uuid']);
     const detail = await alice.get('widgets/detail/?name=short');
-    assert.deepEqual(Object.keys(detail.json.objects[0]).sort(), ['color', 'enabled', 'grantees', 'meta', 'name', 'owner', 'permissions', 'resource_uri', 'size', 'tags', 'uuid']);
+    assert.deepEqual(Object.keys(detail.json.objects[0]).sort(), [
+      'color',
+      'enabled',
+      'grantees',
+      'meta',
+      'name',
+      'owner',
+      'permissions',
+      'resource_uri',
+      'size',
+      'tags',
+      'uuid',
+    ]);
     const one = await alice.get(list.json.objects[0].resource_uri);
     assert.deepEqual(one.json, detail.json.objects[0]);
     const chosen = await alice.get('widgets/?name=short&fields=size,color');
@@ -117,10 +129,13 @@ describe('tagging across kinds', () => {
       { resource_uri: blue.resource_uri, uuid: blue.uuid },
     ]);
     const tag = await alice.get(red.resource_uri);
-    assert.deepEqual(tag.json.resources.map((r: any) => [r.res_type, r.uuid]), [
-      ['widgets', w1.uuid],
-      ['widgets', w2.uuid],
-    ]);
+    assert.deepEqual(
+      tag.json.resources.map((r: any) => [r.res_type, r.uuid]),
+      [
+        ['widgets', w1.uuid],
+        ['widgets', w2.uuid],
+      ],
+    );
   });
 
   test('tag filter: comma = OR, repeated = AND; tag__name by name', async () => {
@@ -141,7 +156,12 @@ describe('tagging across kinds', () => {
     const item = res.json.objects[0];
     assert.deepEqual(item.resource_uri, { resource_uri: w1.resource_uri, uuid: w1.uuid });
     const expected = golden('response_tags_list_resource').objects[0];
-    assert.deepEqual(Object.keys(item).filter((k) => k in expected).sort(), ['name', 'owner', 'resource_uri', 'uuid']);
+    assert.deepEqual(
+      Object.keys(item)
+        .filter((k) => k in expected)
+        .sort(),
+      ['name', 'owner', 'resource_uri', 'uuid'],
+    );
     sameShape(res.json.meta, golden('response_tags_list_resource').meta);
     assert.equal((await bob.get(`tags/${red.uuid}/widgets/`)).status, 404, "another user's tag");
     assert.equal((await alice.get(`tags/${crypto.randomUUID()}/widgets/`)).status, 404);
@@ -149,7 +169,10 @@ describe('tagging across kinds', () => {
 
   test('PUT tags on the resource replaces its tag set; the tag side follows', async () => {
     const res = await alice.put(w3.resource_uri, { tags: [blue.uuid] });
-    assert.deepEqual(res.json.tags.map((t: any) => t.uuid), [blue.uuid]);
+    assert.deepEqual(
+      res.json.tags.map((t: any) => t.uuid),
+      [blue.uuid],
+    );
     assert.deepEqual((await alice.get(blue.resource_uri)).json.resources.map((r: any) => r.uuid).sort(), [w2.uuid, w3.uuid].sort());
     const untag = await alice.put(w3.resource_uri, { tags: [] });
     assert.deepEqual(untag.json.tags, []);

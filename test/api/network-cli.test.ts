@@ -56,7 +56,10 @@ describe('stratus ips / vlans', () => {
       const c = new Client(srv.base, { email: 'net@example.com', password: 'net-secret-1' });
       const got = await c.get('ips/?limit=0');
       assert.equal(got.status, 200, got.text);
-      assert.deepEqual(got.json.objects.map((o: any) => o.uuid), ['185.12.6.2', '185.12.6.3', '185.12.6.4']);
+      assert.deepEqual(
+        got.json.objects.map((o: any) => o.uuid),
+        ['185.12.6.2', '185.12.6.3', '185.12.6.4'],
+      );
       const v = await c.get('vlans/?limit=0');
       assert.deepEqual(v.json.objects.map((o: any) => o.uuid).sort(), [...vlanIds].sort());
     } finally {

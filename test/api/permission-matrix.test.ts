@@ -68,7 +68,8 @@ function sampleBody(decl: CollectionDecl): Record<string, unknown> {
   return body;
 }
 
-type RouteKind = 'list' | 'detail' | 'schema' | 'create' | 'get' | 'update' | 'delete' | 'bulk-delete' | 'action' | 'tagged' | 'singleton-get' | 'singleton-put';
+type RouteKind =
+  'list' | 'detail' | 'schema' | 'create' | 'get' | 'update' | 'delete' | 'bulk-delete' | 'action' | 'tagged' | 'singleton-get' | 'singleton-put';
 interface Route {
   decl: ResourceDecl;
   method: string;
@@ -90,7 +91,8 @@ function classify(url: string, method: string): { decl: ResourceDecl; kind: Rout
   if (second === '') return { decl, kind: method === 'GET' ? 'list' : method === 'POST' ? 'create' : method === 'DELETE' ? 'bulk-delete' : fail(url, method) };
   if (second === 'detail') return { decl, kind: 'detail' };
   if (second === 'schema') return { decl, kind: 'schema' };
-  if (second === ':uuid' && third === '') return { decl, kind: method === 'GET' ? 'get' : method === 'PUT' ? 'update' : method === 'DELETE' ? 'delete' : fail(url, method) };
+  if (second === ':uuid' && third === '')
+    return { decl, kind: method === 'GET' ? 'get' : method === 'PUT' ? 'update' : method === 'DELETE' ? 'delete' : fail(url, method) };
   if (second === ':uuid' && third === 'action') return { decl, kind: 'action' };
   return fail(url, method);
 }
@@ -167,8 +169,15 @@ async function setup(r: Route): Promise<Setup> {
     const applicable = d.permissions;
     const exactRules = [...new Set<Permission>(['LIST', perm])];
     const allButRules = applicable.filter((p) => p !== perm);
-    for (const [grantee, rules] of [[exact, exactRules], [allBut, allButRules]] as const) {
-      const acl = await owner.post('acls/', { grantees: [{ uuid: grantee.uuid }], rules: rules.map((permission) => ({ permission })), tags: [{ uuid: tag.uuid }] });
+    for (const [grantee, rules] of [
+      [exact, exactRules],
+      [allBut, allButRules],
+    ] as const) {
+      const acl = await owner.post('acls/', {
+        grantees: [{ uuid: grantee.uuid }],
+        rules: rules.map((permission) => ({ permission })),
+        tags: [{ uuid: tag.uuid }],
+      });
       assert.equal(acl.status, 201, acl.text);
     }
   }
@@ -194,7 +203,7 @@ const SEEDERS: Record<string, (owner: User) => Promise<string>> = {
 };
 
 function call(r: Route, client: Client, s: Setup): Promise<Response> {
-  const path = r.url.replace(':uuid', r.kind === 'tagged' ? s.tagUuid! : s.uuid ?? '');
+  const path = r.url.replace(':uuid', r.kind === 'tagged' ? s.tagUuid! : (s.uuid ?? ''));
   const q = r.action ? `?do=${r.action}` : r.kind === 'list' || r.kind === 'detail' ? '?limit=0' : '';
   const body =
     r.kind === 'create'
@@ -215,7 +224,20 @@ const PUBLIC_KINDS = new Set(['libdrives']);
 /** The expected status (and for lists whether the object is in them) per route kind and caller. */
 function expectation(r: Route, caller: Caller): { status: number; listed?: boolean } {
   if (caller === 'anonymous') return { status: 401 };
-  const success = { list: 200, detail: 200, schema: 200, create: 201, get: 200, update: 200, delete: 204, 'bulk-delete': 204, action: 202, tagged: 200, 'singleton-get': 200, 'singleton-put': 200 }[r.kind];
+  const success = {
+    list: 200,
+    detail: 200,
+    schema: 200,
+    create: 201,
+    get: 200,
+    update: 200,
+    delete: 204,
+    'bulk-delete': 204,
+    action: 202,
+    tagged: 200,
+    'singleton-get': 200,
+    'singleton-put': 200,
+  }[r.kind];
   // Routes about no particular object: every authenticated user may call them.
   if (r.kind === 'schema' || r.kind === 'create' || r.kind === 'singleton-get' || r.kind === 'singleton-put') return { status: success };
   // Objects of no one (the drive library): every user sees them and may use what the kind offers.
@@ -246,7 +268,7 @@ test('every route x every caller', async () => {
         assert.equal(uuids.includes(s.uuid), want.listed, `${label}: listed`);
       }
       // Secrets the caller itself sent in the URL (an error may echo them) are no leak.
-      const path = r.url.replace(':uuid', r.kind === 'tagged' ? s.tagUuid! : s.uuid ?? '');
+      const path = r.url.replace(':uuid', r.kind === 'tagged' ? s.tagUuid! : (s.uuid ?? ''));
       if (caller !== 'owner' && res.text)
         for (const secret of s.secrets.filter((x) => !path.includes(x))) assert.ok(!res.text.includes(secret), `${label} leaks ${secret}`);
       if (caller === 'exact' && res.status === 200 && res.json && !Array.isArray(res.json) && 'grantees' in res.json)

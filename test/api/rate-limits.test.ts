@@ -49,7 +49,6 @@ const standInServers: CollectionDecl = {
 };
 const kinds: ResourceDecl[] = registry.some((k) => k.kind === 'servers') ? registry : [...registry, standInServers];
 
-
 /** Fixed windows are aligned to the clock: every test starts at the top of its own minute, far from midnight. */
 let minute = 0;
 function startOfFreshMinute(srv: TestServer, span = 1): void {
@@ -246,7 +245,10 @@ describe('the default table (the spec\'s "Limits")', () => {
 async function storedCounters(srv: TestServer): Promise<number> {
   const counters = srv.app.rateLimiter!.counters;
   if (counters instanceof MemoryCounters) return counters.size;
-  const row = await srv.services.store.db.selectFrom('rate_counters').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  const row = await srv.services.store.db
+    .selectFrom('rate_counters')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
   return Number(row.n);
 }
 
@@ -347,7 +349,13 @@ describe('processes', () => {
       const shown = await cli(['users', 'limits', 'ci@example.com', ...db]);
       assert.equal(shown.status, 0, shown.stderr);
       assert.match(shown.stdout, /^rate limits of ci@example\.com \(account override: none\)/);
-      for (const line of [/GET\s+100\/min\s+deployment/, /POST\s+100\/min\s+deployment/, /POST \/servers\/\s+500\/day\s+deployment/, /PUT\s+100\/min\s+deployment/, /DELETE\s+1000\/min\s+deployment/])
+      for (const line of [
+        /GET\s+100\/min\s+deployment/,
+        /POST\s+100\/min\s+deployment/,
+        /POST \/servers\/\s+500\/day\s+deployment/,
+        /PUT\s+100\/min\s+deployment/,
+        /DELETE\s+1000\/min\s+deployment/,
+      ])
         assert.match(shown.stdout, line);
 
       const set = await cli(['users', 'limits', 'CI@example.com', '--set', 'GET=1000/min,POST=200/min,POST:/servers/=5000/day', ...db]);
@@ -399,7 +407,7 @@ describe('processes', () => {
   });
 
   test(
-    'two API processes on one PostgreSQL database share one user\'s budget (and one address\'s)',
+    "two API processes on one PostgreSQL database share one user's budget (and one address's)",
     { skip: engine === 'sqlite' ? 'SQLite is one process by design; run with STRATUS_TEST_DB=postgres' : false },
     async () => {
       const target = await freshDatabase();

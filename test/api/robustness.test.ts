@@ -86,7 +86,15 @@ function send(r: Req, sockets = 8): Promise<Answer> {
     let req: http.ClientRequest;
     try {
       req = http.request(
-        { host: '127.0.0.1', port: srv.port, method: r.method, path: r.path, headers: r.headers, agent: agentFor(r.localAddress, sockets), localAddress: r.localAddress },
+        {
+          host: '127.0.0.1',
+          port: srv.port,
+          method: r.method,
+          path: r.path,
+          headers: r.headers,
+          agent: agentFor(r.localAddress, sockets),
+          localAddress: r.localAddress,
+        },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c) => chunks.push(c));
@@ -98,7 +106,12 @@ function send(r: Req, sockets = 8): Promise<Answer> {
               if (enc === 'gzip') raw = gunzipSync(raw);
               else if (enc === 'deflate') raw = inflateSync(raw);
             } catch (e) {
-              return finish({ status: res.statusCode!, headers: res.headers, text: raw.toString('latin1'), error: `undecodable ${res.headers['content-encoding']}: ${(e as Error).message}` });
+              return finish({
+                status: res.statusCode!,
+                headers: res.headers,
+                text: raw.toString('latin1'),
+                error: `undecodable ${res.headers['content-encoding']}: ${(e as Error).message}`,
+              });
             }
             finish({ status: res.statusCode!, headers: res.headers, text: raw.toString('utf8') });
           });
@@ -243,11 +256,31 @@ async function runMany(count: number, concurrency: number, make: (i: number) => 
 // ---------------------------------------------------------------------------------------------------
 
 const BODIES: unknown[] = [
-  null, [], 'x', 42, { a: {} }, { name: 123 }, { objects: [null] }, { drives: [{ drive: 5 }] }, { nics: [{ mac: 5 }] },
-  { nics: [{ ip_v4_conf: 'x' }] }, { drives: 'x' }, { size: -1 }, { meta: { a: [1] } }, { tags: [{}] }, { resources: [{}] },
-  { rules: [null] }, { grantees: [5] }, { objects: [{ uuid: 5 }] }, { cpu: 1e308, mem: 'x', smp: 0 }, { name: 'x'.repeat(5000) },
-  { public_key: 'ssh-rsa AAAA' }, { private_key: '-----BEGIN RSA PRIVATE KEY-----\nxx\n-----END RSA PRIVATE KEY-----' },
-  { clone_naming: null }, { pubkeys: ['x'] }, { recurse: 'x' },
+  null,
+  [],
+  'x',
+  42,
+  { a: {} },
+  { name: 123 },
+  { objects: [null] },
+  { drives: [{ drive: 5 }] },
+  { nics: [{ mac: 5 }] },
+  { nics: [{ ip_v4_conf: 'x' }] },
+  { drives: 'x' },
+  { size: -1 },
+  { meta: { a: [1] } },
+  { tags: [{}] },
+  { resources: [{}] },
+  { rules: [null] },
+  { grantees: [5] },
+  { objects: [{ uuid: 5 }] },
+  { cpu: 1e308, mem: 'x', smp: 0 },
+  { name: 'x'.repeat(5000) },
+  { public_key: 'ssh-rsa AAAA' },
+  { private_key: '-----BEGIN RSA PRIVATE KEY-----\nxx\n-----END RSA PRIVATE KEY-----' },
+  { clone_naming: null },
+  { pubkeys: ['x'] },
+  { recurse: 'x' },
 ];
 const ACTIONS = ['start', 'clone', 'resize', 'stop', 'bogus'];
 
@@ -325,11 +358,64 @@ interface World {
 }
 
 const CONFUSED: unknown[] = [
-  null, true, false, 0, -1, 1, 1.5, -0.5, 1e308, -1e308, 2 ** 53 + 1, 2 ** 63, Number.MAX_SAFE_INTEGER, '', ' ', 'x', '\u0000', 'a\u0000b',
-  'é✓😀', '\ud800', '<b>&amp;</b>', "' OR 1=1 --", '%', '%zz', '\\', '\\,', 'null', 'true', 'NaN', 'Infinity', '-0', '1e3', '12abc', '0x10',
-  '00000000-0000-0000-0000-000000000000', 'not-a-uuid', [], [null], [[]], [1, 'x', null], {}, { uuid: null }, { uuid: 5 },
-  { resource_uri: '/api/2.0/drives/x/' }, JSON.parse('{"__proto__":{"polluted":1}}'), { constructor: { prototype: { x: 1 } } },
-  '2026-13-45T25:61:61Z', 'ssh-rsa AAAA', 'True', 'dhcp', 'static', 'manual', 'virtio', 'ide', 'disk', 'cdrom', 'LIST', 'running',
+  null,
+  true,
+  false,
+  0,
+  -1,
+  1,
+  1.5,
+  -0.5,
+  1e308,
+  -1e308,
+  2 ** 53 + 1,
+  2 ** 63,
+  Number.MAX_SAFE_INTEGER,
+  '',
+  ' ',
+  'x',
+  '\u0000',
+  'a\u0000b',
+  'é✓😀',
+  '\ud800',
+  '<b>&amp;</b>',
+  "' OR 1=1 --",
+  '%',
+  '%zz',
+  '\\',
+  '\\,',
+  'null',
+  'true',
+  'NaN',
+  'Infinity',
+  '-0',
+  '1e3',
+  '12abc',
+  '0x10',
+  '00000000-0000-0000-0000-000000000000',
+  'not-a-uuid',
+  [],
+  [null],
+  [[]],
+  [1, 'x', null],
+  {},
+  { uuid: null },
+  { uuid: 5 },
+  { resource_uri: '/api/2.0/drives/x/' },
+  JSON.parse('{"__proto__":{"polluted":1}}'),
+  { constructor: { prototype: { x: 1 } } },
+  '2026-13-45T25:61:61Z',
+  'ssh-rsa AAAA',
+  'True',
+  'dhcp',
+  'static',
+  'manual',
+  'virtio',
+  'ide',
+  'disk',
+  'cdrom',
+  'LIST',
+  'running',
 ];
 
 function confused(g: Gen, w: World, depth = 0): unknown {
@@ -348,12 +434,70 @@ function confused(g: Gen, w: World, depth = 0): unknown {
 }
 
 const FIELD_NAMES = [
-  'name', 'size', 'media', 'cpu', 'mem', 'smp', 'vnc_password', 'drives', 'nics', 'meta', 'tags', 'resources', 'rules', 'grantees',
-  'objects', 'uuid', 'resource_uri', 'owner', 'status', 'storage_type', 'affinities', 'allow_multimount', 'boot_order', 'dev_channel',
-  'device', 'drive', 'ip_v4_conf', 'ip_v6_conf', 'conf', 'ip', 'vlan', 'model', 'mac', 'firewall_policy', 'runtime_restriction',
-  'cpus_instead_of_cores', 'cpu_type', 'enable_numa', 'hv_relaxed', 'hv_tsc', 'pubkeys', 'public_key', 'private_key', 'permission',
-  'first_name', 'last_name', 'email', 'clone_naming', 'username', 'password', 'promo', 'recurse', 'permissions', 'grantees', 'jobs',
-  'context', 'requirements', 'auto_start', 'hypervisor', '__proto__', 'constructor', 'toString', 'key with space', '',
+  'name',
+  'size',
+  'media',
+  'cpu',
+  'mem',
+  'smp',
+  'vnc_password',
+  'drives',
+  'nics',
+  'meta',
+  'tags',
+  'resources',
+  'rules',
+  'grantees',
+  'objects',
+  'uuid',
+  'resource_uri',
+  'owner',
+  'status',
+  'storage_type',
+  'affinities',
+  'allow_multimount',
+  'boot_order',
+  'dev_channel',
+  'device',
+  'drive',
+  'ip_v4_conf',
+  'ip_v6_conf',
+  'conf',
+  'ip',
+  'vlan',
+  'model',
+  'mac',
+  'firewall_policy',
+  'runtime_restriction',
+  'cpus_instead_of_cores',
+  'cpu_type',
+  'enable_numa',
+  'hv_relaxed',
+  'hv_tsc',
+  'pubkeys',
+  'public_key',
+  'private_key',
+  'permission',
+  'first_name',
+  'last_name',
+  'email',
+  'clone_naming',
+  'username',
+  'password',
+  'promo',
+  'recurse',
+  'permissions',
+  'grantees',
+  'jobs',
+  'context',
+  'requirements',
+  'auto_start',
+  'hypervisor',
+  '__proto__',
+  'constructor',
+  'toString',
+  'key with space',
+  '',
 ];
 
 function templates(kind: string, w: World, g: Gen): Record<string, unknown> {
@@ -361,7 +505,12 @@ function templates(kind: string, w: World, g: Gen): Record<string, unknown> {
   const any = (k: string) => (u[k]?.length ? g.pick(u[k]) : g.pick(w.allUuids));
   switch (kind) {
     case 'drives':
-      return { media: g.pick(['disk', 'cdrom']), name: `fz-${g.int(0, 999)}`, size: g.pick([1 << 30, 2 ** 34, 536870912, 1]), ...(g.chance(0.3) ? { tags: [any('tags')] } : {}) };
+      return {
+        media: g.pick(['disk', 'cdrom']),
+        name: `fz-${g.int(0, 999)}`,
+        size: g.pick([1 << 30, 2 ** 34, 536870912, 1]),
+        ...(g.chance(0.3) ? { tags: [any('tags')] } : {}),
+      };
     case 'servers':
       return {
         cpu: g.pick([250, 1000, 2000]),
@@ -370,7 +519,15 @@ function templates(kind: string, w: World, g: Gen): Record<string, unknown> {
         vnc_password: 'secret',
         ...(g.chance(0.5) ? { drives: [{ boot_order: 1, dev_channel: `0:${g.int(0, 3)}`, device: g.pick(['virtio', 'ide']), drive: any('drives') }] } : {}),
         ...(g.chance(0.5)
-          ? { nics: [{ ip_v4_conf: { conf: g.pick(['dhcp', 'static', 'manual']), ip: g.chance(0.5) ? any('ips') : null }, model: 'virtio', ...(g.chance(0.3) ? { vlan: any('vlans') } : {}) }] }
+          ? {
+              nics: [
+                {
+                  ip_v4_conf: { conf: g.pick(['dhcp', 'static', 'manual']), ip: g.chance(0.5) ? any('ips') : null },
+                  model: 'virtio',
+                  ...(g.chance(0.3) ? { vlan: any('vlans') } : {}),
+                },
+              ],
+            }
           : {}),
         ...(g.chance(0.2) ? { pubkeys: [any('keypairs')] } : {}),
         ...(g.chance(0.2) ? { meta: { ssh_public_key: 'x', a: 'b' } } : {}),
@@ -437,9 +594,38 @@ function deep(depth: number, open: string, close: string, inner = '1'): string {
 }
 
 const BROKEN_JSON = [
-  '{', '[', '{"a":', '{"a":}', '{"a" 1}', '[1,]', '{,}', 'nul', 'tru', '{"a":1}}', '{"a":1} x', "{'a':1}", '{"a":NaN}', '{"a":Infinity}',
-  '{"a":undefined}', '{"a":0x10}', '{"a":01}', '{"a":"\\x41"}', '{"a":"\\ud800"}', '"unterminated', '\u0000', '\ufeff{}', '{"__proto__":{"x":1}}',
-  '{"constructor":{"prototype":{"x":1}}}', '{"a":1,"a":2}', '  ', '\n\t\r ', '[]]', '{"objects":[{"name":"x"},]}', '1e999', '-', '"\\u0000"',
+  '{',
+  '[',
+  '{"a":',
+  '{"a":}',
+  '{"a" 1}',
+  '[1,]',
+  '{,}',
+  'nul',
+  'tru',
+  '{"a":1}}',
+  '{"a":1} x',
+  "{'a':1}",
+  '{"a":NaN}',
+  '{"a":Infinity}',
+  '{"a":undefined}',
+  '{"a":0x10}',
+  '{"a":01}',
+  '{"a":"\\x41"}',
+  '{"a":"\\ud800"}',
+  '"unterminated',
+  '\u0000',
+  '\ufeff{}',
+  '{"__proto__":{"x":1}}',
+  '{"constructor":{"prototype":{"x":1}}}',
+  '{"a":1,"a":2}',
+  '  ',
+  '\n\t\r ',
+  '[]]',
+  '{"objects":[{"name":"x"},]}',
+  '1e999',
+  '-',
+  '"\\u0000"',
 ];
 
 function jsonBody(g: Gen, w: World, kind: string): { text: string; note: string } {
@@ -449,15 +635,30 @@ function jsonBody(g: Gen, w: World, kind: string): { text: string; note: string 
     [12, () => ({ text: JSON.stringify(confused(g, w)) ?? 'null', note: 'confused value' })],
     [10, () => ({ text: JSON.stringify(g.pick(BODIES)), note: 'fixed malformed' })],
     [10, () => ({ text: g.pick(BROKEN_JSON), note: 'broken JSON' })],
-    [4, () => {
-      const t = JSON.stringify(mutate(g, w, templates(kind, w, g)));
-      return { text: t.slice(0, g.int(0, t.length)), note: 'truncated JSON' };
-    }],
-    [3, () => {
-      const d = g.pick([100, 1000, 5000, 20_000, 100_000]);
-      return { text: g.chance(0.5) ? deep(d, '[', ']') : deep(d, '{"a":', '}'), note: `nested ${d} deep` };
-    }],
-    [3, () => ({ text: JSON.stringify({ ...templates(kind, w, g), meta: Object.fromEntries(Array.from({ length: g.int(100, 1000) }, (_, i) => [`k${i}`, 'v'.repeat(g.int(0, 100))])) }), note: 'huge meta' })],
+    [
+      4,
+      () => {
+        const t = JSON.stringify(mutate(g, w, templates(kind, w, g)));
+        return { text: t.slice(0, g.int(0, t.length)), note: 'truncated JSON' };
+      },
+    ],
+    [
+      3,
+      () => {
+        const d = g.pick([100, 1000, 5000, 20_000, 100_000]);
+        return { text: g.chance(0.5) ? deep(d, '[', ']') : deep(d, '{"a":', '}'), note: `nested ${d} deep` };
+      },
+    ],
+    [
+      3,
+      () => ({
+        text: JSON.stringify({
+          ...templates(kind, w, g),
+          meta: Object.fromEntries(Array.from({ length: g.int(100, 1000) }, (_, i) => [`k${i}`, 'v'.repeat(g.int(0, 100))])),
+        }),
+        note: 'huge meta',
+      }),
+    ],
     [2, () => ({ text: JSON.stringify({ objects: Array.from({ length: g.int(100, 500) }, () => confused(g, w)) }), note: 'many objects of junk' })],
     [2, () => ({ text: JSON.stringify({ name: 'x'.repeat(g.chance(0.1) ? g.int(100_000, 1_000_000) : g.int(1000, 70_000)) }), note: 'huge string' })],
     [2, () => ({ text: JSON.stringify(templates(kind, w, g)).replace(/"[a-z_]+":/, '"name":"\\u0000x",$&'), note: 'NUL in a string' })],
@@ -465,14 +666,38 @@ function jsonBody(g: Gen, w: World, kind: string): { text: string; note: string 
 }
 
 const BROKEN_XML = [
-  '<object>', '<object><name>x</name>', '<object><name>x</object></name>', '<?xml version="1.0"?>', '<a><b></a></b>', '<object>&foo;</object>',
-  '<object><name>&#0;</name></object>', '<object><name>&#x110000;</name></object>', '<object><name>&#xD800;</name></object>', '<>', '</object>',
-  '<object><name a=1>x</name></object>', '<object><name a="1" a="2">x</name></object>', '<object/>trailing', '<a/><b/>', 'just text',
-  '<object><size type="integer">abc</size></object>', '<object><size type="float">1e999</size></object>', '<object type="list">x</object>',
-  '<object><x:name xmlns:x="urn:x">n</x:name></object>', '<object><![CDATA[<name>x</name>]]></object>', '<object><!-- c --><name>x</name></object>',
-  '<?pi x?><object/>', '<object><name type="bogus">x</name></object>', '<objects><object><uuid type="null"/></object></objects>',
-  '<object><__proto__ type="hash"><x>1</x></__proto__></object>', '<object><key name="__proto__">x</key></object>', '<request><objects/></request>',
-  '<object>\u0001</object>', '<object><name>\ud800</name></object>', '\ufeff<object/>', '<object><meta type="hash"><key name="">v</key></meta></object>',
+  '<object>',
+  '<object><name>x</name>',
+  '<object><name>x</object></name>',
+  '<?xml version="1.0"?>',
+  '<a><b></a></b>',
+  '<object>&foo;</object>',
+  '<object><name>&#0;</name></object>',
+  '<object><name>&#x110000;</name></object>',
+  '<object><name>&#xD800;</name></object>',
+  '<>',
+  '</object>',
+  '<object><name a=1>x</name></object>',
+  '<object><name a="1" a="2">x</name></object>',
+  '<object/>trailing',
+  '<a/><b/>',
+  'just text',
+  '<object><size type="integer">abc</size></object>',
+  '<object><size type="float">1e999</size></object>',
+  '<object type="list">x</object>',
+  '<object><x:name xmlns:x="urn:x">n</x:name></object>',
+  '<object><![CDATA[<name>x</name>]]></object>',
+  '<object><!-- c --><name>x</name></object>',
+  '<?pi x?><object/>',
+  '<object><name type="bogus">x</name></object>',
+  '<objects><object><uuid type="null"/></object></objects>',
+  '<object><__proto__ type="hash"><x>1</x></__proto__></object>',
+  '<object><key name="__proto__">x</key></object>',
+  '<request><objects/></request>',
+  '<object>\u0001</object>',
+  '<object><name>\ud800</name></object>',
+  '\ufeff<object/>',
+  '<object><meta type="hash"><key name="">v</key></meta></object>',
 ];
 const DTDS = [
   '<?xml version="1.0"?><!DOCTYPE object [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><object><name>&c;</name></object>',
@@ -489,23 +714,44 @@ function xmlBody(g: Gen, w: World, kind: string): { text: string; note: string }
     [8, () => ({ text: `<request>${toXml(templates(kind, w, g), 'object').replace(/^<\?xml[^>]*>\s*/, '')}</request>`, note: 'tastypie <request>' })],
     [15, () => ({ text: g.pick(BROKEN_XML), note: 'broken XML' })],
     [10, () => ({ text: g.pick(DTDS), note: 'DTD / entities' })],
-    [5, () => {
-      const t = toXml(templates(kind, w, g), 'object');
-      return { text: t.slice(0, g.int(0, t.length)), note: 'truncated XML' };
-    }],
-    [4, () => {
-      const d = g.pick([50, 500, 5000, 50_000]);
-      return { text: deep(d, '<object type="hash"><a type="hash">', '</a></object>', '<b>1</b>'), note: `XML nested ${d} deep` };
-    }],
+    [
+      5,
+      () => {
+        const t = toXml(templates(kind, w, g), 'object');
+        return { text: t.slice(0, g.int(0, t.length)), note: 'truncated XML' };
+      },
+    ],
+    [
+      4,
+      () => {
+        const d = g.pick([50, 500, 5000, 50_000]);
+        return { text: deep(d, '<object type="hash"><a type="hash">', '</a></object>', '<b>1</b>'), note: `XML nested ${d} deep` };
+      },
+    ],
     [4, () => ({ text: toXml(confused(g, w), g.pick(['object', 'objects', 'response'] as const)), note: 'confused value (XML)' })],
     [4, () => ({ text: `<object>${'<name>x</name>'.repeat(g.int(1000, 20_000))}</object>`, note: 'many repeated elements' })],
   ])();
 }
 
 const ACCEPTS = [
-  undefined, 'application/json', 'application/xml', '*/*', 'application/*', 'text/html', 'application/json;q=0, application/xml',
-  'application/xml;q=0', 'application/json; charset=utf-8', 'text/xml', 'image/png', '', ',,,', ';q=1', 'application/json;q=abc',
-  `${'application/x-junk, '.repeat(300)}*/*`, 'APPLICATION/JSON', 'application/xml, application/json',
+  undefined,
+  'application/json',
+  'application/xml',
+  '*/*',
+  'application/*',
+  'text/html',
+  'application/json;q=0, application/xml',
+  'application/xml;q=0',
+  'application/json; charset=utf-8',
+  'text/xml',
+  'image/png',
+  '',
+  ',,,',
+  ';q=1',
+  'application/json;q=abc',
+  `${'application/x-junk, '.repeat(300)}*/*`,
+  'APPLICATION/JSON',
+  'application/xml, application/json',
 ];
 const ACCEPT_ENCODINGS = [undefined, 'gzip', 'deflate', 'br', 'gzip;q=0', 'identity', '*', 'gzip, deflate, br', 'x-bogus', 'deflate;q=0.5, gzip;q=0.9'];
 const LIMITS = ['0', '1', '2', '20', '-1', '-20', '999999999', '1000000000', '99999999999999999999', 'abc', '', '1.5', '1e3', ' 1', '0x10', '%zz', '٣'];
@@ -517,11 +763,14 @@ function queryString(g: Gen, w: World, route: World['routes'][number], method: s
   const raw = (v: string) => v.replace(/[^\u0021-\u00ff]/gu, (c) => encodeURIComponent(c));
   const add = (k: string, v: string) => parts.push(`${raw(k)}=${raw(v)}`);
   if (route.actions.length && (method === 'POST' || g.chance(0.3)))
-    add('do', g.weighted<string>([
-      [8, g.pick(route.actions)],
-      [2, g.pick(['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'bogus', '', '%zz', 'start%00'])],
-      [1, `${g.pick(route.actions)}&do=${g.pick(route.actions)}`],
-    ]));
+    add(
+      'do',
+      g.weighted<string>([
+        [8, g.pick(route.actions)],
+        [2, g.pick(['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'bogus', '', '%zz', 'start%00'])],
+        [1, `${g.pick(route.actions)}&do=${g.pick(route.actions)}`],
+      ]),
+    );
   if (g.chance(0.45)) {
     for (let n = g.int(1, 5); n > 0; n--) {
       g.weighted<() => void>([
@@ -529,9 +778,38 @@ function queryString(g: Gen, w: World, route: World['routes'][number], method: s
         [5, () => add('offset', g.pick(LIMITS))],
         [4, () => (add('limit', '0'), add('offset', g.pick(['1', '2', '5', '100000'])))],
         [3, () => add('fields', g.pick(['uuid', 'name,uuid', 'uuid,,', ',', 'nonexistent', '__proto__', 'constructor,toString', 'x'.repeat(3000)]))],
-        [4, () => route.filters.length && add(g.pick(route.filters), g.pick(['x', 'a\\,b', 'a,b', '\\', '\\\\,', '%', '_', '%25', g.pick(w.allUuids), `${g.pick(w.allUuids)},${g.pick(w.allUuids)}`, encodeURIComponent('é✓'), 'é', '']))],
+        [
+          4,
+          () =>
+            route.filters.length &&
+            add(
+              g.pick(route.filters),
+              g.pick([
+                'x',
+                'a\\,b',
+                'a,b',
+                '\\',
+                '\\\\,',
+                '%',
+                '_',
+                '%25',
+                g.pick(w.allUuids),
+                `${g.pick(w.allUuids)},${g.pick(w.allUuids)}`,
+                encodeURIComponent('é✓'),
+                'é',
+                '',
+              ]),
+            ),
+        ],
         [3, () => add('format', g.pick(FORMATS))],
-        [2, () => add(g.pick(['recurse', 'do', 'state', 'category', 'arch', 'tag', 'uuid', 'name__icontains', 'bogus']), g.pick(['all_drives', 'disks', 'cdroms', 'none', 'x', '']))],
+        [
+          2,
+          () =>
+            add(
+              g.pick(['recurse', 'do', 'state', 'category', 'arch', 'tag', 'uuid', 'name__icontains', 'bogus']),
+              g.pick(['all_drives', 'disks', 'cdroms', 'none', 'x', '']),
+            ),
+        ],
         [1, () => parts.push(g.pick(['%zz', '=', '&', 'limit', 'limit[]=1', '__proto__[x]=1', 'a=%', 'a=%e0%a4', 'a=' + 'b'.repeat(5000)]))],
       ])();
     }
@@ -553,9 +831,25 @@ function mutatePath(g: Gen, path: string): string {
 }
 
 const UNKNOWN_PATHS = [
-  '/', '/api/', '/api/2.0/', '/api/2.0', '/api/1.0/drives/', '/favicon.ico', '/api/2.0/unknown/', '/api/2.0/drives/a/b/c/d/', '/api/2.0/%zz',
-  '/api/2.0/tags/uuid/unknownkind/', '/accounts/confirm/', '/accounts/confirm/bogus-token', '/accounts/confirm/%zz', '*', '/api/2.0/accounts/',
-  '/api/2.0/accounts/action', '/api/2.0/servers/availability_groups/', '/api/2.0/drives/detail/detail/', '/api/2.0/' + 'x/'.repeat(500),
+  '/',
+  '/api/',
+  '/api/2.0/',
+  '/api/2.0',
+  '/api/1.0/drives/',
+  '/favicon.ico',
+  '/api/2.0/unknown/',
+  '/api/2.0/drives/a/b/c/d/',
+  '/api/2.0/%zz',
+  '/api/2.0/tags/uuid/unknownkind/',
+  '/accounts/confirm/',
+  '/accounts/confirm/bogus-token',
+  '/accounts/confirm/%zz',
+  '*',
+  '/api/2.0/accounts/',
+  '/api/2.0/accounts/action',
+  '/api/2.0/servers/availability_groups/',
+  '/api/2.0/drives/detail/detail/',
+  '/api/2.0/' + 'x/'.repeat(500),
 ];
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'];
 
@@ -567,15 +861,43 @@ function authHeaders(g: Gen, w: World): { headers: Record<string, string>; local
     // Failures come from another address, so login protection never locks the main one out.
     [3, () => ({ headers: {}, localAddress: '127.0.0.3' })],
     [2, () => ({ headers: basic(g.pick([w.users.carol.email, 'nobody@example.com', '', ':', 'é']), 'wrong'), localAddress: '127.0.0.3' })],
-    [2, () => ({
-      headers: { authorization: g.pick(['Basic', 'Basic !!!', 'Basic ' + Buffer.from('nocolon').toString('base64'), 'Bearer x', 'Digest', 'Digest username="x", realm="users", nonce="n", uri="/", response="r"', 'Digest ' + 'a="b", '.repeat(300), 'x'.repeat(5000)]) },
-      localAddress: '127.0.0.3',
-    })],
-    [3, () =>
-      w.session
-        ? { headers: { cookie: `sessionid=${w.session.cookie}; csrftoken=${w.session.csrf}`, ...(g.chance(0.5) ? { 'x-csrftoken': g.chance(0.7) ? w.session.csrf : 'bogus' } : {}) } }
-        : { headers: w.users.alice.authHeader() }],
-    [2, () => ({ headers: { cookie: g.pick(['sessionid=bogus', 'sessionid=; csrftoken=', 'sessionid=%zz', '=;;=', 'a'.repeat(4000)]) }, localAddress: '127.0.0.3' })],
+    [
+      2,
+      () => ({
+        headers: {
+          authorization: g.pick([
+            'Basic',
+            'Basic !!!',
+            'Basic ' + Buffer.from('nocolon').toString('base64'),
+            'Bearer x',
+            'Digest',
+            'Digest username="x", realm="users", nonce="n", uri="/", response="r"',
+            'Digest ' + 'a="b", '.repeat(300),
+            'x'.repeat(5000),
+          ]),
+        },
+        localAddress: '127.0.0.3',
+      }),
+    ],
+    [
+      3,
+      () =>
+        w.session
+          ? {
+              headers: {
+                cookie: `sessionid=${w.session.cookie}; csrftoken=${w.session.csrf}`,
+                ...(g.chance(0.5) ? { 'x-csrftoken': g.chance(0.7) ? w.session.csrf : 'bogus' } : {}),
+              },
+            }
+          : { headers: w.users.alice.authHeader() },
+    ],
+    [
+      2,
+      () => ({
+        headers: { cookie: g.pick(['sessionid=bogus', 'sessionid=; csrftoken=', 'sessionid=%zz', '=;;=', 'a'.repeat(4000)]) },
+        localAddress: '127.0.0.3',
+      }),
+    ],
   ])();
 }
 
@@ -595,7 +917,9 @@ function makeRequest(seed: number, i: number, w: World): Req {
   if (g.chance(0.12)) path = mutatePath(g, path);
   path += queryString(g, w, route, method);
 
-  const auth = route.url.startsWith('/api/2.0/accounts/') ? { headers: g.chance(0.5) ? w.users.alice.authHeader() : {}, localAddress: '127.0.0.3' } : authHeaders(g, w);
+  const auth = route.url.startsWith('/api/2.0/accounts/')
+    ? { headers: g.chance(0.5) ? w.users.alice.authHeader() : {}, localAddress: '127.0.0.3' }
+    : authHeaders(g, w);
   const headers: Record<string, string> = { ...auth.headers };
   const accept = g.chance(0.75) ? undefined : g.pick(ACCEPTS);
   if (accept !== undefined) headers.accept = accept;
@@ -608,15 +932,36 @@ function makeRequest(seed: number, i: number, w: World): Req {
   let note: string | undefined;
   if (wantsBody) {
     const kind = route.kind;
-    const shape = g.weighted<string>([[62, 'json'], [22, 'xml'], [4, 'form'], [4, 'other'], [3, 'empty'], [2, 'binary'], [1, 'toolarge']]);
+    const shape = g.weighted<string>([
+      [62, 'json'],
+      [22, 'xml'],
+      [4, 'form'],
+      [4, 'other'],
+      [3, 'empty'],
+      [2, 'binary'],
+      [1, 'toolarge'],
+    ]);
     let text: string;
     if (shape === 'json') {
       ({ text, note } = jsonBody(g, w, kind));
-      const ct = g.weighted<string | undefined>([[85, 'application/json'], [5, undefined], [3, 'application/json; charset=utf-8'], [2, 'application/json; charset=latin1'], [2, 'application/vnd.api+json'], [1, 'application/json; charset=utf-16'], [2, 'APPLICATION/JSON']]);
+      const ct = g.weighted<string | undefined>([
+        [85, 'application/json'],
+        [5, undefined],
+        [3, 'application/json; charset=utf-8'],
+        [2, 'application/json; charset=latin1'],
+        [2, 'application/vnd.api+json'],
+        [1, 'application/json; charset=utf-16'],
+        [2, 'APPLICATION/JSON'],
+      ]);
       if (ct) headers['content-type'] = ct;
     } else if (shape === 'xml') {
       ({ text, note } = xmlBody(g, w, kind));
-      headers['content-type'] = g.weighted<string>([[80, 'application/xml'], [10, 'text/xml'], [5, 'application/atom+xml'], [5, 'application/xml; charset=utf-8']]);
+      headers['content-type'] = g.weighted<string>([
+        [80, 'application/xml'],
+        [10, 'text/xml'],
+        [5, 'application/atom+xml'],
+        [5, 'application/xml; charset=utf-8'],
+      ]);
     } else if (shape === 'form') {
       text = g.pick(['name=x&size=1', 'a=%zz', 'objects[0][name]=x', '__proto__[x]=1', 'name=' + 'x'.repeat(3000)]);
       note = 'form';
@@ -624,7 +969,17 @@ function makeRequest(seed: number, i: number, w: World): Req {
     } else if (shape === 'other') {
       text = g.pick(['{"name":"x"}', 'name: x', '--b\r\nContent-Disposition: form-data; name="x"\r\n\r\ny\r\n--b--\r\n', '<object/>']);
       note = 'other content type';
-      headers['content-type'] = g.pick(['text/plain', 'multipart/form-data; boundary=b', 'application/octet-stream', 'image/png', '', 'x', ';;', 'application/', 'application/json/xml']);
+      headers['content-type'] = g.pick([
+        'text/plain',
+        'multipart/form-data; boundary=b',
+        'application/octet-stream',
+        'image/png',
+        '',
+        'x',
+        ';;',
+        'application/',
+        'application/json/xml',
+      ]);
     } else if (shape === 'empty') {
       text = '';
       note = 'empty';
@@ -642,7 +997,16 @@ function makeRequest(seed: number, i: number, w: World): Req {
     body ??= Buffer.from(text, 'utf8');
     // Compressed bodies: valid and not.
     if (g.chance(0.1)) {
-      const enc = g.weighted<string>([[4, 'gzip'], [2, 'deflate'], [2, 'gzip-invalid'], [1, 'br'], [1, 'identity'], [1, 'gzip, deflate'], [1, 'x-bogus'], [1, 'GZIP']]);
+      const enc = g.weighted<string>([
+        [4, 'gzip'],
+        [2, 'deflate'],
+        [2, 'gzip-invalid'],
+        [1, 'br'],
+        [1, 'identity'],
+        [1, 'gzip, deflate'],
+        [1, 'x-bogus'],
+        [1, 'GZIP'],
+      ]);
       if (enc === 'gzip') body = gzipSync(body);
       else if (enc === 'deflate') body = deflateSync(body);
       else if (enc === 'gzip-invalid') body = Buffer.concat([gzipSync(body).subarray(0, 12), Buffer.from('not gzip at all')]);
@@ -678,13 +1042,24 @@ async function buildWorld(): Promise<World> {
       { media: 'cdrom', name: 'c1', size: 1 << 30 },
     ]);
     await srv.advance(60_000); // creating -> unmounted
-    await post(u, 'servers/', { cpu: 1000, mem: 536870912, name: 's1', vnc_password: 'x', drives: [{ boot_order: 1, dev_channel: '0:0', device: 'virtio', drive: drives[0].uuid }] });
+    await post(u, 'servers/', {
+      cpu: 1000,
+      mem: 536870912,
+      name: 's1',
+      vnc_password: 'x',
+      drives: [{ boot_order: 1, dev_channel: '0:0', device: 'virtio', drive: drives[0].uuid }],
+    });
     await post(u, 'servers/', { cpu: 1000, mem: 536870912, name: 's2', vnc_password: 'x', nics: [{ ip_v4_conf: { conf: 'dhcp' }, model: 'virtio' }] });
     const tags = await post(u, 'tags/', [{ name: 't1', resources: [drives[1].uuid] }, { name: 't2' }]);
     await post(u, 'keypairs/', { name: 'k', public_key: keypub }).catch(() => []);
     // Each shares a tag with the other (some rules), so uuids of the other user's objects are sometimes visible.
     const other = u === alice ? bob : alice;
-    await post(u, 'acls/', { name: 'share', grantees: [{ uuid: other.uuid }], rules: [{ permission: 'LIST' }, { permission: 'ATTACH' }], tags: [tags[0].uuid] });
+    await post(u, 'acls/', {
+      name: 'share',
+      grantees: [{ uuid: other.uuid }],
+      rules: [{ permission: 'LIST' }, { permission: 'ATTACH' }],
+      tags: [tags[0].uuid],
+    });
   }
   const uuids: Record<string, string[]> = {};
   for (const u of [alice, bob])
@@ -734,13 +1109,23 @@ test('seeded fuzz: every route x every method x generated input, never a 5xx, ev
   const w = await buildWorld();
   const t0 = Date.now();
   const timerFailures: string[] = [];
-  const { offences, statuses, genMs } = await runMany(count, concurrency, (i) => makeRequest(seed, i, w), async (done) => {
-    // Let the simulator move now and then: transitions the fuzz started complete under later requests.
-    if (done % 2000 === 0) await srv.advance(5 * 60_000).catch((e) => timerFailures.push(`advance after ${done}: ${(e as Error).stack}`));
-  });
+  const { offences, statuses, genMs } = await runMany(
+    count,
+    concurrency,
+    (i) => makeRequest(seed, i, w),
+    async (done) => {
+      // Let the simulator move now and then: transitions the fuzz started complete under later requests.
+      if (done % 2000 === 0) await srv.advance(5 * 60_000).catch((e) => timerFailures.push(`advance after ${done}: ${(e as Error).stack}`));
+    },
+  );
   const secs = (Date.now() - t0) / 1000;
-  const byClass = [...statuses].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}:${n}`).join(' ');
-  console.log(`fuzz: ${count} requests on ${engine} in ${secs.toFixed(1)} s (${Math.round(count / secs)}/s, ${(genMs / 1000).toFixed(1)} s of it making inputs), seed ${seed}; statuses ${byClass}`);
+  const byClass = [...statuses]
+    .sort((a, b) => a[0] - b[0])
+    .map(([s, n]) => `${s}:${n}`)
+    .join(' ');
+  console.log(
+    `fuzz: ${count} requests on ${engine} in ${secs.toFixed(1)} s (${Math.round(count / secs)}/s, ${(genMs / 1000).toFixed(1)} s of it making inputs), seed ${seed}; statuses ${byClass}`,
+  );
   if (offences.length) {
     const kinds = new Map<string, number>();
     for (const o of offences) {

@@ -21,7 +21,6 @@ before(async () => {
 });
 after(() => srv.close());
 
-
 async function server(c: Client, body: Record<string, unknown> = {}) {
   const res = await c.post('servers/', { objects: [{ ...MINIMAL, ...body }] });
   assert.equal(res.status, 201, res.text);
@@ -33,10 +32,13 @@ async function drive(c: Client, body: Record<string, unknown> = {}) {
   await srv.advance(2_000);
   return res.json.objects[0];
 }
-const act = (c: Client, s: { resource_uri: string }, action: string, body?: unknown) => c.request('POST', `${s.resource_uri}action/?do=${action}`, body === undefined ? { headers: { 'content-type': 'application/json' } } : { body });
+const act = (c: Client, s: { resource_uri: string }, action: string, body?: unknown) =>
+  c.request('POST', `${s.resource_uri}action/?do=${action}`, body === undefined ? { headers: { 'content-type': 'application/json' } } : { body });
 const status = async (c: Client, s: { resource_uri: string }) => (await c.get(s.resource_uri)).json.status;
 const logOf = async (uuid: string) =>
-  (await srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', uuid).orderBy('seq').execute()).map((e) => (e.success ? e.action : `${e.action}:failed:${e.error_type}`));
+  (await srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', uuid).orderBy('seq').execute()).map((e) =>
+    e.success ? e.action : `${e.action}:failed:${e.error_type}`,
+  );
 async function running(c: Client, body: Record<string, unknown> = {}) {
   const s = await server(c, body);
   assert.equal((await act(c, s, 'start')).status, 202);
@@ -113,7 +115,8 @@ describe('server definitions', () => {
     const schema = (await c.get('servers/schema/')).json;
     const want = golden('response_server_schema');
     assert.deepEqual(Object.keys(schema.fields).sort(), Object.keys(want.fields).sort());
-    for (const [k, v] of Object.entries<any>(want.fields)) assert.deepEqual([k, schema.fields[k].type, schema.fields[k].readonly, schema.fields[k].required], [k, v.type, v.readonly, v.required]);
+    for (const [k, v] of Object.entries<any>(want.fields))
+      assert.deepEqual([k, schema.fields[k].type, schema.fields[k].readonly, schema.fields[k].required], [k, v.type, v.readonly, v.required]);
     assert.deepEqual(schema.filtering, want.filtering);
   });
 
@@ -152,7 +155,13 @@ describe('drive attachments', () => {
     const s = await server(alice);
     const [d1, d2] = [await drive(alice), await drive(alice)];
     const cases: [unknown[], number][] = [
-      [[{ drive: d1.uuid, device: 'virtio', dev_channel: '0:0' }, { drive: d2.uuid, device: 'virtio', dev_channel: '0:0' }], 400],
+      [
+        [
+          { drive: d1.uuid, device: 'virtio', dev_channel: '0:0' },
+          { drive: d2.uuid, device: 'virtio', dev_channel: '0:0' },
+        ],
+        400,
+      ],
       [[{ drive: d1.uuid, device: 'ide', dev_channel: '2:0' }], 400],
       [[{ drive: d1.uuid, device: 'floppy', dev_channel: '0:0' }], 400],
       [[{ drive: d1.uuid, device: 'virtio', dev_channel: 'x' }], 400],
@@ -187,7 +196,11 @@ describe('drive attachments', () => {
   });
 
   test('delete with recurse removes attached drives by media (golden recurse dumps)', async () => {
-    const cases: [string, string[]][] = [['all_drives', ['disk', 'cdrom']], ['disks', ['disk']], ['cdroms', ['cdrom']]];
+    const cases: [string, string[]][] = [
+      ['all_drives', ['disk', 'cdrom']],
+      ['disks', ['disk']],
+      ['cdroms', ['cdrom']],
+    ];
     for (const [recurse, goneMedia] of cases) {
       const s = await server(alice);
       const disk = await drive(alice);
@@ -208,7 +221,13 @@ describe('NICs', () => {
     const res = await alice.put(s.resource_uri, { nics: [{ ip_v4_conf: { conf: 'dhcp' } }, { ip_v4_conf: { conf: 'manual' }, model: 'e1000' }] });
     assert.equal(res.status, 200, res.text);
     sameShape(res.json.nics[0], golden('response_server_add_dhcp_nic').nics[0], '$.nics[0]');
-    assert.deepEqual(res.json.nics.map((n: any) => n.ip_v4_conf), [{ conf: 'dhcp', ip: null }, { conf: 'manual', ip: null }]);
+    assert.deepEqual(
+      res.json.nics.map((n: any) => n.ip_v4_conf),
+      [
+        { conf: 'dhcp', ip: null },
+        { conf: 'manual', ip: null },
+      ],
+    );
     for (const nic of [
       { ip_v4_conf: { conf: 'dhcp', ip: '185.12.6.183' } },
       { ip_v4_conf: { conf: 'static' } },
@@ -228,8 +247,18 @@ describe('NICs', () => {
     const s = await server(alice);
     const two = (await alice.put(s.resource_uri, { nics: [{ ip_v4_conf: { conf: 'dhcp' } }, { ip_v4_conf: { conf: 'manual' } }] })).json.nics;
     const [a, b] = two.map((n: any) => n.mac);
-    const swapped = (await alice.put(s.resource_uri, { nics: [{ mac: b, ip_v4_conf: { conf: 'manual' } }, { mac: a, ip_v4_conf: { conf: 'dhcp' } }] })).json.nics;
-    assert.deepEqual(swapped.map((n: any) => n.mac), [b, a]);
+    const swapped = (
+      await alice.put(s.resource_uri, {
+        nics: [
+          { mac: b, ip_v4_conf: { conf: 'manual' } },
+          { mac: a, ip_v4_conf: { conf: 'dhcp' } },
+        ],
+      })
+    ).json.nics;
+    assert.deepEqual(
+      swapped.map((n: any) => n.mac),
+      [b, a],
+    );
     const changed = (await alice.put(s.resource_uri, { nics: [{ mac: a, ip_v4_conf: { conf: 'manual' } }, { ip_v4_conf: { conf: 'dhcp' } }] })).json.nics;
     assert.equal(changed[0].mac, a);
     assert.equal(changed[0].ip_v4_conf.conf, 'manual');
@@ -254,7 +283,11 @@ describe('static IPs and VLANs', () => {
     assert.deepEqual(res.json.nics[0].ip_v4_conf, { conf: 'static', ip: { resource_uri: `/api/2.0/ips/${ip}/`, uuid: ip } });
     assert.deepEqual(res.json.nics[1].vlan, { resource_uri: `/api/2.0/vlans/${vlan}/`, uuid: vlan });
     assert.deepEqual([res.json.nics[1].ip_v4_conf, res.json.nics[1].ip_v6_conf], [null, null]);
-    sameShape(res.json.nics[1], golden('response_server_add_private_nic').nics.find((n: any) => n.vlan), '$.nic');
+    sameShape(
+      res.json.nics[1],
+      golden('response_server_add_private_nic').nics.find((n: any) => n.vlan),
+      '$.nic',
+    );
     const other = await server(alice);
     assert.equal((await alice.put(other.resource_uri, { nics: [{ ip_v4_conf: { conf: 'static', ip } }] })).status, 403, 'in use');
     assert.equal((await bob.put((await server(bob)).resource_uri, { nics: [{ ip_v4_conf: { conf: 'static', ip } }] })).status, 403, "another user's IP");
@@ -375,7 +408,12 @@ describe('lifecycle on the simulated hypervisor', () => {
     await srv.advance(3_000);
     assert.equal(await status(alice, doomed), 'stopped');
     assert.deepEqual(await logOf(doomed.uuid), ['create', 'start_send', 'boot:failed:backend']);
-    const failed = (await srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', doomed.uuid).where('action', '=', 'boot').executeTakeFirstOrThrow());
+    const failed = await srv.services.store.db
+      .selectFrom('audit_log')
+      .selectAll()
+      .where('uuid', '=', doomed.uuid)
+      .where('action', '=', 'boot')
+      .executeTakeFirstOrThrow();
     assert.equal(failed.success, 0);
     assert.ok(failed.error_message.length > 0);
     await act(alice, doomed, 'start');
@@ -397,7 +435,12 @@ describe('clone', () => {
     const s = await server(alice, { name: 'src', nics: [{ ip_v4_conf: { conf: 'manual' } }] });
     const disk = await drive(alice, { name: 'disk' });
     const cd = await drive(alice, { name: 'cd', media: 'cdrom' });
-    await alice.put(s.resource_uri, { drives: [{ drive: disk.uuid, boot_order: 1 }, { drive: cd.uuid, device: 'ide' }] });
+    await alice.put(s.resource_uri, {
+      drives: [
+        { drive: disk.uuid, boot_order: 1 },
+        { drive: cd.uuid, device: 'ide' },
+      ],
+    });
     const res = await act(alice, s, 'clone', { name: 'copy', random_vnc_password: true });
     assert.equal(res.status, 202, res.text);
     const c = res.json;
@@ -494,7 +537,12 @@ describe('reconciler', () => {
     await srv.advance(61_000);
     assert.equal(await status(alice, stuck), 'stopped');
     assert.deepEqual((await logOf(stuck.uuid)).slice(-1), ['heal']);
-    const pending = await srv.services.store.db.selectFrom('timers').select(['kind', 'due_at']).where('kind', '=', 'servers.reconcile').where('state', '=', 'pending').execute();
+    const pending = await srv.services.store.db
+      .selectFrom('timers')
+      .select(['kind', 'due_at'])
+      .where('kind', '=', 'servers.reconcile')
+      .where('state', '=', 'pending')
+      .execute();
     assert.equal(pending.length, 1, 'exactly one next run is scheduled');
     assert.ok(Date.parse(pending[0].due_at) > srv.clock.now().getTime(), 'the next run is in the future');
   });

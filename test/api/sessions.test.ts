@@ -147,7 +147,9 @@ describe('requests in a cookie session', () => {
     const res = await s.send('GET', '/api/2.0/profile/', { headers: { authorization: basic(u.email, 'wrong-password') } });
     assert.equal(res.status, 401);
     // Basic needs no CSRF token.
-    const ok = await srv.anon().request('POST', '/api/2.0/tags/', { body: { name: 'basic' }, headers: { authorization: basic(u.email, u.password), cookie: s.cookie } });
+    const ok = await srv
+      .anon()
+      .request('POST', '/api/2.0/tags/', { body: { name: 'basic' }, headers: { authorization: basic(u.email, u.password), cookie: s.cookie } });
     assert.equal(ok.status, 201);
   });
 
@@ -237,7 +239,7 @@ describe('check_login, logout, expiry', () => {
     assert.equal((await s.send('POST', `${ACTION}?do=check_login`, { body: {} })).status, 401);
   });
 
-  test('a password change ends the account\'s sessions', async () => {
+  test("a password change ends the account's sessions", async () => {
     const u = await srv.user();
     const s = await login(u.email, u.password);
     await setPassword(srv.services, u.email, 'another-password');

@@ -88,9 +88,16 @@ describe('tags', () => {
     const res = await alice.put(tag.resource_uri, { name: 'swap', resources: [{ uuid: d2 }, `/api/2.0/snapshots/${s1}/`] });
     assert.equal(res.status, 200);
     sameShape(res.json, golden('response_tags_update_resources'));
-    assert.deepEqual(res.json.resources.map((m: any) => m.uuid), [d2, s1]);
+    assert.deepEqual(
+      res.json.resources.map((m: any) => m.uuid),
+      [d2, s1],
+    );
     const keep = await alice.put(tag.resource_uri, { name: 'renamed' });
-    assert.deepEqual(keep.json.resources.map((m: any) => m.uuid), [d2, s1], 'absent resources keep the set');
+    assert.deepEqual(
+      keep.json.resources.map((m: any) => m.uuid),
+      [d2, s1],
+      'absent resources keep the set',
+    );
     const cleared = await alice.put(tag.resource_uri, { resources: [] });
     assert.deepEqual(cleared.json.resources, []);
   });

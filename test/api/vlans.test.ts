@@ -13,7 +13,8 @@ import { assignVlans, releaseVlan, setServerVlans } from '../../src/resources/vl
 type User = Client & { uuid: string; email: string };
 
 /** Rule 8 for VLANs: what a NIC's `vlan` is checked with. */
-const usableVlan = (t: Tx, owner: string, vlan: string, point = 'vlan') => lockAttachable(t, srv.services, { serverOwner: owner, kind: 'vlans', uuid: vlan, point, label: 'VLAN' });
+const usableVlan = (t: Tx, owner: string, vlan: string, point = 'vlan') =>
+  lockAttachable(t, srv.services, { serverOwner: owner, kind: 'vlans', uuid: vlan, point, label: 'VLAN' });
 let srv: TestServer;
 let alice: User, bob: User;
 
@@ -90,14 +91,26 @@ describe('VLAN objects', () => {
   test("PUT changes meta and tags only; others' VLANs are 404", async () => {
     const [uuid] = await assign(alice);
     const tag = (await alice.post('tags/', { name: 'v' })).json.objects[0];
-    const res = await alice.put(`vlans/${uuid}/`, { meta: { name: 'backend' }, tags: [tag.uuid], bottom_vlan_tag: 7, servers: [randomUUID()], subscription: { id: 3 } });
+    const res = await alice.put(`vlans/${uuid}/`, {
+      meta: { name: 'backend' },
+      tags: [tag.uuid],
+      bottom_vlan_tag: 7,
+      servers: [randomUUID()],
+      subscription: { id: 3 },
+    });
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual([res.json.meta, res.json.tags.map((t: any) => t.uuid), res.json.bottom_vlan_tag, res.json.servers, res.json.subscription], [{ name: 'backend' }, [tag.uuid], null, [], null]);
+    assert.deepEqual(
+      [res.json.meta, res.json.tags.map((t: any) => t.uuid), res.json.bottom_vlan_tag, res.json.servers, res.json.subscription],
+      [{ name: 'backend' }, [tag.uuid], null, [], null],
+    );
     assert.equal(res.json.name, undefined);
     assert.equal((await bob.get(`vlans/${uuid}/`)).status, 404);
     assert.equal((await bob.put(`vlans/${uuid}/`, {})).status, 404);
     assert.equal((await alice.get(`vlans/${randomUUID()}/`)).status, 404);
-    assert.deepEqual((await alice.get(`tags/${tag.uuid}/vlans/`)).json.objects.map((o: any) => o.uuid), [uuid]);
+    assert.deepEqual(
+      (await alice.get(`tags/${tag.uuid}/vlans/`)).json.objects.map((o: any) => o.uuid),
+      [uuid],
+    );
   });
 
   test('filters and paging', async () => {
@@ -114,7 +127,10 @@ describe('VLAN objects', () => {
     assert.deepEqual(await uuids('name__contains=lan'), [ids[0]]);
     const page = await u.get('vlans/?limit=3&offset=1');
     assert.deepEqual(page.json.meta, { limit: 3, offset: 1, total_count: 4 });
-    assert.deepEqual(page.json.objects.map((o: any) => o.uuid), ids.slice(1));
+    assert.deepEqual(
+      page.json.objects.map((o: any) => o.uuid),
+      ids.slice(1),
+    );
     assert.equal((await u.get('vlans/')).json.meta.limit, 20);
   });
 });
@@ -137,7 +153,10 @@ describe('VLANs and servers', () => {
     // The grantee sees the VLAN with the permissions it holds, the owner sees who holds what.
     assert.deepEqual((await bob.get(`vlans/${mine}/`)).json.permissions, ['ATTACH', 'EDIT', 'LIST']);
     const owner = (await alice.get(`vlans/${mine}/`)).json;
-    assert.deepEqual(owner.grantees.map((g: any) => [g.user.uuid, g.permissions]), [[bob.uuid, ['ATTACH', 'EDIT', 'LIST']]]);
+    assert.deepEqual(
+      owner.grantees.map((g: any) => [g.user.uuid, g.permissions]),
+      [[bob.uuid, ['ATTACH', 'EDIT', 'LIST']]],
+    );
   });
 
   test('setServerVlans: servers show on the VLAN, a server in many VLANs, release refused while in use', async () => {
@@ -146,7 +165,10 @@ describe('VLANs and servers', () => {
     await tx((t) => setServerVlans(t, s1, [v1, v2, v1]));
     await tx((t) => setServerVlans(t, s2, [v1]));
     const servers = (await alice.get(`vlans/${v1}/`)).json.servers;
-    assert.deepEqual(servers, [s1, s2].sort().map((uuid) => ({ resource_uri: `/api/2.0/servers/${uuid}/`, uuid })));
+    assert.deepEqual(
+      servers,
+      [s1, s2].sort().map((uuid) => ({ resource_uri: `/api/2.0/servers/${uuid}/`, uuid })),
+    );
     assert.deepEqual((await alice.get(`vlans/detail/?uuid=${v2}`)).json.objects[0].servers, [{ resource_uri: `/api/2.0/servers/${s1}/`, uuid: s1 }]);
     const rows = await tx((t) => t.selectFrom('vlan_servers').select(['vlan_uuid', 'server_uuid']).where('server_uuid', 'in', [s1, s2]).execute());
     const map = new Map<string, string[]>();

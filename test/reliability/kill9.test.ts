@@ -124,7 +124,16 @@ test(`acknowledged writes survive kill -9 (${engine}, ${KILLS} kills over ${SECO
         if (res === 'unanswered') stats.unanswered.create++;
         else if (res.status === 201) {
           stats.acknowledged.create++;
-          tracked.push({ kind: 'drives', uuid: res.json.objects[0].uuid, owner: c, created: state, confirmed: state, maybe: [], ackedIn: generation, history: [key(state)] });
+          tracked.push({
+            kind: 'drives',
+            uuid: res.json.objects[0].uuid,
+            owner: c,
+            created: state,
+            confirmed: state,
+            maybe: [],
+            ackedIn: generation,
+            history: [key(state)],
+          });
         } else refused('POST drive', res);
       } else if (tags.length < 1 || roll < 30) {
         const state: State = { name: `c${c}-t${n}`, resources: [] };
@@ -132,7 +141,16 @@ test(`acknowledged writes survive kill -9 (${engine}, ${KILLS} kills over ${SECO
         if (res === 'unanswered') stats.unanswered.create++;
         else if (res.status === 201) {
           stats.acknowledged.create++;
-          tracked.push({ kind: 'tags', uuid: res.json.objects[0].uuid, owner: c, created: state, confirmed: state, maybe: [], ackedIn: generation, history: [key(state)] });
+          tracked.push({
+            kind: 'tags',
+            uuid: res.json.objects[0].uuid,
+            owner: c,
+            created: state,
+            confirmed: state,
+            maybe: [],
+            ackedIn: generation,
+            history: [key(state)],
+          });
         } else refused('POST tag', res);
       } else {
         let obj: Tracked;
@@ -145,7 +163,10 @@ test(`acknowledged writes survive kill -9 (${engine}, ${KILLS} kills over ${SECO
           body = { name: state.name, meta: state.meta };
         } else {
           obj = tags[randomInt(tags.length)];
-          const members = drives.filter(() => randomInt(2) === 1).map((d) => d.uuid).sort();
+          const members = drives
+            .filter(() => randomInt(2) === 1)
+            .map((d) => d.uuid)
+            .sort();
           state = { name: obj.confirmed.name, resources: members };
           body = { resources: members };
         }
@@ -186,7 +207,9 @@ test(`acknowledged writes survive kill -9 (${engine}, ${KILLS} kills over ${SECO
             : back >= 0
               ? ` — back to an earlier acknowledged write (${o.history.length - 1 - back} write(s) undone)`
               : '';
-        stats.altered.push(`${when}: ${o.kind} ${o.uuid} shows ${key(now)}, last acknowledged ${key(o.confirmed)}${o.maybe.length ? ` (or ${o.maybe.length} unanswered later)` : ''}${revert}`);
+        stats.altered.push(
+          `${when}: ${o.kind} ${o.uuid} shows ${key(now)}, last acknowledged ${key(o.confirmed)}${o.maybe.length ? ` (or ${o.maybe.length} unanswered later)` : ''}${revert}`,
+        );
         o.confirmed = now; // report each loss once
       } else o.confirmed = fits;
       o.maybe = [];

@@ -91,7 +91,9 @@ class Race {
    * other than 503 is always a violation of its own.
    */
   answer(round: number, label: string, res: Response, allowed: number[], objects: Record<string, string> = {}): void {
-    const about = Object.entries(objects).map(([k, v]) => ` | ${k}: ${v}`).join('');
+    const about = Object.entries(objects)
+      .map(([k, v]) => ` | ${k}: ${v}`)
+      .join('');
     if (res.status >= 500 && res.status !== 503) this.fail(round, `${label}: 5xx other than 503`, show(res) + about);
     else if (!allowed.includes(res.status)) this.fail(round, `${label}: status ${res.status} (allowed ${allowed.join('/')})`, show(res) + about);
     const type = Array.isArray(res.json) ? res.json[0]?.error_type : undefined;
@@ -103,7 +105,14 @@ class Race {
     const byWhat = new Map<string, Violation[]>();
     for (const v of this.violations) byWhat.set(v.what, [...(byWhat.get(v.what) ?? []), v]);
     const lines = [`${this.name} [${engine}${B !== A ? ', two API servers' : ''}]: ${this.rounds} rounds, ${this.violations.length} violation(s)`];
-    lines.push(`  outcomes: ${[...this.outcomes].sort((x, y) => y[1] - x[1]).map(([k, n]) => `${k}: ${n}`).join('; ') || 'none'}`);
+    lines.push(
+      `  outcomes: ${
+        [...this.outcomes]
+          .sort((x, y) => y[1] - x[1])
+          .map(([k, n]) => `${k}: ${n}`)
+          .join('; ') || 'none'
+      }`,
+    );
     for (const [what, list] of byWhat) {
       const rounds = new Set(list.map((v) => v.round)).size;
       lines.push(`  ✗ ${what} — ${list.length}x in ${rounds}/${this.rounds} rounds`);
@@ -161,7 +170,14 @@ async function settle(ms: number): Promise<void> {
 
 /** Open (and authenticate) enough keep-alive connections to both servers before a batch is released. */
 async function warm(n: number): Promise<void> {
-  await Promise.all(Array.from({ length: n }, () => [alice.a.get('capabilities/'), alice.b.get('capabilities/'), bob.a.get('capabilities/'), bob.b.get('capabilities/')]).flat());
+  await Promise.all(
+    Array.from({ length: n }, () => [
+      alice.a.get('capabilities/'),
+      alice.b.get('capabilities/'),
+      bob.a.get('capabilities/'),
+      bob.b.get('capabilities/'),
+    ]).flat(),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -171,8 +187,10 @@ async function created(res: Response, what: string): Promise<string> {
   assert.equal(res.status, 201, `${what}: ${res.text}`);
   return res.json.objects[0].uuid;
 }
-const mkDrive = async (c: Client, name: string, body: Record<string, unknown> = {}) => created(await c.post('drives/', { media: 'disk', name, size: GiB, ...body }), 'drive');
-const mkServer = async (c: Client, name: string, body: Record<string, unknown> = {}) => created(await c.post('servers/', { ...MINIMAL, name, ...body }), 'server');
+const mkDrive = async (c: Client, name: string, body: Record<string, unknown> = {}) =>
+  created(await c.post('drives/', { media: 'disk', name, size: GiB, ...body }), 'drive');
+const mkServer = async (c: Client, name: string, body: Record<string, unknown> = {}) =>
+  created(await c.post('servers/', { ...MINIMAL, name, ...body }), 'server');
 const mkTag = async (c: Client, name: string, resources: string[] = []) => created(await c.post('tags/', { name, resources }), 'tag');
 const act = (c: Client, kind: string, uuid: string, action: string, body: unknown = {}) => c.request('POST', `${kind}/${uuid}/action/?do=${action}`, { body });
 const attach = (...drives: string[]) => ({ drives: drives.map((drive) => ({ drive, device: 'virtio' })) });
@@ -196,10 +214,16 @@ async function auditActions(uuid: string): Promise<string[]> {
 }
 /** Timers about these subjects that failed for good, or are being retried after a non-transient error. */
 async function troubledTimers(subjects: string[]): Promise<string[]> {
-  const rows = await A.services.store.db.selectFrom('timers').select(['kind', 'subject', 'state', 'attempts', 'last_error']).where('subject', 'in', subjects).execute();
+  const rows = await A.services.store.db
+    .selectFrom('timers')
+    .select(['kind', 'subject', 'state', 'attempts', 'last_error'])
+    .where('subject', 'in', subjects)
+    .execute();
   // A retry after a lost race (serialization failure, deadlock, lock timeout) is how timers cope with contention.
   const transient = (e: string | null) => /concurren|serializ|deadlock|lock|retry/i.test(e ?? '');
-  return rows.filter((r) => r.state === 'failed' || (r.attempts > 0 && !transient(r.last_error))).map((r) => `${r.kind} ${r.state} x${r.attempts}: ${r.last_error}`);
+  return rows
+    .filter((r) => r.state === 'failed' || (r.attempts > 0 && !transient(r.last_error)))
+    .map((r) => `${r.kind} ${r.state} x${r.attempts}: ${r.last_error}`);
 }
 
 /** Mount consistency of one drive against the servers that might list it. */
@@ -216,7 +240,11 @@ async function mountsAgree(race: Race, round: number, drive: string, servers: st
   }
   const mountedOn = ids(d.json.mounted_on);
   const known = mountedOn.filter((s) => servers.includes(s));
-  race.check(round, same(known, listing), "drive's mounted_on and the servers' drives disagree", () => ({ drive, mounted_on: mountedOn, servers_listing_it: listing }));
+  race.check(round, same(known, listing), "drive's mounted_on and the servers' drives disagree", () => ({
+    drive,
+    mounted_on: mountedOn,
+    servers_listing_it: listing,
+  }));
   const wantStatus = mountedOn.length ? 'mounted' : 'unmounted';
   race.check(round, d.json.status === wantStatus, `drive status is not ${wantStatus}`, () => ({ drive, status: d.json.status, mounted_on: mountedOn }));
   return { exists: true, mountedOn, listing };
@@ -240,7 +268,10 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
         race.answer(i, 'PUT S2', r2, [200, 403, 503]);
         const wins = [r1, r2].filter((r) => r.status === 200).length;
         race.check(i, wins <= 1, 'both attachments answered 200', () => ({ s1: show(r1), s2: show(r2) }));
-        race.check(i, !(r1.status === 403 && r2.status === 403), 'both refused as "already mounted" though neither was', () => ({ s1: show(r1), s2: show(r2) }));
+        race.check(i, !(r1.status === 403 && r2.status === 403), 'both refused as "already mounted" though neither was', () => ({
+          s1: show(r1),
+          s2: show(r2),
+        }));
         const m = await mountsAgree(race, i, d, [s1, s2]);
         race.check(i, m.listing.length <= 1, 'the drive is on two servers', () => ({ listing: m.listing, mounted_on: m.mountedOn }));
         race.check(i, m.listing.length === wins, 'attachments listed differ from the 200s', () => ({ listing: m.listing, s1: r1.status, s2: r2.status }));
@@ -254,7 +285,10 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
       setup: async (i) => ({ d: await mkDrive(alice.a, `pst-${i}`) }),
       setupSettleMs: 2_000,
       fire: ({ d }, i) =>
-        Promise.all([alice.a.post('servers/', { ...MINIMAL, name: `pst-${i}-a`, ...attach(d) }), alice.b.post('servers/', { ...MINIMAL, name: `pst-${i}-b`, ...attach(d) })]),
+        Promise.all([
+          alice.a.post('servers/', { ...MINIMAL, name: `pst-${i}-a`, ...attach(d) }),
+          alice.b.post('servers/', { ...MINIMAL, name: `pst-${i}-b`, ...attach(d) }),
+        ]),
       verify: async ({ d }, [r1, r2], i) => {
         race.outcome(`A=${r1.status} B=${r2.status}`);
         race.answer(i, 'POST A', r1, [201, 403, 503]);
@@ -332,15 +366,30 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
         race.outcome(`clone=${clone.status} delete=${del.status}`);
         race.answer(i, 'clone', clone, [202, 404, 503]);
         race.answer(i, 'DELETE', del, [204, 403, 503]);
-        race.check(i, !(clone.status === 202 && del.status === 204), 'clone accepted and its source deleted', () => ({ clone: show(clone), delete: show(del) }));
+        race.check(i, !(clone.status === 202 && del.status === 204), 'clone accepted and its source deleted', () => ({
+          clone: show(clone),
+          delete: show(del),
+        }));
         const src = (await alice.a.get(`drives/${d}/`)).status;
-        race.check(i, src === (del.status === 204 ? 404 : 200), 'source existence differs from the answers', () => ({ source: src, clone: clone.status, delete: del.status }));
+        race.check(i, src === (del.status === 204 ? 404 : 200), 'source existence differs from the answers', () => ({
+          source: src,
+          clone: clone.status,
+          delete: del.status,
+        }));
         const copies = (await alice.a.get(`drives/detail/?name=cvd-${i}-clone&limit=0`)).json.objects as any[];
-        race.check(i, copies.length === (clone.status === 202 ? 1 : 0), 'clones that exist differ from the answers', () => ({ copies: copies.length, clone: clone.status }));
+        race.check(i, copies.length === (clone.status === 202 ? 1 : 0), 'clones that exist differ from the answers', () => ({
+          copies: copies.length,
+          clone: clone.status,
+        }));
         for (const c of copies) {
           race.check(i, c.status === 'unmounted', 'clone did not finish', () => ({ status: c.status }));
           const jobs = await Promise.all((c.jobs as { resource_uri: string }[]).map(async (j) => (await alice.a.get(j.resource_uri)).json.state));
-          race.check(i, jobs.every((s) => s === 'success'), 'clone job did not succeed', () => ({ jobs }));
+          race.check(
+            i,
+            jobs.every((s) => s === 'success'),
+            'clone job did not succeed',
+            () => ({ jobs }),
+          );
         }
         const audit = await auditActions(d);
         race.check(i, !(audit.includes('clone_src') && audit.includes('delete')), 'audit log: the source of a clone was deleted', () => ({ audit }));
@@ -358,7 +407,10 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
         setup: async (i) => {
           const d = await mkDrive(alice.a, `acl-${variant}-${i}`);
           const tag = await mkTag(alice.a, `acl-${variant}-${i}`, [d]);
-          const acl = await created(await alice.a.post('acls/', { name: `acl-${i}`, grantees: [{ uuid: bob.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: tag }] }), 'acl');
+          const acl = await created(
+            await alice.a.post('acls/', { name: `acl-${i}`, grantees: [{ uuid: bob.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: tag }] }),
+            'acl',
+          );
           return { d, tag, acl };
         },
         setupSettleMs: 2_000,
@@ -405,19 +457,25 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
               if (res.status !== 200) continue;
               const seen = (res.json.objects as any[]).filter((o) => o.uuid === d);
               if (variant === 'rules') race.check(i, seen.length === 1, 'grantee list misses a drive shared with LIST throughout', () => show(res));
-              for (const o of seen) race.check(i, (o.permissions as string[])?.includes('LIST'), 'grantee list shows the drive without LIST in permissions', () => show(res));
+              for (const o of seen)
+                race.check(i, (o.permissions as string[])?.includes('LIST'), 'grantee list shows the drive without LIST in permissions', () => show(res));
             }
           }
           race.outcome(`get200=${n200} get404=${n404}`);
           // After the toggles the drive is shared with LIST (the last toggle grants it): a plain read sees it.
           const settled = await bob.a.get(`drives/${d}/`);
-          race.check(i, settled.status === 200 && (settled.json.permissions as string[]).includes('LIST'), 'after the toggles the grantee does not see the drive with LIST', () => show(settled));
+          race.check(
+            i,
+            settled.status === 200 && (settled.json.permissions as string[]).includes('LIST'),
+            'after the toggles the grantee does not see the drive with LIST',
+            () => show(settled),
+          );
         },
       });
     });
   }
 
-  test('5 concurrent PUTs of one tag\'s resources: 200 or 503 (retry succeeds), final = one of the writes', async (t) => {
+  test("5 concurrent PUTs of one tag's resources: 200 or 503 (retry succeeds), final = one of the writes", async (t) => {
     const race = new Race('tag-resources-concurrent (5 x PUT tag)');
     await play(t, race, {
       setup: async (i) => {
@@ -433,13 +491,21 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
       },
       settleMs: 2_000,
       verify: async ({ tag }, { sets, first, final }, i) => {
-        const tally = first.map((r) => r.status).sort().join(',');
+        const tally = first
+          .map((r) => r.status)
+          .sort()
+          .join(',');
         race.outcome(tally);
         first.forEach((r) => race.answer(i, 'PUT tag', r, [200, 503]));
         final.forEach((r, k) => race.check(i, first[k].status !== 503 || r.status === 200, 'a retried 503 did not succeed', () => ({ put: k, last: show(r) })));
         const now = ids((await alice.a.get(`tags/${tag}/`)).json.resources);
         const landed = sets.filter((_, k) => final[k].status === 200);
-        race.check(i, landed.some((s) => same(s, now)), 'final members are none of the acknowledged writes', () => ({ now, sets }));
+        race.check(
+          i,
+          landed.some((s) => same(s, now)),
+          'final members are none of the acknowledged writes',
+          () => ({ now, sets }),
+        );
       },
     });
   });
@@ -458,7 +524,12 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
       },
       settleMs: 2_000,
       verify: async ({ drives, t1, t2 }, { first, final }, i) => {
-        race.outcome(first.map((r) => r.status).sort().join(','));
+        race.outcome(
+          first
+            .map((r) => r.status)
+            .sort()
+            .join(','),
+        );
         first.forEach((r) => race.answer(i, 'PUT drive tags', r, [200, 503]));
         final.forEach((r, k) => race.check(i, first[k].status !== 503 || r.status === 200, 'a retried 503 did not succeed', () => ({ put: k, last: show(r) })));
         for (const tag of [t1, t2]) {
@@ -490,15 +561,34 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
       },
       settleMs: 2_000,
       verify: async ({ d, tags }, { sets, first, final }, i) => {
-        race.outcome(first.map((r) => r.status).sort().join(','));
+        race.outcome(
+          first
+            .map((r) => r.status)
+            .sort()
+            .join(','),
+        );
         first.forEach((r) => race.answer(i, 'PUT drive tags', r, [200, 503]));
         final.forEach((r, k) => race.check(i, first[k].status !== 503 || r.status === 200, 'a retried 503 did not succeed', () => ({ put: k, last: show(r) })));
         const now = ids((await alice.a.get(`drives/${d}/`)).json.tags);
         const landed = sets.filter((_, k) => final[k].status === 200);
-        if (landed.length) race.check(i, landed.some((s) => same(s, now)), 'final drive tags are none of the acknowledged writes', () => ({ now, sets }));
+        if (landed.length)
+          race.check(
+            i,
+            landed.some((s) => same(s, now)),
+            'final drive tags are none of the acknowledged writes',
+            () => ({ now, sets }),
+          );
         // The tags' side shows the same membership.
         const members = await Promise.all(tags.map(async (tg) => ids((await alice.a.get(`tags/${tg}/`)).json.resources).includes(d)));
-        race.check(i, same(tags.filter((_, k) => members[k]), now), "tags' resources and the drive's tags disagree", () => ({ now, members }));
+        race.check(
+          i,
+          same(
+            tags.filter((_, k) => members[k]),
+            now,
+          ),
+          "tags' resources and the drive's tags disagree",
+          () => ({ now, members }),
+        );
       },
     });
   });
@@ -521,7 +611,8 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
         first.forEach((r, k) => race.answer(i, k ? 'PUT drive tags' : 'PUT tag resources', r, [200, 503]));
         final.forEach((r, k) => race.check(i, first[k].status !== 503 || r.status === 200, 'a retried 503 did not succeed', () => ({ put: k, last: show(r) })));
         const members = (await alice.a.get(`tags/${tag}/`)).json.resources as { uuid: string }[];
-        if (final.every((r) => r.status === 200)) race.check(i, same(ids(members), drives), 'tag members differ from what every write asked', () => ({ members: ids(members), want: drives }));
+        if (final.every((r) => r.status === 200))
+          race.check(i, same(ids(members), drives), 'tag members differ from what every write asked', () => ({ members: ids(members), want: drives }));
       },
     });
   });
@@ -560,7 +651,10 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
         race.outcome(`put=${put.status} delete=${del.status}`);
         race.answer(i, 'PUT attach', put, [200, 400, 503], { drive: d, server: s });
         race.answer(i, 'DELETE drive', del, [204, 503], { drive: d, server: s });
-        race.check(i, !(put.status === 400 && del.status !== 204), 'attach refused though the drive was not deleted', () => ({ put: show(put), delete: show(del) }));
+        race.check(i, !(put.status === 400 && del.status !== 204), 'attach refused though the drive was not deleted', () => ({
+          put: show(put),
+          delete: show(del),
+        }));
         const m = await mountsAgree(race, i, d, [s]);
         race.check(i, m.exists === (del.status !== 204), 'drive existence differs from the answers', () => ({ exists: m.exists, delete: del.status }));
       },
@@ -579,10 +673,16 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
         race.answer(i, 'DELETE server', del, [204, 503], { drive: d, server: s });
         race.check(i, !(put.status === 404 && del.status !== 204), 'PUT 404 though the server was not deleted', () => ({ put: show(put), delete: show(del) }));
         const now = await alice.a.get(`servers/${s}/`);
-        race.check(i, now.status === (del.status === 204 ? 404 : 200), 'server existence differs from the answers', () => ({ now: now.status, delete: del.status }));
+        race.check(i, now.status === (del.status === 204 ? 404 : 200), 'server existence differs from the answers', () => ({
+          now: now.status,
+          delete: del.status,
+        }));
         const dr = await alice.a.get(`drives/${d}/`);
         if (now.status === 404) {
-          race.check(i, ids(dr.json.mounted_on).length === 0 && dr.json.status === 'unmounted', 'drive still mounted on a deleted server', () => ({ mounted_on: dr.json.mounted_on, status: dr.json.status }));
+          race.check(i, ids(dr.json.mounted_on).length === 0 && dr.json.status === 'unmounted', 'drive still mounted on a deleted server', () => ({
+            mounted_on: dr.json.mounted_on,
+            status: dr.json.status,
+          }));
         } else await mountsAgree(race, i, d, [s]);
       },
     });
@@ -630,7 +730,12 @@ describe(`check-then-act races (${engine}${engine === 'postgres' ? ', two API se
         race.answer(i, 'stop B', r2, [202, 503]);
         const stopped = r1.status === 202 || r2.status === 202;
         const audit = await auditActions(s);
-        race.check(i, audit.filter((a) => a === 'stop').length === (stopped ? 1 : 0), `not exactly ${stopped ? 'one stop' : 'no stop'} in the audit log`, () => ({ audit }));
+        race.check(
+          i,
+          audit.filter((a) => a === 'stop').length === (stopped ? 1 : 0),
+          `not exactly ${stopped ? 'one stop' : 'no stop'} in the audit log`,
+          () => ({ audit }),
+        );
         const now = await alice.a.get(`servers/${s}/`);
         if (stopped) race.check(i, now.json.status === 'stopped' && now.json.runtime === null, 'server not stopped after the stop delay', () => show(now));
         else race.check(i, now.json.status === 'running', 'both stops refused, yet the server is not running', () => show(now));
@@ -699,7 +804,12 @@ describe(`lost updates: PUTs while timers fall due (${engine}${engine === 'postg
       put: (i, { d }) => ({ path: `drives/${d}/`, body: { name: `lu-${i}-renamed`, meta: { round: String(i), by: 'put' } } }),
       verify: async ({ d }, _put, i) => {
         const now = (await alice.a.get(`drives/${d}/`)).json;
-        race.check(i, now.name === `lu-${i}-renamed` && now.meta?.round === String(i), 'acknowledged PUT undone (name/meta back to the creation values)', () => ({ name: now.name, meta: now.meta }));
+        race.check(
+          i,
+          now.name === `lu-${i}-renamed` && now.meta?.round === String(i),
+          'acknowledged PUT undone (name/meta back to the creation values)',
+          () => ({ name: now.name, meta: now.meta }),
+        );
         race.check(i, now.status === 'unmounted', "the timer's status change was lost (drive stuck)", () => ({ status: now.status }));
       },
     });
@@ -761,7 +871,11 @@ describe(`drives attached to stopped servers (${engine})`, () => {
       race.answer(i, 'start', start, [202]);
       await settle(5_000);
       const up = (await alice.a.get(`servers/${s}/`)).json;
-      race.check(i, !(up.drives as any[]).some((x) => x.drive.uuid === d), 'the server booted with a deleted drive', () => ({ status: up.status, drives: (up.drives as any[]).map((x) => x.drive.uuid), deleted: d }));
+      race.check(i, !(up.drives as any[]).some((x) => x.drive.uuid === d), 'the server booted with a deleted drive', () => ({
+        status: up.status,
+        drives: (up.drives as any[]).map((x) => x.drive.uuid),
+        deleted: d,
+      }));
       const running = await alice.a.delete(`drives/${keep}/`);
       race.answer(i, 'DELETE drive on a running server', running, [403]);
       race.check(i, (await alice.a.get(`drives/${keep}/`)).status === 200, 'a drive of a running server was deleted', () => '');

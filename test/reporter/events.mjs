@@ -8,7 +8,7 @@
 const plain = (v) => {
   if (v === undefined) return undefined;
   try {
-    return typeof v === 'string' ? v : JSON.parse(JSON.stringify(v)) ?? String(v);
+    return typeof v === 'string' ? v : (JSON.parse(JSON.stringify(v)) ?? String(v));
   } catch {
     return String(v);
   }

@@ -13,7 +13,10 @@ describe('negotiate', () => {
     assert.equal(negotiate(undefined, 'APPLICATION/XML; charset=utf-8'), 'xml');
     assert.equal(negotiate(undefined, 'application/json; q=0.0, application/xml'), 'xml');
     assert.equal(negotiate(undefined, 'application/*'), 'json');
-    assert.throws(() => negotiate(undefined, 'application/xml;q=0'), (e: ApiError) => e.status === 406);
+    assert.throws(
+      () => negotiate(undefined, 'application/xml;q=0'),
+      (e: ApiError) => e.status === 406,
+    );
   });
 });
 
@@ -44,8 +47,7 @@ describe('json', () => {
   test('sortedJson sorts keys recursively and matches JSON.stringify otherwise', () => {
     const v = { b: [3, { d: 1, c: null }], a: 'x"y', u: undefined, n: NaN };
     assert.equal(sortedJson(v), '{"a":"x\\"y","b":[3,{"c":null,"d":1}],"n":null}');
-    for (const sample of [[], {}, 'é☁', 0, -1.5, true, [null, [1, [2]]], { '': 1 }])
-      assert.deepEqual(JSON.parse(sortedJson(sample)), sample);
+    for (const sample of [[], {}, 'é☁', 0, -1.5, true, [null, [1, [2]]], { '': 1 }]) assert.deepEqual(JSON.parse(sortedJson(sample)), sample);
   });
   test('truncateAtNul cuts strings and keys', () => {
     assert.deepEqual(truncateAtNul({ 'a\0b': ['x\0y', 1], k: 'v' }), { a: ['x', 1], k: 'v' });

@@ -14,7 +14,10 @@ test('the four strategies on a fresh name (golden clone-naming dumps)', () => {
 test('COUNTER increments a trailing number and skips names in use', () => {
   assert.equal(cloneName('disk_3', 'COUNTER', at), 'disk_4');
   const used = new Set(['disk_1', 'disk_2']);
-  assert.equal(cloneName('disk', 'COUNTER', at, (n) => used.has(n)), 'disk_3');
+  assert.equal(
+    cloneName('disk', 'COUNTER', at, (n) => used.has(n)),
+    'disk_3',
+  );
 });
 
 test('DATE and TIMESTAMP update an old stamp and fall back to COUNTER on a current one', () => {
@@ -22,5 +25,8 @@ test('DATE and TIMESTAMP update an old stamp and fall back to COUNTER on a curre
   assert.equal(cloneName('x-2014-06-05', 'DATE', at), 'x-2014-06-05_1');
   assert.equal(cloneName('x-2013-01-01 10:00:00', 'TIMESTAMP', at), 'x-2014-06-05 09:45:56');
   assert.equal(cloneName('x-2014-06-05 09:45:56', 'TIMESTAMP', at), 'x-2014-06-05 09:45:56_1');
-  assert.equal(cloneName('x', 'DATE', at, (n) => n === 'x-2014-06-05'), 'x-2014-06-05_1');
+  assert.equal(
+    cloneName('x', 'DATE', at, (n) => n === 'x-2014-06-05'),
+    'x-2014-06-05_1',
+  );
 });

@@ -61,7 +61,11 @@ describe('rate-limit rule text', () => {
       ['POST:/ser vers/=1/day', /must start with "\/" and contain only/],
       ['GET=off', /"off" only removes an inherited rule/],
     ] as const) {
-      assert.throws(() => parseRuleList(text), (e: Error) => e instanceof RuleError && pattern.test(e.message), text);
+      assert.throws(
+        () => parseRuleList(text),
+        (e: Error) => e instanceof RuleError && pattern.test(e.message),
+        text,
+      );
     }
     assert.throws(() => parseRuleList(''), /no rules given/);
     assert.throws(() => parseRuleList(' , '), /no rules given/);
@@ -88,7 +92,11 @@ describe('rate-limit rule text', () => {
       [['GET=3/min', { method: 'GET', path: 'x', count: 1, per: 'min' }], /rule 2: path "x" must start with/],
       [['PUT=off'], /rule 1 \("PUT=off"\): "off" only removes/],
     ] as const) {
-      assert.throws(() => parseRuleJson(value), (e: Error) => e instanceof RuleError && pattern.test(e.message), JSON.stringify(value));
+      assert.throws(
+        () => parseRuleJson(value),
+        (e: Error) => e instanceof RuleError && pattern.test(e.message),
+        JSON.stringify(value),
+      );
     }
   });
 
@@ -147,13 +155,25 @@ describe('the rate-limits setting', () => {
       writeFileSync(file, '[]');
       assert.deepEqual(load(file), []);
       writeFileSync(file, '["GET=7/fortnight"]');
-      assert.throws(() => load(file), (e: Error) => e instanceof ConfigError && /rate-limits file .*rules\.json: rule 1 .*period "fortnight"/.test(e.message));
+      assert.throws(
+        () => load(file),
+        (e: Error) => e instanceof ConfigError && /rate-limits file .*rules\.json: rule 1 .*period "fortnight"/.test(e.message),
+      );
       writeFileSync(file, '{not json');
-      assert.throws(() => load(file), (e: Error) => e instanceof ConfigError && /rate-limits: cannot read rule file/.test(e.message));
+      assert.throws(
+        () => load(file),
+        (e: Error) => e instanceof ConfigError && /rate-limits: cannot read rule file/.test(e.message),
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-    assert.throws(() => load('/nonexistent/rules.json'), (e: Error) => e instanceof ConfigError && /cannot read rule file/.test(e.message));
-    assert.throws(() => load('GET=many/min'), (e: Error) => e instanceof ConfigError && /^rate-limits: rule "GET=many\/min": count/.test(e.message));
+    assert.throws(
+      () => load('/nonexistent/rules.json'),
+      (e: Error) => e instanceof ConfigError && /cannot read rule file/.test(e.message),
+    );
+    assert.throws(
+      () => load('GET=many/min'),
+      (e: Error) => e instanceof ConfigError && /^rate-limits: rule "GET=many\/min": count/.test(e.message),
+    );
   });
 });

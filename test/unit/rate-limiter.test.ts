@@ -74,9 +74,13 @@ describe('counter stores', () => {
         const a = { key: key('race'), limit: 10, expiresAt: Date.now() + 60_000 };
         const b = { key: key('race2'), limit: 25, expiresAt: Date.now() + 60_000 };
         const results = await Promise.all(Array.from({ length: 40 }, (_, i) => c.take(i % 2 ? [a, b] : [b, a])));
-        const granted = (k: string) => results.flatMap((r, i) => [(i % 2 ? [a, b] : [b, a]).findIndex((x) => x.key === k)].map((j) => r[j])).filter((n) => n !== null);
+        const granted = (k: string) =>
+          results.flatMap((r, i) => [(i % 2 ? [a, b] : [b, a]).findIndex((x) => x.key === k)].map((j) => r[j])).filter((n) => n !== null);
         assert.equal(granted(a.key).length, 10);
-        assert.deepEqual([...granted(a.key)].sort((x, y) => x! - y!), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert.deepEqual(
+          [...granted(a.key)].sort((x, y) => x! - y!),
+          [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        );
         assert.equal(granted(b.key).length, 25);
       } finally {
         await c.close();
@@ -97,7 +101,10 @@ describe('counter stores', () => {
       const c = TableCounters.postgres(services.config.db) as unknown as { pool: import('pg').Pool; close(): Promise<void> };
       try {
         assert.equal((await c.pool.query('show synchronous_commit')).rows[0].synchronous_commit, 'off');
-        const mine = (await services.store.db.selectFrom('rate_counters').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirst())!.n;
+        const mine = (await services.store.db
+          .selectFrom('rate_counters')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirst())!.n;
         const theirs = (await c.pool.query('select count(*)::int as n from rate_counters')).rows[0].n;
         assert.equal(Number(theirs), Number(mine), 'same schema as the store');
       } finally {

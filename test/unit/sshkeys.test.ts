@@ -37,7 +37,13 @@ function sshKeygen(args: string[]): string {
 
 /** Every keypair object in the recorded keypair/pubkey dumps. */
 function recordedKeys(): { fingerprint: string; public_key: string; private_key?: string | null }[] {
-  const names = ['response_autogen_keypair_create', 'response_self_gen_keypair_create', 'response_pub_key_only_keypair_create', 'response_keypair_list', 'response_pubkeys_list'];
+  const names = [
+    'response_autogen_keypair_create',
+    'response_self_gen_keypair_create',
+    'response_pub_key_only_keypair_create',
+    'response_keypair_list',
+    'response_pubkeys_list',
+  ];
   return names.flatMap((n) => golden(n).objects);
 }
 
@@ -64,7 +70,7 @@ test('recorded keys: public key and MD5 fingerprint derived from each private ke
   }
 });
 
-test('a generated pair: PKCS#1 PEM, 2048 bits, ssh-rsa line that is the private key\'s public half', async () => {
+test("a generated pair: PKCS#1 PEM, 2048 bits, ssh-rsa line that is the private key's public half", async () => {
   const pair = await generateRsaPair();
   assert.match(pair.private_key, /^-----BEGIN RSA PRIVATE KEY-----\n([A-Za-z0-9+/=]{1,64}\n)+-----END RSA PRIVATE KEY-----\n$/);
   assert.match(pair.public_key, /^ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ[A-Za-z0-9+/]+={0,2}$/);
@@ -73,41 +79,49 @@ test('a generated pair: PKCS#1 PEM, 2048 bits, ssh-rsa line that is the private 
   assert.equal(formatPublicKey('ssh-rsa', sshPublicBlob(key).blob), pair.public_key);
 });
 
-test('ssh-keygen agrees: -y on our generated private key gives our public key, -l -E md5 our fingerprint', { skip: !hasSshKeygen && 'ssh-keygen not installed' }, async () => {
-  const pair = await generateRsaPair();
-  withTmp((dir) => {
-    writeFileSync(join(dir, 'id'), pair.private_key, { mode: 0o600 });
-    writeFileSync(join(dir, 'id.pub'), `${pair.public_key}\n`);
-    assert.equal(sshKeygen(['-y', '-f', join(dir, 'id')]), pair.public_key);
-    const fp = md5Fingerprint(parsePublicKey(pair.public_key).blob);
-    assert.match(sshKeygen(['-l', '-E', 'md5', '-f', join(dir, 'id.pub')]), new RegExp(`^2048 MD5:${fp} `));
-  });
-});
+test(
+  'ssh-keygen agrees: -y on our generated private key gives our public key, -l -E md5 our fingerprint',
+  { skip: !hasSshKeygen && 'ssh-keygen not installed' },
+  async () => {
+    const pair = await generateRsaPair();
+    withTmp((dir) => {
+      writeFileSync(join(dir, 'id'), pair.private_key, { mode: 0o600 });
+      writeFileSync(join(dir, 'id.pub'), `${pair.public_key}\n`);
+      assert.equal(sshKeygen(['-y', '-f', join(dir, 'id')]), pair.public_key);
+      const fp = md5Fingerprint(parsePublicKey(pair.public_key).blob);
+      assert.match(sshKeygen(['-l', '-E', 'md5', '-f', join(dir, 'id.pub')]), new RegExp(`^2048 MD5:${fp} `));
+    });
+  },
+);
 
-test('keys made by ssh-keygen (OpenSSH and PEM files): each private key parses to its .pub, fingerprints agree', { skip: !hasSshKeygen && 'ssh-keygen not installed' }, () => {
-  withTmp((dir) => {
-    const kinds: [string, string[]][] = [
-      ['rsa', ['-t', 'rsa', '-b', '2048']],
-      ['rsapem', ['-t', 'rsa', '-b', '2048', '-m', 'PEM']],
-      ['ed25519', ['-t', 'ed25519']],
-      ['p256', ['-t', 'ecdsa', '-b', '256']],
-      ['p384', ['-t', 'ecdsa', '-b', '384']],
-      ['p521', ['-t', 'ecdsa', '-b', '521']],
-    ];
-    for (const [name, args] of kinds) {
-      const file = join(dir, name);
-      sshKeygen(['-q', ...args, '-N', '', '-C', `${name}@test`, '-f', file]);
-      const pubLine = readFileSync(`${file}.pub`, 'utf8');
-      const pub = parsePublicKey(pubLine);
-      assert.equal(pub.comment, `${name}@test`);
-      assert.ok(sshPublicBlob(parsePrivateKey(readFileSync(file, 'utf8'))).blob.equals(pub.blob), name);
-      assert.match(sshKeygen(['-l', '-E', 'md5', '-f', `${file}.pub`]), new RegExp(` MD5:${md5Fingerprint(pub.blob)} `), name);
-    }
-    // A passphrase-protected key is refused, not half-read.
-    sshKeygen(['-q', '-t', 'ed25519', '-N', 'secret', '-f', join(dir, 'locked')]);
-    assert.throws(() => parsePrivateKey(readFileSync(join(dir, 'locked'), 'utf8')), KeyError);
-  });
-});
+test(
+  'keys made by ssh-keygen (OpenSSH and PEM files): each private key parses to its .pub, fingerprints agree',
+  { skip: !hasSshKeygen && 'ssh-keygen not installed' },
+  () => {
+    withTmp((dir) => {
+      const kinds: [string, string[]][] = [
+        ['rsa', ['-t', 'rsa', '-b', '2048']],
+        ['rsapem', ['-t', 'rsa', '-b', '2048', '-m', 'PEM']],
+        ['ed25519', ['-t', 'ed25519']],
+        ['p256', ['-t', 'ecdsa', '-b', '256']],
+        ['p384', ['-t', 'ecdsa', '-b', '384']],
+        ['p521', ['-t', 'ecdsa', '-b', '521']],
+      ];
+      for (const [name, args] of kinds) {
+        const file = join(dir, name);
+        sshKeygen(['-q', ...args, '-N', '', '-C', `${name}@test`, '-f', file]);
+        const pubLine = readFileSync(`${file}.pub`, 'utf8');
+        const pub = parsePublicKey(pubLine);
+        assert.equal(pub.comment, `${name}@test`);
+        assert.ok(sshPublicBlob(parsePrivateKey(readFileSync(file, 'utf8'))).blob.equals(pub.blob), name);
+        assert.match(sshKeygen(['-l', '-E', 'md5', '-f', `${file}.pub`]), new RegExp(` MD5:${md5Fingerprint(pub.blob)} `), name);
+      }
+      // A passphrase-protected key is refused, not half-read.
+      sshKeygen(['-q', '-t', 'ed25519', '-N', 'secret', '-f', join(dir, 'locked')]);
+      assert.throws(() => parsePrivateKey(readFileSync(join(dir, 'locked'), 'utf8')), KeyError);
+    });
+  },
+);
 
 test('ed25519 and ECDSA keys from node:crypto: PKCS#8 and SEC1 PEM parse; the public blob has the OpenSSH layout', () => {
   const ed = generateKeyPairSync('ed25519');
@@ -155,7 +169,12 @@ test('malformed, encrypted or tampered private keys are KeyErrors', () => {
   // Flip a character deep inside the key material (the private exponent / CRT values).
   const tampered = [...lines];
   tampered[8] = tampered[8].slice(0, 10) + (tampered[8][10] === 'A' ? 'B' : 'A') + tampered[8].slice(11);
-  const encrypted = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: 'x' }) as string;
+  const encrypted = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({
+    type: 'pkcs8',
+    format: 'pem',
+    cipher: 'aes-256-cbc',
+    passphrase: 'x',
+  }) as string;
   const bad = [
     '',
     'hello',

@@ -18,8 +18,7 @@ const HEADERS = {
   'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
 };
 
-const escapeHtml = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 function page(title: string, body: string): string {
   return `<!doctype html>
@@ -51,7 +50,10 @@ ${error ? `<p class="error" role="alert">${escapeHtml(error)}</p>` : ''}
 }
 
 const invalid = () =>
-  page('Link not valid', '<p>This link is not valid: it was already used, has expired (links work for 24 hours) or was mistyped.</p><p>Sign up again to get a new one.</p>');
+  page(
+    'Link not valid',
+    '<p>This link is not valid: it was already used, has expired (links work for 24 hours) or was mistyped.</p><p>Sign up again to get a new one.</p>',
+  );
 
 export function registerConfirmPage(app: FastifyInstance, s: Services, apiBase: () => string): Promise<void> {
   const send = (reply: FastifyReply, status: number, html: string) => reply.code(status).headers(HEADERS).send(html);

@@ -17,8 +17,7 @@ const ok = (body: unknown, headers?: Record<string, string | string[]>): Result 
 function actionOf(req: ApiRequest): Action {
   const raw = req.query.do;
   const value = Array.isArray(raw) ? raw[raw.length - 1] : raw;
-  if (typeof value !== 'string' || !(ACTIONS as readonly string[]).includes(value))
-    throw validation('do', `do must be one of ${ACTIONS.join(', ')}`);
+  if (typeof value !== 'string' || !(ACTIONS as readonly string[]).includes(value)) throw validation('do', `do must be one of ${ACTIONS.join(', ')}`);
   return value as Action;
 }
 
@@ -66,8 +65,7 @@ export function accountPaths(s: Services, auth: Auth, signup: SignupDeps): PathS
             }
             case 'logout': {
               const session = await auth.session(req.http);
-              if (session && !auth.csrfOk(req.http, session))
-                throw permission('Logging out of a cookie session needs the X-CSRFToken header', 'X-CSRFToken');
+              if (session && !auth.csrfOk(req.http, session)) throw permission('Logging out of a cookie session needs the X-CSRFToken header', 'X-CSRFToken');
               const id = readCookie(req.http.headers.cookie, SESSION_COOKIE);
               if (id) await endSession(s, id);
               return ok({}, { 'Set-Cookie': auth.logoutCookies() });

@@ -20,11 +20,7 @@ export function readCookie(header: string | undefined, name: string): string | n
 }
 
 /** A `Set-Cookie` value; `maxAgeS` 0 deletes the cookie. */
-export function setCookie(
-  name: string,
-  value: string,
-  opts: { maxAgeS: number; now: Date; httpOnly?: boolean; secure?: boolean },
-): string {
+export function setCookie(name: string, value: string, opts: { maxAgeS: number; now: Date; httpOnly?: boolean; secure?: boolean }): string {
   const expires = new Date(opts.maxAgeS > 0 ? opts.now.getTime() + opts.maxAgeS * 1000 : 0).toUTCString();
   return (
     `${name}=${value}; expires=${expires}; Max-Age=${opts.maxAgeS}; Path=/; SameSite=Lax` +

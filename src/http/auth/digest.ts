@@ -34,8 +34,7 @@ export interface DigestParams {
 
 /** Why a Digest header was refused; `stale` asks the client to retry with a fresh nonce. */
 export type DigestOutcome =
-  | { ok: true; email: string }
-  | { ok: false; reason: 'malformed' | 'nonce' | 'opaque' | 'uri' | 'replay' | 'stale' | 'password'; email?: string };
+  { ok: true; email: string } | { ok: false; reason: 'malformed' | 'nonce' | 'opaque' | 'uri' | 'replay' | 'stale' | 'password'; email?: string };
 
 /** Loads the shared server secret, creating it on first use (the first process to insert wins). */
 export async function serverSecret(s: Services): Promise<Buffer> {
@@ -123,10 +122,7 @@ export class DigestAuth {
   /** The `WWW-Authenticate: Digest …` challenge, with a fresh nonce. */
   challenge(stale = false): string {
     const nonce = this.newNonce();
-    return (
-      `Digest realm="${DIGEST_REALM}", qop="auth", algorithm="MD5", nonce="${nonce}", opaque="${this.opaqueFor(nonce)}"` +
-      (stale ? ', stale=true' : '')
-    );
+    return `Digest realm="${DIGEST_REALM}", qop="auth", algorithm="MD5", nonce="${nonce}", opaque="${this.opaqueFor(nonce)}"` + (stale ? ', stale=true' : '');
   }
 
   /** Issue instant (ms) of a nonce this server signed, or null when it is not one of ours. */
@@ -144,11 +140,7 @@ export class DigestAuth {
    * RFC 7616 asks); then the nc counter (`replay`).
    * `lookup` returns the HA1 of an e-mail (null when unknown or without password).
    */
-  async verify(
-    params: DigestParams,
-    request: { method: string; url: string },
-    lookup: (email: string) => Promise<string | null>,
-  ): Promise<DigestOutcome> {
+  async verify(params: DigestParams, request: { method: string; url: string }, lookup: (email: string) => Promise<string | null>): Promise<DigestOutcome> {
     const p = params;
     if (p.realm !== DIGEST_REALM || p.algorithm.toUpperCase() !== 'MD5' || p.qop !== 'auth') return { ok: false, reason: 'malformed' };
     if (!/^[0-9a-f]{8}$/i.test(p.nc) || !/^[0-9a-f]{32}$/i.test(p.response) || p.cnonce === '' || p.cnonce.length > 256)

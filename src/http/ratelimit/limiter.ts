@@ -202,7 +202,9 @@ function tooMany(refused: RuleBucket[], now: number): ApiError {
   const last = refused.reduce((a, b) => (b.expiresAt > a.expiresAt ? b : a));
   const wait = secondsUntil(last.expiresAt, now);
   const what = refused
-    .map(({ rule }) => `${rule.count} ${rule.method === '*' ? '' : `${rule.method} `}requests${rule.path ? ` to ${rule.path}` : ''} per ${PERIOD_WORD[rule.per]}`)
+    .map(
+      ({ rule }) => `${rule.count} ${rule.method === '*' ? '' : `${rule.method} `}requests${rule.path ? ` to ${rule.path}` : ''} per ${PERIOD_WORD[rule.per]}`,
+    )
     .join(' and ');
   return new ApiError('ratelimit', `Rate limit exceeded: at most ${what}; retry in ${wait} seconds`, null, {
     'Retry-After': String(wait),

@@ -79,8 +79,7 @@ const FORM = 'expected METHOD[:PATH]=COUNT/PERIOD, e.g. GET=1000/min or POST:/se
 function parseIdentity(text: string, where: string): { method: RuleMethod; path: string | null } {
   const colon = text.indexOf(':');
   const method = (colon < 0 ? text : text.slice(0, colon)).trim().toUpperCase();
-  if (!(METHODS as readonly string[]).includes(method))
-    throw new RuleError(`${where}: method "${method}" is not one of ${METHODS.join(', ')} (${FORM})`);
+  if (!(METHODS as readonly string[]).includes(method)) throw new RuleError(`${where}: method "${method}" is not one of ${METHODS.join(', ')} (${FORM})`);
   let path: string | null = null;
   if (colon >= 0) {
     path = text.slice(colon + 1).trim();

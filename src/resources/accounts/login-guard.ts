@@ -143,7 +143,12 @@ async function countFailure(s: Services, key: string, limit: number, now: number
         const fresh = eb('login_failures.window_start_ms', '>', now - LOGIN_WINDOW_MS);
         return {
           window_start_ms: eb.case().when(fresh).then(eb.ref('login_failures.window_start_ms')).else(now).end(),
-          failures: eb.case().when(fresh).then(eb('login_failures.failures', '+', 1)).else(1).end(),
+          failures: eb
+            .case()
+            .when(fresh)
+            .then(eb('login_failures.failures', '+', 1))
+            .else(1)
+            .end(),
           locked_until_ms: eb
             .case()
             .when(eb.and([fresh, eb('login_failures.failures', '>=', limit - 1), eb('login_failures.locked_until_ms', '<=', now)]))

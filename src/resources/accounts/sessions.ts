@@ -52,4 +52,3 @@ export async function endSession(s: Services, id: string): Promise<void> {
   if (!SESSION_ID_RE.test(id)) return;
   await s.store.db.deleteFrom('sessions').where('id_hash', '=', sha256Hex(id)).execute();
 }
-

@@ -73,7 +73,10 @@ async function issueToken(s: Services, userUuid: string): Promise<string> {
   const now = s.clock.now();
   const token = randomBytes(32).toString('base64url');
   await s.store.transaction(async (tx) => {
-    await tx.deleteFrom('signup_tokens').where((eb) => eb.or([eb('user_uuid', '=', userUuid), eb('expires_ms', '<=', now.getTime())])).execute();
+    await tx
+      .deleteFrom('signup_tokens')
+      .where((eb) => eb.or([eb('user_uuid', '=', userUuid), eb('expires_ms', '<=', now.getTime())]))
+      .execute();
     await tx
       .insertInto('signup_tokens')
       .values({ token_hash: sha256Hex(token), user_uuid: userUuid, created_at: isoTimestamp(now), expires_ms: now.getTime() + SIGNUP_TOKEN_TTL_MS })

@@ -15,7 +15,10 @@ import { normalizeEmail } from '../users/users.js';
  * Owners create and change ACLs; a grantee can read the ACLs that name them (as the recorded API shows),
  * seeing only themselves among the grantees and none of the owner's tags.
  */
-const ref = Type.Union([Type.String(), Type.Object({ uuid: Type.Optional(Type.String()), email: Type.Optional(Type.String()), resource_uri: Type.Optional(Type.String()) })]);
+const ref = Type.Union([
+  Type.String(),
+  Type.Object({ uuid: Type.Optional(Type.String()), email: Type.Optional(Type.String()), resource_uri: Type.Optional(Type.String()) }),
+]);
 
 export const aclFields = {
   grantees: f.relatedItems(ref, { nullable: true }),
@@ -33,7 +36,8 @@ function parseRules(items: unknown[]): Permission[] {
   const out: Permission[] = [];
   for (const item of items) {
     const p = typeof item === 'string' ? item : isPlainObject(item) ? item.permission : undefined;
-    if (!isPermission(p)) throw validation('rules', `Unknown permission ${JSON.stringify(p)}; allowed: LIST, EDIT, CLONE, START, STOP, OPEN_VNC, ATTACH, DELETE`);
+    if (!isPermission(p))
+      throw validation('rules', `Unknown permission ${JSON.stringify(p)}; allowed: LIST, EDIT, CLONE, START, STOP, OPEN_VNC, ATTACH, DELETE`);
     if (!out.includes(p)) out.push(p);
   }
   return out;
@@ -43,7 +47,12 @@ function parseRules(items: unknown[]): Permission[] {
 async function resolveGrantees(tx: Tx, items: unknown[]): Promise<string[]> {
   const out: string[] = [];
   for (const item of items) {
-    const uuid = typeof item === 'string' ? relatedId(item, 'grantees') : isPlainObject(item) && (item.uuid || item.resource_uri) ? relatedId(item, 'grantees') : undefined;
+    const uuid =
+      typeof item === 'string'
+        ? relatedId(item, 'grantees')
+        : isPlainObject(item) && (item.uuid || item.resource_uri)
+          ? relatedId(item, 'grantees')
+          : undefined;
     const email = isPlainObject(item) && typeof item.email === 'string' && item.email ? normalizeEmail(item.email) : undefined;
     if (!uuid && !email) throw validation('grantees', 'Each grantee needs a uuid or an email');
     let q = tx.selectFrom('users').select(['uuid', 'email']);
@@ -69,18 +78,29 @@ async function writeRelations(tx: Tx, ctx: Ctx, acl: string, values: Obj): Promi
   if (values.rules !== undefined) {
     const rules = values.rules as { permission: Permission }[];
     await tx.deleteFrom('acl_rules').where('acl_uuid', '=', acl).execute();
-    if (rules.length) await tx.insertInto('acl_rules').values(rules.map(({ permission }) => ({ acl_uuid: acl, permission }))).execute();
+    if (rules.length)
+      await tx
+        .insertInto('acl_rules')
+        .values(rules.map(({ permission }) => ({ acl_uuid: acl, permission })))
+        .execute();
   }
   if (values.grantees !== undefined) {
     const grantees = await resolveGrantees(tx, (values.grantees as unknown[] | null) ?? []);
     await tx.deleteFrom('acl_grantees').where('acl_uuid', '=', acl).execute();
     if (grantees.length)
-      await tx.insertInto('acl_grantees').values(grantees.map((grantee_uuid, position) => ({ acl_uuid: acl, grantee_uuid, position }))).execute();
+      await tx
+        .insertInto('acl_grantees')
+        .values(grantees.map((grantee_uuid, position) => ({ acl_uuid: acl, grantee_uuid, position })))
+        .execute();
   }
   if (values.tags !== undefined) {
     const tags = await resolveTags(tx, ctx, (values.tags as unknown[] | null) ?? []);
     await tx.deleteFrom('acl_tags').where('acl_uuid', '=', acl).execute();
-    if (tags.length) await tx.insertInto('acl_tags').values(tags.map((tag_uuid, position) => ({ acl_uuid: acl, tag_uuid, position }))).execute();
+    if (tags.length)
+      await tx
+        .insertInto('acl_tags')
+        .values(tags.map((tag_uuid, position) => ({ acl_uuid: acl, tag_uuid, position })))
+        .execute();
   }
 }
 
@@ -106,9 +126,7 @@ async function attachRelations(ctx: Ctx, acls: Obj[]): Promise<void> {
         const uri = `/api/2.0/user/${g.grantee_uuid}/`;
         return { email: g.email, resource_uri: { resource_uri: uri, uuid: g.grantee_uuid }, uuid: g.grantee_uuid };
       });
-    acl.tags = own
-      ? tags.filter((t) => t.acl_uuid === acl.uuid).map((t) => ({ resource_uri: `/api/2.0/tags/${t.tag_uuid}/`, uuid: t.tag_uuid }))
-      : [];
+    acl.tags = own ? tags.filter((t) => t.acl_uuid === acl.uuid).map((t) => ({ resource_uri: `/api/2.0/tags/${t.tag_uuid}/`, uuid: t.tag_uuid })) : [];
     acl.rules ??= [];
   }
 }

@@ -39,7 +39,13 @@ export async function lockCloneSource(tx: Tx, ctx: Ctx, uuid: string): Promise<C
  * Clone inside the caller's transaction. Body: optional name, media, affinities, size (never below the
  * source), storage_type. Without a name the caller's clone naming strategy names it.
  */
-export async function cloneWithin(tx: Tx, ctx: Ctx, source: CloneSource, input: Obj, extra: { mountedOn?: string } = {}): Promise<{ uuid: string; job: string }> {
+export async function cloneWithin(
+  tx: Tx,
+  ctx: Ctx,
+  source: CloneSource,
+  input: Obj,
+  extra: { mountedOn?: string } = {},
+): Promise<{ uuid: string; job: string }> {
   const values = validateFields(driveFields, input, 'update');
   const status = source.body.status as string;
   if (source.kind === 'drives' && BUSY.has(status)) throw permission(`Cannot clone drive in state "${status}"`);
@@ -76,10 +82,30 @@ export async function cloneWithin(tx: Tx, ctx: Ctx, source: CloneSource, input: 
     await ctx.store.resources.patch(tx, now, 'drives', source.uuid, (b) => ({ ...b, jobs: [...((b.jobs as string[]) ?? []), job] }));
   }
   const duration = cloneMs(ctx, size);
-  await startJob(tx, ctx, ctx.caller.uuid, { uuid: job, operation: 'drive_clone', resources: [resourceUri(source.kind, source.uuid), resourceUri('drives', uuid)], durationMs: duration });
+  await startJob(tx, ctx, ctx.caller.uuid, {
+    uuid: job,
+    operation: 'drive_clone',
+    resources: [resourceUri(source.kind, source.uuid), resourceUri('drives', uuid)],
+    durationMs: duration,
+  });
   await schedule(tx, ctx, { kind: 'drive.cloned', subject: uuid, inMs: duration, payload: { job, source: source.uuid } });
-  if (source.owner) await record(tx, ctx, { action: 'clone_src', category: 'Drives', uuid: source.uuid, owner: source.owner, actor: ctx.caller.uuid, details: JSON.stringify({ clone: uuid }) });
-  await record(tx, ctx, { action: 'clone_dst', category: 'Drives', uuid, owner: ctx.caller.uuid, actor: ctx.caller.uuid, details: JSON.stringify({ source: source.uuid }) });
+  if (source.owner)
+    await record(tx, ctx, {
+      action: 'clone_src',
+      category: 'Drives',
+      uuid: source.uuid,
+      owner: source.owner,
+      actor: ctx.caller.uuid,
+      details: JSON.stringify({ clone: uuid }),
+    });
+  await record(tx, ctx, {
+    action: 'clone_dst',
+    category: 'Drives',
+    uuid,
+    owner: ctx.caller.uuid,
+    actor: ctx.caller.uuid,
+    details: JSON.stringify({ source: source.uuid }),
+  });
   return { uuid, job };
 }
 
@@ -93,7 +119,9 @@ export async function cloneDrive(ctx: Ctx, sourceUuid: string, input: Obj): Prom
 function libraryMeta(body: Obj): Obj {
   const keys = ['arch', 'category', 'description', 'distribution', 'image_type', 'install_notes', 'os', 'paid', 'url', 'version'];
   const meta: Obj = {};
-  for (const k of keys) if (body[k] !== undefined && body[k] !== null) meta[k === 'install_notes' ? 'install notes' : k] = Array.isArray(body[k]) ? (body[k] as string[]).join(',') : String(body[k]);
+  for (const k of keys)
+    if (body[k] !== undefined && body[k] !== null)
+      meta[k === 'install_notes' ? 'install notes' : k] = Array.isArray(body[k]) ? (body[k] as string[]).join(',') : String(body[k]);
   return meta;
 }
 

@@ -31,7 +31,10 @@ const restingStatus = (body: Obj) => (((body.mounted_on as unknown[] | undefined
 
 /** Reference objects, runtime and live job refs for a page of drives. */
 async function decorate(ctx: Ctx, drives: Obj[]): Promise<void> {
-  const live = await existingJobs(ctx, drives.flatMap((d) => (d.jobs as string[] | undefined) ?? []));
+  const live = await existingJobs(
+    ctx,
+    drives.flatMap((d) => (d.jobs as string[] | undefined) ?? []),
+  );
   for (const d of drives) {
     d.jobs = ((d.jobs as string[] | undefined) ?? []).filter((j) => live.has(j)).map((uuid) => ref('jobs', uuid));
     d.runtime = { is_snapshotable: d.is_snapshotable ?? null, snapshots_allocated_size: 0, storage_type: d.storage_type };
@@ -63,7 +66,9 @@ export const drives = storedDecl(
     timers: {
       'drive.created': {
         async run(s, tx, timer) {
-          await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) => (b.status === 'creating' ? { ...b, status: restingStatus(b), is_snapshotable: true } : b));
+          await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) =>
+            b.status === 'creating' ? { ...b, status: restingStatus(b), is_snapshotable: true } : b,
+          );
         },
         async failed(s, tx, timer) {
           await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) => ({ ...b, status: 'unavailable' }));
@@ -78,7 +83,9 @@ export const drives = storedDecl(
       },
       'drive.cloned': {
         async run(s, tx, timer, payload: { job: string }) {
-          await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) => (b.status === 'cloning_dst' ? { ...b, status: restingStatus(b) } : b));
+          await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) =>
+            b.status === 'cloning_dst' ? { ...b, status: restingStatus(b) } : b,
+          );
           await finishJob(tx, s, payload.job, 'success');
         },
         async failed(s, tx, timer, payload: { job: string }, error) {
@@ -135,10 +142,14 @@ export const drives = storedDecl(
       const target = row.body.status === 'cloning_dst';
       if (!target && (await ctx.store.resources.anyInStatus(tx, 'jobs', (row.body.jobs as string[] | undefined) ?? [], ['started'])))
         throw new ApiError('permission', 'The drive is the source of a clone in progress; delete it when the clone finishes');
-      for (const t of await pendingTimerPayloads(tx, uuid, 'drive.cloned')) await finishJob(tx, ctx, (t as { job: string }).job, 'failed', 'target drive deleted');
+      for (const t of await pendingTimerPayloads(tx, uuid, 'drive.cloned'))
+        await finishJob(tx, ctx, (t as { job: string }).job, 'failed', 'target drive deleted');
       const now = ctx.clock.now();
       for (const server of await ctx.store.resources.lockMany(tx, 'servers', mountedOnOf(row.body)))
-        await ctx.store.resources.write(tx, now, server, { ...server.body, drives: ((server.body.drives as { drive: string }[]) ?? []).filter((a) => a.drive !== uuid) });
+        await ctx.store.resources.write(tx, now, server, {
+          ...server.body,
+          drives: ((server.body.drives as { drive: string }[]) ?? []).filter((a) => a.drive !== uuid),
+        });
       await cancelTimers(tx, uuid);
       await forgetDrive(tx, uuid);
       await record(tx, ctx, { action: 'delete', category: 'Drives', uuid, owner: row.owner_uuid ?? ctx.caller.uuid, actor: ctx.caller.uuid });
@@ -173,7 +184,14 @@ async function resizeDrive(ctx: Ctx, uuid: string, input: Obj): Promise<Obj> {
     const { name, meta, media, allow_multimount, affinities } = values;
     const edits = Object.fromEntries(Object.entries({ name, meta, media, allow_multimount, affinities }).filter(([, v]) => v !== undefined));
     await ctx.store.resources.write(tx, ctx.clock.now(), row, { ...row.body, ...edits, ...change });
-    await record(tx, ctx, { action: 'update', category: 'Drives', uuid, owner: row.owner_uuid ?? '', actor: ctx.caller.uuid, details: JSON.stringify({ size }) });
+    await record(tx, ctx, {
+      action: 'update',
+      category: 'Drives',
+      uuid,
+      owner: row.owner_uuid ?? '',
+      actor: ctx.caller.uuid,
+      details: JSON.stringify({ size }),
+    });
   });
   return drives.service.get(ctx, uuid);
 }

@@ -14,7 +14,12 @@ const licenseFields = {
 
 /** Drive fields and help texts as the recorded `drives/schema/` shows them (reference §6.2). */
 export const driveFields = {
-  affinities: f.list(Type.Union([Type.Literal('ssd')]), { default: () => [], schemaDefault: [], choices: ['ssd'], help: 'A list of affinities this drive should belong to' }),
+  affinities: f.list(Type.Union([Type.Literal('ssd')]), {
+    default: () => [],
+    schemaDefault: [],
+    choices: ['ssd'],
+    help: 'A list of affinities this drive should belong to',
+  }),
   allow_multimount: f.boolean({ default: false, help: 'Allow the drive to be mounted on multiple guests. Not taken into account when drive is cdrom.' }),
   jobs: f.relatedItems(Type.Unknown(), { readonly: true, required: true, help: 'Background jobs related to this resource' }),
   licenses: f.relatedItems(Type.Unknown(), { schemaDefault: [], help: 'A list of licenses attached to this drive', fields: licenseFields }),

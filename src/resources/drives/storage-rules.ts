@@ -27,7 +27,8 @@ export function defaultStorageType(s: Pick<Services, 'config'>): string {
 
 export function checkStorage(s: Pick<Services, 'config'>, type: string): SizeLimits {
   const limits = storageLimits(s, type);
-  if (!limits) throw validation('storage_type', `Storage type ${type} is not offered here; offered: ${Object.keys(s.config.capabilities.drives ?? {}).join(', ')}`);
+  if (!limits)
+    throw validation('storage_type', `Storage type ${type} is not offered here; offered: ${Object.keys(s.config.capabilities.drives ?? {}).join(', ')}`);
   return limits;
 }
 

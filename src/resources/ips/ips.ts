@@ -147,14 +147,33 @@ export async function setServerStaticIps(tx: Tx, serverUuid: string, addresses: 
   const unique = [...new Set(addresses)];
   if (unique.length) {
     await tx.deleteFrom('ip_servers').where('address', 'in', unique).where('dynamic', '=', 0).execute();
-    await tx.insertInto('ip_servers').values(unique.map((address) => ({ address, server_uuid: serverUuid, dynamic: 0 }))).execute();
+    await tx
+      .insertInto('ip_servers')
+      .values(unique.map((address) => ({ address, server_uuid: serverUuid, dynamic: 0 })))
+      .execute();
   }
 }
 
 /** Every IP row (assigned or leased) with its owner's e-mail and server, for `stratus ips list`. */
 export async function listIpRows(s: Pick<Services, 'store'>, ownerUuid?: string) {
   const rows = await s.store.resources.listWithOwnerEmail(s.store.db, 'ips', ownerUuid);
-  const uses = rows.length ? await s.store.db.selectFrom('ip_servers').select(['address', 'server_uuid', 'dynamic']).where('address', 'in', rows.map((r) => r.uuid)).execute() : [];
+  const uses = rows.length
+    ? await s.store.db
+        .selectFrom('ip_servers')
+        .select(['address', 'server_uuid', 'dynamic'])
+        .where(
+          'address',
+          'in',
+          rows.map((r) => r.uuid),
+        )
+        .execute()
+    : [];
   const byAddress = new Map(uses.map((u) => [u.address, u]));
-  return rows.map((r) => ({ address: r.uuid, email: r.email, owner_uuid: r.owner_uuid, server_uuid: byAddress.get(r.uuid)?.server_uuid ?? null, dynamic: byAddress.get(r.uuid)?.dynamic ?? null }));
+  return rows.map((r) => ({
+    address: r.uuid,
+    email: r.email,
+    owner_uuid: r.owner_uuid,
+    server_uuid: byAddress.get(r.uuid)?.server_uuid ?? null,
+    dynamic: byAddress.get(r.uuid)?.dynamic ?? null,
+  }));
 }

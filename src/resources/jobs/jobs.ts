@@ -38,7 +38,11 @@ async function present(ctx: Ctx, jobs: Obj[]): Promise<void> {
   const now = ctx.clock.now().getTime();
   const childIds = jobs.flatMap((j) => (j.children as string[] | undefined) ?? []).filter((c) => typeof c === 'string');
   const children = childIds.length ? await jobService.presentUuids(ctx, childIds) : [];
-  const timing = await readStates<JobTiming>(ctx.store.db, 'jobs', jobs.filter((j) => j.state === 'started').map((j) => j.uuid as string));
+  const timing = await readStates<JobTiming>(
+    ctx.store.db,
+    'jobs',
+    jobs.filter((j) => j.state === 'started').map((j) => j.uuid as string),
+  );
   for (const j of jobs) {
     delete j.owner; // job records carry no owner (recorded dumps)
     if (j.state === 'started') {

@@ -6,16 +6,7 @@ import { storedDecl } from '../../core/stored.js';
 import type { CollectionDecl } from '../../core/resource.js';
 import type { Services } from '../../core/context.js';
 import type { Db, Tx } from '../../store/db.js';
-import {
-  formatPublicKey,
-  generateRsaPair,
-  generateRsaPairSync,
-  KeyError,
-  md5Fingerprint,
-  parsePrivateKey,
-  parsePublicKey,
-  sshPublicBlob,
-} from './sshkeys.js';
+import { formatPublicKey, generateRsaPair, generateRsaPairSync, KeyError, md5Fingerprint, parsePrivateKey, parsePublicKey, sshPublicBlob } from './sshkeys.js';
 
 /**
  * SSH keypairs (reference §15) and their read-only mirror `/pubkeys/`.
@@ -43,7 +34,10 @@ const keypairFields = {
     maxLength: 16384,
     help: 'Private key in PEM format (PKCS#1, PKCS#8, SEC1 or OpenSSH, unencrypted); generated with the public key when neither is given. Fixed after creation.',
   }),
-  public_key: f.string({ maxLength: 16384, help: 'Public key in OpenSSH format: "ssh-rsa AAAA… comment" (also ssh-ed25519, ecdsa-sha2-nistp256/384/521). Fixed after creation.' }),
+  public_key: f.string({
+    maxLength: 16384,
+    help: 'Public key in OpenSSH format: "ssh-rsa AAAA… comment" (also ssh-ed25519, ecdsa-sha2-nistp256/384/521). Fixed after creation.',
+  }),
   resource_uri: f.string({ readonly: true }),
   tags: f.relatedMany(),
   uuid: f.string({ readonly: true, unique: true }),
@@ -112,7 +106,9 @@ export const keypairs = storedDecl(
 const createRows = keypairs.service.create.bind(keypairs.service);
 keypairs.service.create = async (ctx, inputs) => {
   for (const input of inputs) validateFields(keypairs.fields, input, 'create');
-  const filled = await Promise.all(inputs.map(async (input) => (given(input.public_key) || given(input.private_key) ? input : { ...input, ...(await generateRsaPair()) })));
+  const filled = await Promise.all(
+    inputs.map(async (input) => (given(input.public_key) || given(input.private_key) ? input : { ...input, ...(await generateRsaPair()) })),
+  );
   return createRows(ctx, filled);
 };
 
@@ -152,7 +148,6 @@ export const pubkeys: CollectionDecl = {
 
 // ---------------------------------------------------------------------------------------------------
 // For servers: the `pubkeys` field
-
 
 /**
  * Resolve a server's `pubkeys` input (a list of uuid strings, `{uuid}`, `{resource_uri, uuid}` or pubkey /

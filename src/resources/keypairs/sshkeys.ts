@@ -252,7 +252,17 @@ function openSshPrivateKey(raw: Buffer): KeyObject {
   if (type === 'ssh-rsa') {
     const [n, e, d, iqmp, pp, q] = [p.mpint(), p.mpint(), p.mpint(), p.mpint(), p.mpint(), p.mpint()];
     const D = big(d);
-    jwk = { kty: 'RSA', n: b64u(n), e: b64u(e), d: b64u(d), p: b64u(pp), q: b64u(q), dp: b64u(unbig(D % (big(pp) - 1n))), dq: b64u(unbig(D % (big(q) - 1n))), qi: b64u(iqmp) };
+    jwk = {
+      kty: 'RSA',
+      n: b64u(n),
+      e: b64u(e),
+      d: b64u(d),
+      p: b64u(pp),
+      q: b64u(q),
+      dp: b64u(unbig(D % (big(pp) - 1n))),
+      dq: b64u(unbig(D % (big(q) - 1n))),
+      qi: b64u(iqmp),
+    };
   } else if (type === 'ssh-ed25519') {
     const pk = p.bytes();
     const sk = p.bytes();

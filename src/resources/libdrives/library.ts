@@ -48,7 +48,13 @@ export async function libraryAsDrive(ctx: Ctx, uuid: string, storageType: string
  * Access to a library drive through `/drives/<uuid>/`: anyone may clone it; any other use (edit, resize,
  * delete, attach rights) is refused with 403. Only asked for uuids that are no drive the caller can see.
  */
-export async function libraryDriveAccess(s: Pick<Services, 'store'>, uuid: string, perm: Permission, row: Row | undefined, db: Db | Tx): Promise<Row | undefined> {
+export async function libraryDriveAccess(
+  s: Pick<Services, 'store'>,
+  uuid: string,
+  perm: Permission,
+  row: Row | undefined,
+  db: Db | Tx,
+): Promise<Row | undefined> {
   if (row) return undefined;
   const lib = await libraryRow(s, db, uuid);
   if (!lib) return undefined;

@@ -69,11 +69,7 @@ export function profileDefaults(uuid: string, now: Date, currency: string): Obj 
 }
 
 async function load(ctx: Ctx) {
-  const row = await ctx.store.db
-    .selectFrom('users')
-    .select(['uuid', 'email', 'state', 'profile'])
-    .where('uuid', '=', ctx.caller.uuid)
-    .executeTakeFirst();
+  const row = await ctx.store.db.selectFrom('users').select(['uuid', 'email', 'state', 'profile']).where('uuid', '=', ctx.caller.uuid).executeTakeFirst();
   if (!row) throw notFound(ctx.caller.uuid);
   return row;
 }
@@ -104,7 +100,11 @@ export const profile: SingletonDecl = {
         const row = await ctx.store.locking(tx.selectFrom('users').select('profile').where('uuid', '=', ctx.caller.uuid)).executeTakeFirst();
         if (!row) throw notFound(ctx.caller.uuid);
         const next = { ...JSON.parse(row.profile), ...values };
-        await tx.updateTable('users').set({ profile: JSON.stringify(next) }).where('uuid', '=', ctx.caller.uuid).execute();
+        await tx
+          .updateTable('users')
+          .set({ profile: JSON.stringify(next) })
+          .where('uuid', '=', ctx.caller.uuid)
+          .execute();
       });
       return present(await load(ctx));
     },

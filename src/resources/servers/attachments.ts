@@ -45,7 +45,13 @@ export async function normaliseAttachments(tx: Tx, ctx: Ctx, serverOwner: string
     }
     pending.push({ ...a, drive, device });
   }
-  await checkDrives(tx, ctx, serverOwner, serverUuid, pending.map((a) => a.drive as string));
+  await checkDrives(
+    tx,
+    ctx,
+    serverOwner,
+    serverUuid,
+    pending.map((a) => a.drive as string),
+  );
   for (const a of pending) {
     const device = a.device as string;
     let channel = a.dev_channel as string | undefined;
@@ -80,7 +86,11 @@ function freeChannel(device: string, used: Set<string>): string {
 async function checkDrives(tx: Tx, ctx: Ctx, serverOwner: string, serverUuid: string | null, uuids: string[]): Promise<void> {
   const repo = ctx.store.resources;
   const own = new Map((await repo.lockMany(tx, 'drives', uuids)).map((d) => [d.uuid, d]));
-  const library = await repo.existing(tx, 'libdrives', uuids.filter((u) => !own.has(u)));
+  const library = await repo.existing(
+    tx,
+    'libdrives',
+    uuids.filter((u) => !own.has(u)),
+  );
   for (const uuid of uuids) {
     const lib = library.get(uuid);
     if (lib) {

@@ -31,7 +31,12 @@ export async function cloneServer(ctx: Ctx, uuid: string, input: Obj): Promise<s
     const attachments = (body.drives as Attachment[]) ?? [];
     const uuids = attachments.map((a) => a.drive);
     const own = await ctx.store.resources.lockMany(tx, 'drives', uuids);
-    await assertCanCloneServer(tx, ctx.caller.uuid, row, own.map((d) => ({ uuid: d.uuid, owner_uuid: d.owner_uuid, media: d.body.media as string })));
+    await assertCanCloneServer(
+      tx,
+      ctx.caller.uuid,
+      row,
+      own.map((d) => ({ uuid: d.uuid, owner_uuid: d.owner_uuid, media: d.body.media as string })),
+    );
 
     const job = ctx.ids.uuid();
     const children: string[] = [];
@@ -83,7 +88,14 @@ export async function cloneServer(ctx: Ctx, uuid: string, input: Obj): Promise<s
     });
     await schedule(tx, ctx, { kind: 'server.cloned', subject: newUuid, inMs: longest, payload: { job } });
     await logServer(tx, ctx, row, 'clone_src', ctx.caller.uuid, { details: JSON.stringify({ clone: newUuid }) });
-    await record(tx, ctx, { action: 'clone_dst', category: 'Servers', uuid: newUuid, owner: ctx.caller.uuid, actor: ctx.caller.uuid, details: JSON.stringify({ source: uuid }) });
+    await record(tx, ctx, {
+      action: 'clone_dst',
+      category: 'Servers',
+      uuid: newUuid,
+      owner: ctx.caller.uuid,
+      actor: ctx.caller.uuid,
+      details: JSON.stringify({ source: uuid }),
+    });
   });
   return newUuid;
 }

@@ -33,7 +33,8 @@ export function checkHardware(s: Services, server: Obj): void {
   const cpuType = server.cpu_type as string;
   const offered = caps.hypervisors?.[hypervisor];
   if (!offered) throw validation('hypervisor', `Hypervisor ${hypervisor} is not offered here; offered: ${Object.keys(caps.hypervisors ?? {}).join(', ')}`);
-  if (!offered.includes(cpuType)) throw validation('cpu_type', `CPU type ${cpuType} is not available with hypervisor ${hypervisor}; available: ${offered.join(', ')}`);
+  if (!offered.includes(cpuType))
+    throw validation('cpu_type', `CPU type ${cpuType} is not available with hypervisor ${hypervisor}; available: ${offered.join(', ')}`);
   const host = caps.hosts?.[cpuType] ?? {};
   const within = (field: 'cpu' | 'mem' | 'smp', value: number) => {
     const r = host[field];

@@ -19,7 +19,14 @@ import { dhcpMacs, type Nic } from './nics.js';
  */
 
 /** Internal state names leak into the real service's messages ("started" = running); clients match on 403 only. */
-const INTERNAL: Record<string, string> = { running: 'started', stopped: 'stopped', starting: 'starting', stopping: 'stopping', paused: 'paused', unavailable: 'unavailable' };
+const INTERNAL: Record<string, string> = {
+  running: 'started',
+  stopped: 'stopped',
+  starting: 'starting',
+  stopping: 'stopping',
+  paused: 'paused',
+  unavailable: 'unavailable',
+};
 
 /** The server, locked for a decision; 404 when it is gone (deleted meanwhile). */
 export async function lockServer(tx: Tx, s: Pick<Services, 'store'>, uuid: string): Promise<Resource> {
@@ -30,8 +37,14 @@ export async function lockServer(tx: Tx, s: Pick<Services, 'store'>, uuid: strin
 
 export const saveServer = (tx: Tx, s: Pick<Services, 'store' | 'clock'>, row: Resource, body: Obj) => s.store.resources.write(tx, s.clock.now(), row, body);
 
-export const logServer = (tx: Tx, s: Pick<Services, 'clock' | 'events'>, row: Resource, action: string, actor: string | null, extra: { details?: string; error?: ApiError } = {}) =>
-  record(tx, s, { action, category: 'Servers', uuid: row.uuid, owner: row.owner_uuid ?? '', actor, ...extra });
+export const logServer = (
+  tx: Tx,
+  s: Pick<Services, 'clock' | 'events'>,
+  row: Resource,
+  action: string,
+  actor: string | null,
+  extra: { details?: string; error?: ApiError } = {},
+) => record(tx, s, { action, category: 'Servers', uuid: row.uuid, owner: row.owner_uuid ?? '', actor, ...extra });
 
 export const accepted = (action: string, uuid: string, extra: Obj = {}) => ({ action, result: 'success', uuid, ...extra });
 

@@ -31,8 +31,14 @@ const RUNNING_EDITABLE = new Set(['name', 'meta', 'tags']);
 const RUNNING = new Set(['running', 'stopping', 'paused']);
 
 async function presentServers(ctx: Ctx, servers: Obj[]): Promise<void> {
-  const live = await existingJobs(ctx, servers.flatMap((s) => (s.jobs as string[] | undefined) ?? []));
-  const guests = await guestStates(ctx.store.db, servers.filter((s) => RUNNING.has(s.status as string)).map((s) => s.uuid as string));
+  const live = await existingJobs(
+    ctx,
+    servers.flatMap((s) => (s.jobs as string[] | undefined) ?? []),
+  );
+  const guests = await guestStates(
+    ctx.store.db,
+    servers.filter((s) => RUNNING.has(s.status as string)).map((s) => s.uuid as string),
+  );
   const now = ctx.clock.now();
   for (const s of servers) {
     const rt = RUNNING.has(s.status as string) ? presentRuntime(s, guests.get(s.uuid as string) ?? {}, now) : null;
@@ -95,10 +101,23 @@ export const servers = storedDecl(
       const body = await normalise(tx, ctx, ctx.caller.uuid, uuid, values, {});
       body.smp ??= defaultSmp(ctx, body);
       checkHardware(ctx, body);
-      const stored = await ctx.store.resources.patch(tx, ctx.clock.now(), 'servers', uuid, (b) => ({ ...b, drives: body.drives, nics: body.nics, pubkeys: body.pubkeys, smp: body.smp }));
+      const stored = await ctx.store.resources.patch(tx, ctx.clock.now(), 'servers', uuid, (b) => ({
+        ...b,
+        drives: body.drives,
+        nics: body.nics,
+        pubkeys: body.pubkeys,
+        smp: body.smp,
+      }));
       await syncMounts(tx, ctx, uuid, [], attachedDrives(stored ?? {}));
       // `details` are the call parameters, with smp filled in as the real log shows (reference §18).
-      await record(tx, ctx, { action: 'create', category: 'Servers', uuid, owner: ctx.caller.uuid, actor: ctx.caller.uuid, details: JSON.stringify({ ...input, smp: body.smp }) });
+      await record(tx, ctx, {
+        action: 'create',
+        category: 'Servers',
+        uuid,
+        owner: ctx.caller.uuid,
+        actor: ctx.caller.uuid,
+        details: JSON.stringify({ ...input, smp: body.smp }),
+      });
     },
     async beforeUpdate(tx, ctx, row, values) {
       const current = row.body;
@@ -115,7 +134,8 @@ export const servers = storedDecl(
       const body = row.body;
       if (body.status !== 'stopped') throw permission(`Cannot delete guest in state "${body.status}". Guest should be in state "stopped"`);
       const recurse = [query.recurse].flat().pop() as string | undefined;
-      if (recurse !== undefined && !['all_drives', 'disks', 'cdroms'].includes(recurse)) throw validation('recurse', 'recurse must be all_drives, disks or cdroms');
+      if (recurse !== undefined && !['all_drives', 'disks', 'cdroms'].includes(recurse))
+        throw validation('recurse', 'recurse must be all_drives, disks or cdroms');
       const attached = attachedDrives(body);
       await syncMounts(tx, ctx, uuid, attached, []);
       await forgetNics(tx, uuid);
@@ -124,7 +144,8 @@ export const servers = storedDecl(
         // The server's own drives of the chosen media go with it (library cdroms are never deleted).
         for (const d of await ctx.store.resources.getMany(tx, 'drives', attached)) {
           const media = d.body.media;
-          if (recurse === 'all_drives' || (recurse === 'disks' && media === 'disk') || (recurse === 'cdroms' && media === 'cdrom')) await drives.service.removeWithin(tx, ctx, d.uuid);
+          if (recurse === 'all_drives' || (recurse === 'disks' && media === 'disk') || (recurse === 'cdroms' && media === 'cdrom'))
+            await drives.service.removeWithin(tx, ctx, d.uuid);
         }
       }
       await record(tx, ctx, { action: 'delete', category: 'Servers', uuid, owner: row.owner_uuid ?? ctx.caller.uuid, actor: ctx.caller.uuid });

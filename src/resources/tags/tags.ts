@@ -26,12 +26,19 @@ async function setMembers(tx: Tx, ctx: Ctx, tagUuid: string, refs: unknown[]): P
   const byUuid = await ctx.store.resources.kindsOf(tx, ids, ctx.caller.uuid, 'tags');
   const missing = ids.find((id) => !byUuid.has(id));
   if (missing !== undefined) throw validation('resources', `Resource ${missing} does not exist`);
-  await ctx.store.resources.setTagMembers(tx, tagUuid, ids.map((id) => ({ kind: byUuid.get(id)!, uuid: id })));
+  await ctx.store.resources.setTagMembers(
+    tx,
+    tagUuid,
+    ids.map((id) => ({ kind: byUuid.get(id)!, uuid: id })),
+  );
 }
 
 /** Fill `resources` for a page of tags with one query. */
 async function attachMembers(ctx: Ctx, tags: Obj[]): Promise<void> {
-  const rows = await ctx.store.resources.membersOf(ctx.store.db, tags.map((t) => t.uuid as string));
+  const rows = await ctx.store.resources.membersOf(
+    ctx.store.db,
+    tags.map((t) => t.uuid as string),
+  );
   const byTag = new Map<string, Obj[]>();
   for (const r of rows) {
     const list = byTag.get(r.tag_uuid) ?? [];

@@ -21,10 +21,7 @@ const isUserState = (state: string) => (USER_STATES as readonly string[]).includ
 const passwordListeners: ((email: string) => void)[] = [];
 export const onPasswordChange = (fn: (email: string) => void) => passwordListeners.push(fn);
 
-export async function createUser(
-  s: Services,
-  input: { email: string; password?: string | null; state?: string },
-): Promise<UserRow> {
+export async function createUser(s: Services, input: { email: string; password?: string | null; state?: string }): Promise<UserRow> {
   const email = normalizeEmail(input.email);
   if (!isValidEmail(email)) throw validation('email', 'Enter a valid e-mail address');
   const state = input.state ?? 'REGULAR';
@@ -107,6 +104,9 @@ export async function ensureDemoLogin(s: Services, password: string): Promise<{ 
   if (anyUser) return null;
   const login = { email: 'demo@stratus.local', password };
   await createUser(s, login);
-  await s.store.db.insertInto('settings').values({ key: 'demo_login', value: JSON.stringify(login) }).execute();
+  await s.store.db
+    .insertInto('settings')
+    .values({ key: 'demo_login', value: JSON.stringify(login) })
+    .execute();
   return login;
 }

@@ -37,7 +37,8 @@ async function decorate(ctx: Ctx, vlans: Obj[]): Promise<void> {
     .orderBy('server_uuid')
     .execute();
   const byVlan = new Map<string, Obj[]>();
-  for (const r of rows) byVlan.set(r.vlan_uuid, [...(byVlan.get(r.vlan_uuid) ?? []), { resource_uri: `/api/2.0/servers/${r.server_uuid}/`, uuid: r.server_uuid }]);
+  for (const r of rows)
+    byVlan.set(r.vlan_uuid, [...(byVlan.get(r.vlan_uuid) ?? []), { resource_uri: `/api/2.0/servers/${r.server_uuid}/`, uuid: r.server_uuid }]);
   for (const v of vlans) {
     v.servers = byVlan.get(v.uuid as string) ?? [];
     v.subscription ??= null;
@@ -62,7 +63,13 @@ export const vlans = storedDecl(
 );
 
 /** Create `count` private VLANs for an account (the operator's `stratus vlans assign`; subscriptions later). */
-export async function assignVlans(tx: Tx, s: Pick<Services, 'clock' | 'ids' | 'store'>, ownerUuid: string, count: number, opts: { subscription?: number } = {}): Promise<string[]> {
+export async function assignVlans(
+  tx: Tx,
+  s: Pick<Services, 'clock' | 'ids' | 'store'>,
+  ownerUuid: string,
+  count: number,
+  opts: { subscription?: number } = {},
+): Promise<string[]> {
   const subscription = opts.subscription === undefined ? null : { id: opts.subscription, resource_uri: `/api/2.0/subscriptions/${opts.subscription}/` };
   const out: string[] = [];
   for (let i = 0; i < count; i++) {
@@ -87,13 +94,27 @@ export async function releaseVlan(tx: Tx, s: Pick<Services, 'store'>, uuid: stri
 export async function setServerVlans(tx: Tx, serverUuid: string, vlanUuids: string[]): Promise<void> {
   await tx.deleteFrom('vlan_servers').where('server_uuid', '=', serverUuid).execute();
   const unique = [...new Set(vlanUuids)];
-  if (unique.length) await tx.insertInto('vlan_servers').values(unique.map((vlan_uuid) => ({ vlan_uuid, server_uuid: serverUuid }))).execute();
+  if (unique.length)
+    await tx
+      .insertInto('vlan_servers')
+      .values(unique.map((vlan_uuid) => ({ vlan_uuid, server_uuid: serverUuid })))
+      .execute();
 }
 
 /** Every VLAN with its owner's e-mail and server count, for `stratus vlans list`. */
 export async function listVlanRows(s: Pick<Services, 'store'>, ownerUuid?: string) {
   const rows = await s.store.resources.listWithOwnerEmail(s.store.db, 'vlans', ownerUuid);
-  const members = rows.length ? await s.store.db.selectFrom('vlan_servers').select(['vlan_uuid']).where('vlan_uuid', 'in', rows.map((r) => r.uuid)).execute() : [];
+  const members = rows.length
+    ? await s.store.db
+        .selectFrom('vlan_servers')
+        .select(['vlan_uuid'])
+        .where(
+          'vlan_uuid',
+          'in',
+          rows.map((r) => r.uuid),
+        )
+        .execute()
+    : [];
   const count = new Map<string, number>();
   for (const m of members) count.set(m.vlan_uuid, (count.get(m.vlan_uuid) ?? 0) + 1);
   return rows.map((r) => ({ uuid: r.uuid, email: r.email, servers: count.get(r.uuid) ?? 0 }));

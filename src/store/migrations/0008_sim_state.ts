@@ -9,7 +9,14 @@ import type { Dialect } from '../db.js';
  * Older databases kept simulator state in `_`-prefixed body keys: they move here.
  */
 const SIM_KEYS: Record<string, Record<string, string>> = {
-  servers: { _active_since: 'active_since', _leases: 'leases', _vnc_port: 'vnc_port', _console_port: 'console_port', _fail_next_boot: 'fail_next_boot', _acpi_ignore: 'acpi_ignore' },
+  servers: {
+    _active_since: 'active_since',
+    _leases: 'leases',
+    _vnc_port: 'vnc_port',
+    _console_port: 'console_port',
+    _fail_next_boot: 'fail_next_boot',
+    _acpi_ignore: 'acpi_ignore',
+  },
   drives: { _written: 'written' },
   jobs: { _started_at: 'started_at', _ends_at: 'ends_at' },
   ips: { _dynamic: 'dynamic' },
@@ -44,7 +51,11 @@ export function simState(dialect: Dialect): Migration {
 
       // Move simulator keys out of stored bodies (databases written by earlier releases).
       for (const [kind, keys] of Object.entries(SIM_KEYS)) {
-        const rows = (await db.selectFrom('resources').select(['seq', 'uuid', 'body', 'kind']).where('kind', '=', kind).execute()) as { seq: number; uuid: string; body: string }[];
+        const rows = (await db.selectFrom('resources').select(['seq', 'uuid', 'body', 'kind']).where('kind', '=', kind).execute()) as {
+          seq: number;
+          uuid: string;
+          body: string;
+        }[];
         for (const r of rows) {
           const body = JSON.parse(r.body) as Record<string, unknown>;
           const state: Record<string, unknown> = {};
@@ -59,8 +70,16 @@ export function simState(dialect: Dialect): Migration {
             delete body._children;
           }
           if (!Object.keys(state).length && r.body === JSON.stringify(body)) continue;
-          await db.updateTable('resources').set({ body: JSON.stringify(body) }).where('seq', '=', r.seq).execute();
-          if (Object.keys(state).length) await db.insertInto('sim_state').values({ kind, uuid: r.uuid, state: JSON.stringify(state) }).execute();
+          await db
+            .updateTable('resources')
+            .set({ body: JSON.stringify(body) })
+            .where('seq', '=', r.seq)
+            .execute();
+          if (Object.keys(state).length)
+            await db
+              .insertInto('sim_state')
+              .values({ kind, uuid: r.uuid, state: JSON.stringify(state) })
+              .execute();
         }
       }
     },

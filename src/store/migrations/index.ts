@@ -56,12 +56,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('res_type', 'varchar(32)', (c) => c.notNull())
           .addColumn('res_uuid', 'varchar(64)', (c) => c.notNull())
           .execute();
-        await db.schema
-          .createIndex('tag_members_tag')
-          .unique()
-          .on('tag_members')
-          .columns(['tag_uuid', 'res_type', 'res_uuid'])
-          .execute();
+        await db.schema.createIndex('tag_members_tag').unique().on('tag_members').columns(['tag_uuid', 'res_type', 'res_uuid']).execute();
         await db.schema.createIndex('tag_members_res').on('tag_members').columns(['res_type', 'res_uuid']).execute();
       },
     },
