@@ -15,6 +15,9 @@ const BY_CODE: Record<string, () => ApiError> = {
   '40P01': () => busy(), // deadlock_detected
   '55P03': () => busy(), // lock_not_available
   '23505': () => clash(), // unique_violation
+  // Text PostgreSQL cannot store (the HTTP layer already cuts strings at NUL; this is the backstop).
+  '22021': () => new ApiError('validation', 'The request contains a character sequence that cannot be stored'), // character_not_in_repertoire
+  '22P05': () => new ApiError('validation', 'The request contains a character sequence that cannot be stored'), // untranslatable_character
   '53300': () => new ApiError('concurrency', 'The database has no free connections; retry shortly'), // too_many_connections
 };
 

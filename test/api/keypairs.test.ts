@@ -56,6 +56,13 @@ const selfGen = golden('request_self_gen_keypair_create').objects[0];
 const pubOnly = golden('request_pub_key_only_keypair_create').objects[0];
 
 describe('keypairs: the three create modes', () => {
+  test('at most 10 generated pairs per request: more is a 400 on objects and nothing is created', async () => {
+    const before = (await alice.get('keypairs/?limit=0')).json.meta.total_count;
+    const res = await alice.post('keypairs/', { objects: Array.from({ length: 11 }, (_, i) => ({ name: `gen-${i}` })) });
+    assert.deepEqual([res.status, res.json[0].error_type, res.json[0].error_point], [400, 'validation', 'objects']);
+    assert.equal((await alice.get('keypairs/?limit=0')).json.meta.total_count, before);
+  });
+
   test('neither key: a fresh RSA 2048 pair, PKCS#1 PEM, ssh-rsa line, MD5 fingerprint (golden autogen)', async () => {
     const res = await alice.post('keypairs/', golden('request_autogen_keypair_create'));
     assert.equal(res.status, 201, res.text);

@@ -104,8 +104,16 @@ export const keypairs = storedDecl(
 // A new pair is generated off the event loop before the generic create (which validates everything again,
 // then writes all objects in one transaction): a bad request is refused before any key is generated.
 const createRows = keypairs.service.create.bind(keypairs.service);
+const MAX_GENERATED_PER_REQUEST = 10;
 keypairs.service.create = async (ctx, inputs) => {
   for (const input of inputs) validateFields(keypairs.fields, input, 'create');
+  // An RSA 2048 pair costs ~100 ms of CPU: one request may not tie the machine up with hundreds.
+  const toGenerate = inputs.filter((input) => !given(input.public_key) && !given(input.private_key)).length;
+  if (toGenerate > MAX_GENERATED_PER_REQUEST)
+    throw validation(
+      'objects',
+      `At most ${MAX_GENERATED_PER_REQUEST} keypairs can be generated in one request (${toGenerate} asked); import public keys, or send several requests`,
+    );
   const filled = await Promise.all(
     inputs.map(async (input) => (given(input.public_key) || given(input.private_key) ? input : { ...input, ...(await generateRsaPair()) })),
   );
