@@ -113,6 +113,15 @@ test(`acknowledged writes survive kill -9 (${engine}, ${KILLS} kills over ${SECO
 
   async function worker(c: number): Promise<void> {
     const mine = () => tracked.filter((o) => o.owner === c);
+    /** A create's outcome: tracked once acknowledged (its state must survive every later kill). */
+    const track = (kind: 'drives' | 'tags', state: State, res: Response | 'unanswered') => {
+      if (res === 'unanswered') stats.unanswered.create++;
+      else if (res.status === 201) {
+        stats.acknowledged.create++;
+        const uuid = res.json.objects[0].uuid;
+        tracked.push({ kind, uuid, owner: c, created: state, confirmed: state, maybe: [], ackedIn: generation, history: [key(state)] });
+      } else refused(`POST ${kind === 'drives' ? 'drive' : 'tag'}`, res);
+    };
     while (Date.now() < stopAt) {
       const drives = mine().filter((o) => o.kind === 'drives');
       const tags = mine().filter((o) => o.kind === 'tags');
@@ -120,38 +129,10 @@ test(`acknowledged writes survive kill -9 (${engine}, ${KILLS} kills over ${SECO
       const n = ++seq;
       if (drives.length < 3 || roll < 20) {
         const state: State = { name: `c${c}-d${n}`, meta: { v: '0', client: String(c) } };
-        const res = await write('POST', 'drives/', { media: 'disk', size: GiB, ...state });
-        if (res === 'unanswered') stats.unanswered.create++;
-        else if (res.status === 201) {
-          stats.acknowledged.create++;
-          tracked.push({
-            kind: 'drives',
-            uuid: res.json.objects[0].uuid,
-            owner: c,
-            created: state,
-            confirmed: state,
-            maybe: [],
-            ackedIn: generation,
-            history: [key(state)],
-          });
-        } else refused('POST drive', res);
+        track('drives', state, await write('POST', 'drives/', { media: 'disk', size: GiB, ...state }));
       } else if (tags.length < 1 || roll < 30) {
         const state: State = { name: `c${c}-t${n}`, resources: [] };
-        const res = await write('POST', 'tags/', { name: state.name, resources: [] });
-        if (res === 'unanswered') stats.unanswered.create++;
-        else if (res.status === 201) {
-          stats.acknowledged.create++;
-          tracked.push({
-            kind: 'tags',
-            uuid: res.json.objects[0].uuid,
-            owner: c,
-            created: state,
-            confirmed: state,
-            maybe: [],
-            ackedIn: generation,
-            history: [key(state)],
-          });
-        } else refused('POST tag', res);
+        track('tags', state, await write('POST', 'tags/', { name: state.name, resources: [] }));
       } else {
         let obj: Tracked;
         let state: State;
