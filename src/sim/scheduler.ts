@@ -4,9 +4,6 @@ import type { Services } from '../core/context.js';
 import type { TimerHandler, TimerRow } from '../core/timers.js';
 import type { Tx } from '../store/db.js';
 
-export type { TimerHandler, TimerRow } from '../core/timers.js';
-export { cancelTimers, schedule } from '../core/timers.js';
-
 const MAX_ATTEMPTS = 5;
 
 /**

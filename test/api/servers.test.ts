@@ -7,7 +7,7 @@ import { startServer, type TestServer } from '../helpers/server.js';
 import { Client } from '../helpers/client.js';
 import { fixture, golden, sameShape } from '../helpers/golden.js';
 import { engine, freshDatabase } from '../helpers/db.js';
-import { schedule } from '../../src/sim/scheduler.js';
+import { schedule } from '../../src/core/timers.js';
 
 type User = Client & { uuid: string; email: string };
 let srv: TestServer;

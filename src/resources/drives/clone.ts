@@ -1,5 +1,5 @@
 import type { Ctx } from '../../core/context.js';
-import { ApiError, permission } from '../../core/errors.js';
+import { notFound, permission } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { validateFields, type Obj } from '../../core/input.js';
 import { schedule } from '../../core/timers.js';
@@ -32,7 +32,7 @@ export async function lockCloneSource(tx: Tx, ctx: Ctx, uuid: string): Promise<C
   if (row) return { uuid, kind: 'drives', owner: row.owner_uuid, body: row.body };
   const lib = await ctx.store.resources.get(tx, 'libdrives', uuid);
   if (lib && lib.owner_uuid === null) return { uuid, kind: 'libdrives', owner: null, body: lib.body };
-  throw new ApiError('notexist', `Object with uuid ${uuid} does not exist`);
+  throw notFound(uuid);
 }
 
 /**

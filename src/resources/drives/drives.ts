@@ -1,5 +1,5 @@
 import type { Ctx, Services } from '../../core/context.js';
-import { ApiError, permission, validation } from '../../core/errors.js';
+import { ApiError, notFound, permission, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { validateFields, type Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
@@ -177,7 +177,7 @@ async function resizeDrive(ctx: Ctx, uuid: string, input: Obj): Promise<Obj> {
   if (values.size === undefined) throw validation('size', 'This field is required');
   await ctx.store.transaction(async (tx) => {
     const row = await ctx.store.resources.lock(tx, 'drives', uuid);
-    if (!row) throw new ApiError('notexist', `Object with uuid ${uuid} does not exist`);
+    if (!row) throw notFound(uuid);
     if (await mountedOnRunning(tx, ctx, row.body)) throw permission('Cannot resize a drive mounted on a running server');
     const size = checkSize(checkStorage(ctx, row.body.storage_type as string), values.size as number, row.body.size as number);
     const change = size === row.body.size ? {} : await beginResize(tx, ctx, uuid, row.body, size);
