@@ -26,8 +26,12 @@ export class Store {
   readonly location: string;
   /** SQL on the shared `resources` table, and the engines' differences for it. */
   readonly resources: ResourceRepository;
+  /** Statements run since the store opened (the bench prints statements per request). */
+  get statements(): number {
+    return this.counter.n;
+  }
 
-  private constructor(db: Db, dialect: Dialect, location: string) {
+  private constructor(db: Db, dialect: Dialect, location: string, private readonly counter: { n: number }) {
     this.db = db;
     this.dialect = dialect;
     this.location = location;
@@ -37,12 +41,15 @@ export class Store {
   /** `postgres://…` opens PostgreSQL; `:memory:` an in-memory SQLite; anything else a SQLite file (created). */
   static async open(url: string, opts: { poolSize?: number } = {}): Promise<Store> {
     let store: Store;
+    // Kysely calls `log` after every statement; counting is all it does here.
+    const counter = { n: 0 };
+    const log = () => void counter.n++;
     if (isPostgresUrl(url)) {
       const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10 });
       // Fail fast with a clear message instead of on the first request.
       const client = await pool.connect();
       client.release();
-      store = new Store(new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }), 'postgres', redact(url));
+      store = new Store(new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log }), 'postgres', redact(url), counter);
     } else {
       if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
       const sqlite = new SQLite(url);
@@ -51,7 +58,7 @@ export class Store {
       sqlite.pragma('synchronous = NORMAL');
       sqlite.pragma('busy_timeout = 5000');
       sqlite.pragma('foreign_keys = ON');
-      store = new Store(new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) }), 'sqlite', url);
+      store = new Store(new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }), log }), 'sqlite', url, counter);
     }
     await store.migrate();
     return store;
