@@ -54,11 +54,11 @@ async function compile(): Promise<void> {
 }
 const compiled = (file: string) => (useTsx ? file : join(relative(root, BUILD), file.replace(/\.ts$/, '.js')));
 
-// Optional filter: `npm test -- tags` runs only files whose path contains "tags".
-const filter = process.argv[2];
+// Optional filters: `npm test -- tags acls` runs only files whose path contains "tags" or "acls".
+const filters = process.argv.slice(2);
 const files = findTests(join(root, 'test'))
   .map((f) => relative(root, f))
-  .filter((f) => !filter || f.includes(filter));
+  .filter((f) => !filters.length || filters.some((w) => f.includes(w)));
 
 // Test files run as child processes, this many at once (most of their time is spent waiting on servers
 // and databases, so more than the core count pays).

@@ -1,14 +1,14 @@
 import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import type { Database } from '../store/schema.js';
 import type { Db, Tx } from '../store/db.js';
-import { ownerRef, resourceUri, type AnyQuery, type Resource, type VisibleQuery } from '../store/repository.js';
+import { ownerRef, resourceUri, type AnyQuery, type Resource, type VisibleSet } from '../store/repository.js';
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
 import { validateFields, type Obj } from './input.js';
 import Type from 'typebox';
 import { f, NO_DEFAULT, type Field } from './fields.js';
 import type { CollectionDecl, CollectionService, ListQuery, ListResult } from './resource.js';
-import { visibleRows } from './visibility.js';
+import { sharedRows, visibleRows } from './visibility.js';
 import { attachTags, setTagsOf } from './tagging.js';
 import { declareApplicable, effectivePermissions, grantedUuids, granteesOf, requirePermission, type Permission } from './permissions.js';
 
@@ -48,7 +48,7 @@ export interface StoredHooks {
   decorate?(ctx: Ctx, objects: Obj[]): Promise<void>;
 }
 
-type Q = VisibleQuery;
+type Q = VisibleSet;
 
 /** A filter: the condition one group of OR-ed values puts on a `resources` row. */
 export type StoredFilter = (eb: ExpressionBuilder<Database, 'resources'>, values: string[], ctx: Ctx, kind: string) => Expression<SqlBool>;
@@ -104,7 +104,9 @@ export class StoredCollection implements CollectionService {
   private visible(ctx: Ctx, db: Db | Tx): Q {
     const extra = this.hooks.alsoVisible;
     if (!extra) return visibleRows(ctx, this.kind, db, this.permissions !== undefined);
-    return ctx.store.resources.visible(db, this.kind, ctx.caller.uuid, extra(ctx, db));
+    // The rule is built for the caller's uuid as a parameter, so its SQL is compiled once per kind.
+    const shared = sharedRows(`also.${this.kind}`, (me) => extra({ ...ctx, caller: { ...ctx.caller, uuid: me } }, db));
+    return ctx.store.resources.visible(db, this.kind, ctx.caller.uuid, shared);
   }
 
   uri(uuid: string): string {
@@ -153,11 +155,11 @@ export class StoredCollection implements CollectionService {
 
   /** The visible rows of this kind matching the query's filters (no paging). */
   filtered(ctx: Ctx, query: ListQuery, db: Db | Tx = ctx.store.db): Q {
-    let q: Q = this.visible(ctx, db);
+    const q: Q = this.visible(ctx, db);
     for (const [name, groups] of query.filters) {
       const apply = this.hooks.filters?.[name] ?? FILTERS[name];
       if (!apply) continue;
-      for (const values of groups) q = q.where((eb) => apply(eb, values, ctx, this.kind));
+      for (const values of groups) q.where.push((eb) => apply(eb, values, ctx, this.kind));
     }
     return q;
   }

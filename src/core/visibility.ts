@@ -1,5 +1,6 @@
 import type { Ctx } from './context.js';
 import type { Db, Tx } from '../store/db.js';
+import type { AnyQuery, SharedRows, VisibleSet } from '../store/repository.js';
 import { grantedUuids } from './permissions.js';
 
 /**
@@ -7,6 +8,11 @@ import { grantedUuids } from './permissions.js';
  * them LIST on. Both halves are index lookups (kind+owner; grantee->acl->tag->member), never a scan of
  * every user's rows, so lists page and count in the database.
  */
-export function visibleRows(ctx: Ctx, kind: string, db: Db | Tx = ctx.store.db, shared = false) {
-  return ctx.store.resources.visible(db, kind, ctx.caller.uuid, shared ? grantedUuids(db, ctx.caller.uuid, kind, 'LIST') : undefined);
+export function visibleRows(ctx: Ctx, kind: string, db: Db | Tx = ctx.store.db, shared = false): VisibleSet {
+  return ctx.store.resources.visible(db, kind, ctx.caller.uuid, shared ? sharedRows(`acl.${kind}`, (me) => grantedUuids(db, me, kind, 'LIST')) : undefined);
+}
+
+/** A shared-rows subquery of the caller's uuid, with the key that names its shape (see SharedRows). */
+export function sharedRows(key: string, build: (me: string) => AnyQuery): SharedRows {
+  return Object.assign((me: string) => build(me), { key });
 }

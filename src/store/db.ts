@@ -1,11 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type PostgresPool, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { migrationProvider } from './migrations/index.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
+import { shapeName } from './shapes.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database>;
@@ -31,7 +32,12 @@ export class Store {
     return this.counter.n;
   }
 
-  private constructor(db: Db, dialect: Dialect, location: string, private readonly counter: { n: number }) {
+  private constructor(
+    db: Db,
+    dialect: Dialect,
+    location: string,
+    private readonly counter: { n: number },
+  ) {
     this.db = db;
     this.dialect = dialect;
     this.location = location;
@@ -49,7 +55,7 @@ export class Store {
       // Fail fast with a clear message instead of on the first request.
       const client = await pool.connect();
       client.release();
-      store = new Store(new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log }), 'postgres', redact(url), counter);
+      store = new Store(new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingShapes(pool) }), log }), 'postgres', redact(url), counter);
     } else {
       if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
       const sqlite = new SQLite(url);
@@ -76,8 +82,13 @@ export class Store {
     }
   }
 
+  /** A read-write transaction; the repository's kept counts are written last, just before commit. */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute(fn);
+    return this.db.transaction().execute(async (tx) => {
+      const out = await fn(tx);
+      await this.resources.flushCounts(tx);
+      return out;
+    });
   }
 
   /**
@@ -133,6 +144,27 @@ function withStatementCache(db: SQLite.Database, max = 500) {
       return stmt;
     },
   };
+}
+
+/**
+ * A pool whose clients run compiled-once query shapes (shapes.ts) as named prepared statements: PostgreSQL
+ * parses and plans them once per connection instead of on every request. Other SQL runs unnamed, so
+ * one-off texts never pile up as prepared statements on the server.
+ */
+function preparingShapes(pool: pg.Pool): PostgresPool {
+  const patched = new WeakSet<pg.PoolClient>();
+  const connect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>;
+  const wrap = (client: pg.PoolClient): pg.PoolClient => {
+    if (patched.has(client)) return client;
+    patched.add(client);
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (text: unknown, values?: unknown) => {
+      const name = typeof text === 'string' ? shapeName(text) : undefined;
+      return name ? query({ name, text, values }) : query(text, values);
+    };
+    return client;
+  };
+  return { connect: async () => wrap(await connect()), end: () => pool.end() };
 }
 
 function redact(url: string): string {

@@ -1,7 +1,8 @@
-import { sql, type ExpressionBuilder, type RawBuilder, type SelectQueryBuilder } from 'kysely';
+import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely';
 import type { Database } from './schema.js';
 import type { Db, Dialect, Tx } from './db.js';
 import { page } from './paging.js';
+import { Shapes, type ArgOf } from './shapes.js';
 
 /**
  * The one module that spells SQL against the shared `resources` table. Every kind reads, locks, inserts,
@@ -60,7 +61,57 @@ function mirrors(body: Obj): { name: string | null; status: string | null } {
 const stamp = (now: Date) => now.toISOString().replace(/\.(\d{3})Z$/, '.$1000+00:00');
 
 export class ResourceRepository {
+  private readonly shapes = new Shapes();
+  /** Per open transaction: the change of each (kind, owner) count, written just before commit (flushCounts). */
+  private readonly countChanges = new WeakMap<Tx, Map<string, number>>();
+
   constructor(readonly dialect: Dialect) {}
+
+  private changeCount(tx: Tx, kind: string, owner: string | null, by: number): void {
+    let m = this.countChanges.get(tx);
+    if (!m) this.countChanges.set(tx, (m = new Map()));
+    const key = `${kind}\n${owner ?? ''}`;
+    m.set(key, (m.get(key) ?? 0) + by);
+  }
+
+  /**
+   * Writes the transaction's count changes, last thing before it commits (Store.transaction calls this).
+   * Late and in one sorted order: on PostgreSQL a count row stays locked until commit, and every
+   * transaction taking them in the same order, after all its other locks, can never deadlock on them.
+   */
+  async flushCounts(tx: Tx): Promise<void> {
+    const m = this.countChanges.get(tx);
+    if (!m) return;
+    this.countChanges.delete(tx);
+    for (const key of [...m.keys()].sort()) {
+      const by = m.get(key)!;
+      if (by === 0) continue;
+      const [kind, owner] = key.split('\n');
+      await tx.executeQuery(
+        this.shapes.get(
+          'counts.add',
+          (arg: ArgOf<'kind' | 'owner' | 'by'>) =>
+            tx
+              .insertInto('resource_counts')
+              .values({ kind: arg('kind'), owner_uuid: arg('owner'), n: arg('by') })
+              .onConflict((oc) => oc.columns(['kind', 'owner_uuid']).doUpdateSet((eb) => ({ n: eb('resource_counts.n', '+', eb.ref('excluded.n')) }))),
+          { kind, owner, by },
+        ),
+      );
+    }
+  }
+
+  /** How many objects of a kind an owner has (null: the ownerless library). */
+  async countOf(db: Db | Tx, kind: string, owner: string | null): Promise<number> {
+    const { rows } = await db.executeQuery<{ n: number }>(
+      this.shapes.get(
+        'counts.get',
+        (arg: ArgOf<'kind' | 'owner'>) => db.selectFrom('resource_counts').select('n').where('kind', '=', arg('kind')).where('owner_uuid', '=', arg('owner')),
+        { kind, owner: owner ?? '' },
+      ),
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
 
   private select(db: Db | Tx, kind: string | readonly string[]) {
     const q = db.selectFrom('resources').select([...COLUMNS]);
@@ -69,8 +120,14 @@ export class ResourceRepository {
 
   /** One row (of one of `kind`s), unlocked. */
   async get(db: Db | Tx, kind: string | readonly string[], uuid: string): Promise<Resource | undefined> {
-    const row = (await this.select(db, kind).where('uuid', '=', uuid).executeTakeFirst()) as Row | undefined;
-    return row && toResource(row);
+    if (typeof kind !== 'string') {
+      const row = (await this.select(db, kind).where('uuid', '=', uuid).executeTakeFirst()) as Row | undefined;
+      return row && toResource(row);
+    }
+    const { rows } = await db.executeQuery<Row>(
+      this.shapes.get('resources.get', (arg: ArgOf<'kind' | 'uuid'>) => this.select(db, arg('kind')).where('uuid', '=', arg('uuid')), { kind, uuid }),
+    );
+    return rows[0] && toResource(rows[0]);
   }
 
   /** Rows by uuid, in the order asked (missing ones left out). */
@@ -85,10 +142,18 @@ export class ResourceRepository {
 
   /** One row, locked until the transaction ends (the read a decision is made on). */
   async lock(tx: Tx, kind: string | readonly string[], uuid: string): Promise<Resource | undefined> {
-    let q = this.select(tx, kind).where('uuid', '=', uuid);
-    if (this.dialect === 'postgres') q = q.forUpdate();
-    const row = (await q.executeTakeFirst()) as Row | undefined;
-    return row && toResource(row);
+    const build = (k: unknown, u: unknown) => {
+      const q = this.select(tx, k as string).where('uuid', '=', u as string);
+      return this.dialect === 'postgres' ? q.forUpdate() : q;
+    };
+    if (typeof kind !== 'string') {
+      const row = (await build(kind, uuid).executeTakeFirst()) as Row | undefined;
+      return row && toResource(row);
+    }
+    const { rows } = await tx.executeQuery<Row>(
+      this.shapes.get('resources.lock', (arg: ArgOf<'kind' | 'uuid'>) => build(arg('kind'), arg('uuid')), { kind, uuid }),
+    );
+    return rows[0] && toResource(rows[0]);
   }
 
   /** Several rows locked in uuid order (one order for every caller, so two lockers never deadlock). */
@@ -105,6 +170,7 @@ export class ResourceRepository {
 
   async insert(tx: Tx, now: Date, r: { kind: string; uuid: string; owner: string | null; body: Obj }): Promise<void> {
     await tx.insertInto('resources').values(this.values(now, r)).execute();
+    this.changeCount(tx, r.kind, r.owner, 1);
   }
 
   /** Many rows in few statements (seeding, the bench's large accounts); `chunk` rows per INSERT. */
@@ -114,6 +180,7 @@ export class ResourceRepository {
         .insertInto('resources')
         .values(rows.slice(i, i + chunk).map((r) => this.values(now, r)))
         .execute();
+    for (const r of rows) this.changeCount(tx, r.kind, r.owner, 1);
   }
 
   /** Insert unless a row of that kind and uuid exists (also one a concurrent transaction is inserting). */
@@ -123,7 +190,9 @@ export class ResourceRepository {
       .values(this.values(now, r))
       .onConflict((oc) => oc.columns(['uuid', 'kind']).doNothing())
       .executeTakeFirst();
-    return Number(res.numInsertedOrUpdatedRows ?? 0) > 0;
+    const inserted = Number(res.numInsertedOrUpdatedRows ?? 0) > 0;
+    if (inserted) this.changeCount(tx, r.kind, r.owner, 1);
+    return inserted;
   }
 
   private values(now: Date, r: { kind: string; uuid: string; owner: string | null; body: Obj }) {
@@ -159,7 +228,7 @@ export class ResourceRepository {
     await tx.deleteFrom('tag_members').where('res_type', '=', kind).where('res_uuid', 'in', list).execute();
     let q = tx.deleteFrom('resources').where('kind', '=', kind).where('uuid', 'in', list);
     if (opts.ownerless) q = q.where('owner_uuid', 'is', null);
-    await q.execute();
+    for (const gone of await q.returning('owner_uuid').execute()) this.changeCount(tx, kind, gone.owner_uuid, -1);
   }
 
   /** uuids of a kind in some states (indexed status column), optionally one owner's. */
@@ -324,37 +393,156 @@ export class ResourceRepository {
   // ---- query pieces for list machinery (visibility, filters, paging) ----
 
   /**
-   * The rows of a kind a user may see: their own, plus rows whose uuids `shared` selects (ACL grants,
-   * the library, DHCP leases). A UNION of the halves rather than `owner = me OR uuid IN (…)`: with OR
-   * both engines scan every row of the kind; with the union each half is an index lookup bounded by
-   * what the caller can see.
+   * The rows of a kind a user may see: their own, plus rows whose uuids `shared(me)` selects (ACL grants,
+   * the library, DHCP leases). Filters add conditions with `where`; `listPage`, `findVisible` and
+   * `countVisible` turn it into SQL.
    */
-  visible(db: Db | Tx, kind: string, owner: string, shared?: AnyQuery): VisibleQuery {
-    const q = db.selectFrom('resources').where('resources.kind', '=', kind);
-    if (!shared) return q.where('resources.owner_uuid', '=', owner);
-    return q.where('resources.uuid', 'in', this.ownedUuids(db, kind, owner).union(shared));
+  visible(db: Db | Tx, kind: string, owner: string, shared?: SharedRows): VisibleSet {
+    return { db, kind, owner, shared, where: [] };
   }
 
-  /** One visible row by uuid. */
-  async findVisible(q: VisibleQuery, uuid: string): Promise<Resource | undefined> {
-    const row = (await q
-      .select([...COLUMNS])
-      .where('resources.uuid', '=', uuid)
-      .executeTakeFirst()) as Row | undefined;
-    return row && toResource(row);
+  /**
+   * The visible rows in list order as seqs: the two halves each ordered and cut to the first `offset +
+   * limit` on their own (each an index range), merged, then cut to the page. The work is bounded by the
+   * page's end and by what is shared, never by the size of the account.
+   */
+  private pageSeqs(set: VisibleSet, arg: ArgOf<'kind' | 'me' | 'end' | 'limit' | 'offset'>, order: Order, limited: boolean, skipped: boolean) {
+    const db = set.db;
+    const by = ORDER_BY[order];
+    const own = this.withWhere(
+      db
+        .selectFrom('resources')
+        .select(['resources.seq', 'resources.updated_at'])
+        .where('resources.kind', '=', arg('kind'))
+        .where('resources.owner_uuid', '=', arg('me')),
+      set.where,
+    );
+    const paged = <Q extends AnyQuery>(q: Q, limitArg: string, offsetArg?: string): Q => {
+      let out = q;
+      if (limited) out = out.limit(arg(limitArg as 'limit')) as Q;
+      else if (offsetArg && skipped && this.dialect === 'sqlite') out = out.limit(-1) as Q;
+      if (offsetArg && skipped) out = out.offset(arg(offsetArg as 'offset')) as Q;
+      return out;
+    };
+    const sorted = <Q extends AnyQuery>(q: Q, prefix: string): Q => by.reduce((acc, [col, dir]) => acc.orderBy(`${prefix}${col}`, dir) as Q, q);
+    if (!set.shared) return paged(sorted(own, 'resources.'), 'limit', 'offset').clearSelect().select('resources.seq');
+    const theirs = this.withWhere(
+      db
+        .selectFrom('resources')
+        .select(['resources.seq', 'resources.updated_at'])
+        .where('resources.kind', '=', arg('kind'))
+        .where('resources.uuid', 'in', set.shared(arg('me')))
+        .where((eb) => eb.or([eb('resources.owner_uuid', '!=', arg('me')), eb('resources.owner_uuid', 'is', null)])),
+      set.where,
+    );
+    const merged = db
+      .selectFrom(paged(sorted(own, 'resources.'), 'end').as('a'))
+      .select(['a.seq', 'a.updated_at'])
+      .unionAll(db.selectFrom(paged(sorted(theirs, 'resources.'), 'end').as('b')).select(['b.seq', 'b.updated_at']));
+    return db.selectFrom(paged(sorted(merged as unknown as AnyQuery, ''), 'limit', 'offset').as('m')).select('m.seq');
+  }
+
+  private withWhere<Q extends AnyQuery>(q: Q, where: readonly Condition[]): Q {
+    return where.reduce((acc, c) => acc.where(c) as Q, q);
+  }
+
+  /** The shape key of a visible set's query, or undefined when filters make it one of a kind. */
+  private shapeKey(purpose: string, set: VisibleSet, ...flags: (string | boolean)[]): string | undefined {
+    if (set.where.length) return undefined;
+    return [purpose, set.kind, set.shared?.key ?? 'own', ...flags.map(String)].join(':');
+  }
+
+  /** Runs a visible-set query: compiled once when the set has no filters, built afresh otherwise. */
+  private async run<R, K extends string>(key: string | undefined, db: Db | Tx, build: (arg: ArgOf<K>) => AnyQuery, args: Record<K, unknown>): Promise<R[]> {
+    if (key) return (await db.executeQuery<R>(this.shapes.get(key, build, args))).rows;
+    return (await build(((name: K) => args[name]) as ArgOf<K>).execute()) as R[];
+  }
+
+  /** One visible row by uuid: `uuid = ? AND (owner = me OR uuid IN shared)`, one index lookup for own rows. */
+  async findVisible(set: VisibleSet, uuid: string): Promise<Resource | undefined> {
+    const db = set.db;
+    const rows = await this.run<Row, 'kind' | 'me' | 'uuid'>(
+      this.shapeKey('visible.one', set),
+      db,
+      (arg) =>
+        this.withWhere(
+          db
+            .selectFrom('resources')
+            .select([...COLUMNS])
+            .where('resources.kind', '=', arg('kind'))
+            .where('resources.uuid', '=', arg('uuid'))
+            .where((eb) =>
+              set.shared
+                ? eb.or([eb('resources.owner_uuid', '=', arg('me')), eb('resources.uuid', 'in', set.shared(arg('me')))])
+                : eb('resources.owner_uuid', '=', arg('me')),
+            ),
+          set.where,
+        ),
+      { kind: set.kind, me: set.owner, uuid },
+    );
+    return rows[0] && toResource(rows[0]);
   }
 
   /**
    * A page of a visible set, in creation order (or most recently changed first), and its total. A short,
-   * non-empty page (or a short first page) ends the result: its end is the total, no count query.
+   * non-empty page (or a short first page) ends the result: its end is the total. Otherwise an unfiltered
+   * total is the owner's kept count plus the shared rows; a filtered one is counted.
    */
-  async listPage(q: VisibleQuery, p: { order: 'created' | 'recent'; limit: number; offset: number }): Promise<{ rows: Resource[]; total: number }> {
-    const columns = q.select([...COLUMNS]);
-    const ordered = p.order === 'recent' ? columns.orderBy('resources.updated_at', 'desc').orderBy('resources.seq', 'desc') : columns.orderBy('resources.seq');
-    const rows = ((await this.page(ordered, p.limit, p.offset).execute()) as Row[]).map(toResource);
+  async listPage(set: VisibleSet, p: { order: Order; limit: number; offset: number }): Promise<{ rows: Resource[]; total: number }> {
+    const db = set.db;
+    const limited = p.limit > 0;
+    const skipped = p.offset > 0;
+    const args = { kind: set.kind, me: set.owner, end: p.offset + p.limit, limit: p.limit, offset: p.offset };
+    const rows = (
+      await this.run<Row, keyof typeof args>(
+        this.shapeKey('visible.page', set, p.order, limited, skipped),
+        db,
+        (arg) => {
+          const seqs = this.pageSeqs(set, arg, p.order, limited, skipped);
+          const q: AnyQuery = db
+            .selectFrom('resources')
+            .select([...COLUMNS])
+            .where('resources.seq', 'in', seqs);
+          return ORDER_BY[p.order].reduce((acc, [col, dir]) => acc.orderBy(`resources.${col}`, dir), q);
+        },
+        args,
+      )
+    ).map(toResource);
     const short = (p.offset === 0 || rows.length > 0) && (p.limit === 0 || rows.length < p.limit);
-    const total = short ? p.offset + rows.length : Number((await q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
-    return { rows, total };
+    return { rows, total: short ? p.offset + rows.length : await this.countVisible(set) };
+  }
+
+  /** How many rows a visible set holds. */
+  async countVisible(set: VisibleSet): Promise<number> {
+    const db = set.db;
+    const own = set.where.length ? undefined : await this.countOf(db, set.kind, set.owner);
+    if (own !== undefined && !set.shared) return own;
+    const rows = await this.run<{ n: number }, 'kind' | 'me'>(
+      this.shapeKey('visible.count', set),
+      db,
+      (arg) => {
+        const theirs = set.shared
+          ? this.withWhere(
+              db
+                .selectFrom('resources')
+                .select('resources.seq')
+                .where('resources.kind', '=', arg('kind'))
+                .where('resources.uuid', 'in', set.shared(arg('me')))
+                .where((eb) => eb.or([eb('resources.owner_uuid', '!=', arg('me')), eb('resources.owner_uuid', 'is', null)])),
+              set.where,
+            )
+          : undefined;
+        const mine = this.withWhere(
+          db.selectFrom('resources').select('resources.seq').where('resources.kind', '=', arg('kind')).where('resources.owner_uuid', '=', arg('me')),
+          set.where,
+        );
+        // Unfiltered, the own half comes from the kept count and only the shared half is counted here.
+        const counted = own !== undefined ? theirs! : theirs ? mine.unionAll(theirs) : mine;
+        return db.selectFrom(counted.as('c')).select((eb) => eb.fn.countAll<number>().as('n'));
+      },
+      { kind: set.kind, me: set.owner },
+    );
+    return (own ?? 0) + Number(rows[0]?.n ?? 0);
   }
 
   /** The case-insensitive LIKE operator of this engine. */
@@ -393,5 +581,33 @@ export class ResourceRepository {
   }
 }
 
-/** A filtered set of `resources` rows, not yet selected or paged. */
-export type VisibleQuery = SelectQueryBuilder<Database, 'resources', object>;
+type Order = 'created' | 'recent';
+const ORDER_BY: Record<Order, readonly (readonly [string, 'asc' | 'desc'])[]> = {
+  created: [['seq', 'asc']],
+  recent: [
+    ['updated_at', 'desc'],
+    ['seq', 'desc'],
+  ],
+};
+
+/** A condition on a `resources` row (a filter). */
+export type Condition = (eb: ExpressionBuilder<Database, 'resources'>) => Expression<SqlBool>;
+
+/**
+ * The uuids of other users' rows a caller sees, as a subquery of the caller's uuid. `key` names its shape
+ * (one per kind's rule), so the queries built on it are compiled once; the subquery must take the caller
+ * as a parameter, never spelled into its SQL.
+ */
+export interface SharedRows {
+  key: string;
+  (me: string): AnyQuery;
+}
+
+/** The rows of a kind a caller may see, with the conditions filters put on them; not yet SQL. */
+export interface VisibleSet {
+  db: Db | Tx;
+  kind: string;
+  owner: string;
+  shared?: SharedRows;
+  where: Condition[];
+}

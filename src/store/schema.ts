@@ -29,6 +29,13 @@ export interface ResourcesTable {
   updated_at: string;
 }
 
+/** Resources per (kind, owner); '' is the ownerless library. */
+export interface ResourceCountsTable {
+  kind: string;
+  owner_uuid: string;
+  n: number;
+}
+
 /** Tag membership: which resources carry which tag (both directions are indexed). */
 export interface TagMembersTable {
   seq: Generated<number>;
@@ -189,5 +196,6 @@ export interface Database {
   login_failures: LoginFailuresTable;
   users: UsersTable;
   resources: ResourcesTable;
+  resource_counts: ResourceCountsTable;
   tag_members: TagMembersTable;
 }

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { isoTimestamp } from '../../src/core/clock.js';
 import type { Client } from './client.js';
 import type { TestServer } from './server.js';
 
@@ -33,10 +32,7 @@ export async function newDrive(c: Client, fields: Record<string, unknown> = {}):
  * Tag membership and ACL evaluation need nothing more.
  */
 export async function bareResource(srv: TestServer, kind: string, owner: string, uuid: string = randomUUID()): Promise<string> {
-  const now = isoTimestamp(new Date());
-  await srv.services.store.db
-    .insertInto('resources')
-    .values({ kind, uuid, owner_uuid: owner, name: kind, body: '{}', created_at: now, updated_at: now })
-    .execute();
+  const store = srv.services.store;
+  await store.transaction((tx) => store.resources.insert(tx, new Date(), { kind, uuid, owner, body: {} }));
   return uuid;
 }

@@ -7,6 +7,7 @@ import { scheduler } from './0005_scheduler.js';
 import { statusColumn } from './0006_status.js';
 import { networks } from './0007_networks.js';
 import { simState } from './0008_sim_state.js';
+import { resourceCounts } from './0009_resource_counts.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -67,6 +68,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0006_status': statusColumn,
     '0007_networks': networks,
     '0008_sim_state': simState(dialect),
+    '0009_resource_counts': resourceCounts,
   };
 }
 

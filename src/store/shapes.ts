@@ -1,0 +1,54 @@
+import type { CompiledQuery, Compilable } from 'kysely';
+
+/**
+ * Query shapes compiled once. Building and compiling a Kysely query costs more than running a small
+ * indexed one, and a request path runs the same few shapes with different values. A shape is built once
+ * with a marker in place of each argument (`arg('owner')`); its SQL is kept and only the parameter list is
+ * filled per call. The SQL text starts with a comment naming the shape, which lets the PostgreSQL pool
+ * run it as a named prepared statement (see db.ts) and shows the shape in the server's statistics.
+ */
+
+const MARK = '\u0001stratus-arg:';
+
+/** What a shape's builder gets: a marker for each argument, typed loosely so it fits any builder slot. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type ArgOf<K extends string> = (name: K) => any;
+
+interface Shape {
+  compiled: CompiledQuery;
+  /** For each parameter: the argument it takes, or a constant of the shape. */
+  slots: ({ arg: string } | { value: unknown })[];
+}
+
+/** The comment that opens every shape's SQL; the PostgreSQL pool names statements that start with it. */
+export const SHAPE_PREFIX = '/* shape ';
+const SHAPE_NAME = /^\/\* shape ([\w.:-]+) \*\//;
+export const shapeName = (text: string): string | undefined => (text.startsWith(SHAPE_PREFIX) ? SHAPE_NAME.exec(text)?.[1] : undefined);
+
+export class Shapes {
+  private readonly cache = new Map<string, Shape>();
+
+  /**
+   * The compiled query of shape `key` with `args` filled in. `key` must name one shape: the same key with
+   * another builder would run the first one's SQL. The number of keys is fixed by the code, so the cache
+   * needs no bound.
+   */
+  get<K extends string>(key: string, build: (arg: ArgOf<K>) => Compilable, args: Record<K, unknown>): CompiledQuery {
+    let shape = this.cache.get(key);
+    if (!shape) {
+      shape = compile(key, build);
+      this.cache.set(key, shape);
+    }
+    const parameters = shape.slots.map((s) => ('arg' in s ? args[s.arg as K] : s.value));
+    return { ...shape.compiled, parameters };
+  }
+}
+
+function compile(key: string, build: (arg: ArgOf<string>) => Compilable): Shape {
+  if (!/^[\w.:-]+$/.test(key)) throw new Error(`shape key ${JSON.stringify(key)} must be word characters, '.', ':' or '-'`);
+  const compiled = build((name) => MARK + name).compile();
+  // An argument spelled into the SQL (a literal) would be frozen with its first value: refuse the shape.
+  if (compiled.sql.includes(MARK)) throw new Error(`query shape ${key} puts an argument into its SQL text`);
+  const slots = compiled.parameters.map((p) => (typeof p === 'string' && p.startsWith(MARK) ? { arg: p.slice(MARK.length) } : { value: p }));
+  return { compiled: { ...compiled, sql: `${SHAPE_PREFIX}${key} */ ${compiled.sql}` }, slots };
+}
