@@ -13,6 +13,8 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Largest accepted request body in bytes; bigger ones get 413. */
   bodyLimit: number;
+  /** MiB of presented objects kept for reuse (each object version is built and serialised once). */
+  cacheMiB: number;
   /** A client must send its whole request within this many ms. */
   requestTimeoutMs: number;
   /** Idle keep-alive connections close after this many ms. */
@@ -182,6 +184,14 @@ export const SETTINGS: Setting<keyof Config>[] = [
     help: 'max request body bytes',
     parse: int('body-limit', 1024, 1 << 30),
     fallback: () => 1 << 20,
+  },
+  {
+    key: 'cacheMiB',
+    flag: 'cache-mib',
+    env: 'STRATUS_CACHE_MIB',
+    help: 'MiB of presented objects kept for reuse (0 = none)',
+    parse: int('cache-mib', 0, 65536),
+    fallback: () => 32,
   },
   {
     key: 'requestTimeoutMs',

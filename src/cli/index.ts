@@ -61,7 +61,7 @@ export interface CliOptions {
 
 /** The services an operator command (or the server) works with: the store of `--db`, the real clock. */
 export async function openServices(config: Config): Promise<Services> {
-  const store = await Store.open(config.db);
+  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB });
   return { store, clock: systemClock, ids: randomIds, config, events: new EventSubscriptions() };
 }
 

@@ -2,6 +2,7 @@ import { isoTimestamp } from './clock.js';
 import type { Services } from './context.js';
 import type { ApiError } from './errors.js';
 import type { Tx } from '../store/db.js';
+import { argsOf, type ArgOf } from '../store/shapes.js';
 
 /**
  * The event record: every change the API or the simulator makes is recorded here, in the transaction of
@@ -43,25 +44,24 @@ export class EventSubscriptions {
   }
 }
 
-export async function record(tx: Tx, s: Pick<Services, 'clock'> & { events?: EventSubscriptions }, e: Event): Promise<void> {
+export async function record(tx: Tx, s: Pick<Services, 'clock' | 'store'> & { events?: EventSubscriptions }, e: Event): Promise<void> {
   const wire = e.error?.toWire();
   const now = s.clock.now();
-  await tx
-    .insertInto('audit_log')
-    .values({
-      owner_uuid: e.owner,
-      actor_uuid: e.actor,
-      action: e.action,
-      category: e.category,
-      uuid: e.uuid,
-      details: e.details ?? '',
-      success: e.error ? 0 : 1,
-      error_type: wire?.error_type ?? null,
-      error_point: wire?.error_point ?? null,
-      error_message: wire?.error_message ?? '',
-      timestamp: isoTimestamp(now).replace('T', ' '),
-    })
-    .execute();
+  const entry = {
+    owner_uuid: e.owner,
+    actor_uuid: e.actor,
+    action: e.action,
+    category: e.category,
+    uuid: e.uuid,
+    details: e.details ?? '',
+    success: e.error ? 0 : 1,
+    error_type: wire?.error_type ?? null,
+    error_point: wire?.error_point ?? null,
+    error_message: wire?.error_message ?? '',
+    timestamp: isoTimestamp(now).replace('T', ' '),
+  };
+  // Every state change writes one: its statement is compiled once.
+  await s.store.resources.shaped(tx, 'audit.insert', (arg: ArgOf<keyof typeof entry>) => tx.insertInto('audit_log').values(argsOf(entry, arg)), entry);
   const type = eventType(e);
   if (!s.events?.has(type)) return;
   await tx

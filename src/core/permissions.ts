@@ -1,7 +1,7 @@
 import type { Ctx, Services } from './context.js';
 import { permission as forbidden, validation } from './errors.js';
 import type { Db, Tx } from '../store/db.js';
-import type { Resource } from '../store/repository.js';
+import type { Resource, ResourceRepository } from '../store/repository.js';
 
 /**
  * The ACL permission model (spec "ACL" rules 1–8), in one place. An ACL owned by O grants its rules to
@@ -82,21 +82,32 @@ export interface GranteeEntry {
 }
 
 /** Who holds which applicable permissions on each resource (the owner's `grantees` view), one query. */
-export async function granteesOf(db: Db | Tx, kind: string, uuids: string[], applicable: readonly Permission[]): Promise<Map<string, GranteeEntry[]>> {
+export async function granteesOf(
+  repo: ResourceRepository,
+  db: Db | Tx,
+  kind: string,
+  uuids: string[],
+  applicable: readonly Permission[],
+): Promise<Map<string, GranteeEntry[]>> {
   const out = new Map<string, GranteeEntry[]>();
   if (!uuids.length || !applicable.length) return out;
-  const rows = await db
-    .selectFrom('tag_members as tm')
-    .innerJoin('acl_tags as t', 't.tag_uuid', 'tm.tag_uuid')
-    .innerJoin('acl_grantees as g', 'g.acl_uuid', 't.acl_uuid')
-    .innerJoin('acl_rules as r', 'r.acl_uuid', 't.acl_uuid')
-    .innerJoin('users as u', 'u.uuid', 'g.grantee_uuid')
-    .select(['tm.res_uuid', 'g.grantee_uuid', 'u.email', 'r.permission'])
-    .distinct()
-    .where('tm.res_type', '=', kind)
-    .where('tm.res_uuid', 'in', uuids)
-    .where('r.permission', 'in', [...applicable])
-    .execute();
+  const rows = await repo.shaped<{ res_uuid: string; grantee_uuid: string; email: string | null; permission: string }, 'kind' | 'uuids' | 'perms'>(
+    db,
+    'acl.grantees',
+    (arg) =>
+      db
+        .selectFrom('tag_members as tm')
+        .innerJoin('acl_tags as t', 't.tag_uuid', 'tm.tag_uuid')
+        .innerJoin('acl_grantees as g', 'g.acl_uuid', 't.acl_uuid')
+        .innerJoin('acl_rules as r', 'r.acl_uuid', 't.acl_uuid')
+        .innerJoin('users as u', 'u.uuid', 'g.grantee_uuid')
+        .select(['tm.res_uuid', 'g.grantee_uuid', 'u.email', 'r.permission'])
+        .distinct()
+        .where('tm.res_type', '=', arg('kind'))
+        .where(repo.inList('tm.res_uuid', arg('uuids')))
+        .where(repo.inList('r.permission', arg('perms'))),
+    { kind, uuids: repo.listArg(uuids), perms: repo.listArg(applicable) },
+  );
   const byRes = new Map<string, Map<string, GranteeEntry>>();
   for (const r of rows) {
     const users = byRes.get(r.res_uuid) ?? new Map<string, GranteeEntry>();

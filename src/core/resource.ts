@@ -11,6 +11,8 @@ export interface ListQuery {
   filters: Map<string, string[][]>;
   limit: number;
   offset: number;
+  /** The keys the answer will show (`fields=`, or a short list form); absent: all. Work for others may be skipped. */
+  fields?: readonly string[];
 }
 
 export interface ListResult {

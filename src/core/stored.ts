@@ -4,6 +4,7 @@ import type { Db, Tx } from '../store/db.js';
 import { ownerRef, resourceUri, type AnyQuery, type Resource, type VisibleSet } from '../store/repository.js';
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
+import { frozen } from './json.js';
 import { validateFields, type Obj } from './input.js';
 import Type from 'typebox';
 import { f, NO_DEFAULT, type Field } from './fields.js';
@@ -21,6 +22,8 @@ export interface StoredHooks {
   external?: readonly string[];
   /** Normalises validated values before anything is written (may throw a validation error). */
   prepare?(values: Obj, mode: 'create' | 'update'): Obj;
+  /** Runs in the create transaction before the row is inserted (its uuid is chosen); returns the values to store. */
+  beforeInsert?(tx: Tx, ctx: Ctx, uuid: string, values: Obj): Promise<Obj>;
   /** Runs in the update transaction with the current row, before the write; may adjust the values. */
   beforeUpdate?(tx: Tx, ctx: Ctx, row: Row, values: Obj): Promise<Obj>;
   /** When the caller can see no such object: another place it may live (library drives under /drives/). */
@@ -44,8 +47,18 @@ export interface StoredHooks {
   beforeDelete?(tx: Tx, ctx: Ctx, uuid: string, row: Row, query: Record<string, unknown>): Promise<void>;
   /** Rows of other users this kind shows the caller anyway (read-only unless a permission says more). */
   alsoVisible?(ctx: Ctx, db: Db | Tx): AnyQuery;
-  /** Adds computed fields to a page of objects in one batch (never one query per object). */
-  decorate?(ctx: Ctx, objects: Obj[]): Promise<void>;
+  /**
+   * What the kind shows of a stored object beyond its body, that depends on nothing but this version of
+   * the row (reference objects built from stored uuids, defaults): computed once per version and reused.
+   * It returns a new object; `object` is the body with owner, resource_uri and uuid.
+   */
+  presentStatic?(object: Obj): Obj;
+  /**
+   * Adds computed fields that change without the row changing (other rows, time, the simulator) to a page
+   * of objects in one batch (never one query per object); `rows[i]` is the stored row of `objects[i]`.
+   * Set top-level keys only: everything below them may be shared with other requests (and is frozen).
+   */
+  decorate?(ctx: Ctx, objects: Obj[], rows: Row[]): Promise<void>;
 }
 
 type Q = VisibleSet;
@@ -113,26 +126,38 @@ export class StoredCollection implements CollectionService {
     return resourceUri(this.kind, uuid);
   }
 
-  present(row: Row): Obj {
-    return { ...row.body, owner: ownerRef(row.owner_uuid), resource_uri: this.uri(row.uuid), uuid: row.uuid };
+  /**
+   * The object as stored, as every caller sees it: the body with owner, resource_uri and uuid, and the
+   * kind's static presentation. Made once per (uuid, version) and kept frozen in the store's cache; each
+   * request gets a shallow copy to add its own fields to.
+   */
+  present(store: Ctx['store'], row: Row): Obj {
+    const key = `${this.kind}/${row.uuid}`;
+    let shown = store.presented.get(key, row.version);
+    if (!shown) {
+      const base = { ...row.body, owner: ownerRef(row.owner_uuid), resource_uri: this.uri(row.uuid), uuid: row.uuid };
+      shown = frozen(this.hooks.presentStatic ? this.hooks.presentStatic(base) : base);
+      store.presented.set(key, row.version, shown, presentedBytes(shown));
+    }
+    return { ...shown };
   }
 
   /**
    * Objects as the caller sees them. `permissions`/`grantees` are read through `db`, the same snapshot
    * the rows came from, so a grantee never sees an object with permissions of another moment.
    */
-  private async presentAll(ctx: Ctx, rows: Row[], db: Db | Tx): Promise<Obj[]> {
-    const objects = rows.map((r) => this.present(r));
+  private async presentAll(ctx: Ctx, rows: Row[], db: Db | Tx, wants: (key: string) => boolean = all): Promise<Obj[]> {
+    const objects = rows.map((r) => this.present(ctx.store, r));
     if (!objects.length) return objects;
-    if (this.permissions) await this.attachSharing(ctx, rows, objects, this.permissions, db);
+    if (this.permissions && (wants('grantees') || wants('permissions'))) await this.attachSharing(ctx, rows, objects, this.permissions, db);
     return objects;
   }
 
   /** Computed fields that need no snapshot with the rows (tags, the kind's decorations). */
-  private async decorate(ctx: Ctx, objects: Obj[]): Promise<Obj[]> {
+  private async decorate(ctx: Ctx, objects: Obj[], rows: Row[], wants: (key: string) => boolean = all): Promise<Obj[]> {
     if (!objects.length) return objects;
-    if (this.taggable) await attachTags(ctx, this.kind, objects);
-    if (this.hooks.decorate) await this.hooks.decorate(ctx, objects);
+    if (this.taggable && wants('tags')) await attachTags(ctx, this.kind, objects);
+    if (this.hooks.decorate) await this.hooks.decorate(ctx, objects, rows);
     return objects;
   }
 
@@ -144,7 +169,7 @@ export class StoredCollection implements CollectionService {
     const me = ctx.caller.uuid;
     const mine = rows.filter((r) => r.owner_uuid === me).map((r) => r.uuid);
     const theirs = rows.filter((r) => r.owner_uuid !== me).map((r) => r.uuid);
-    const grantees = await granteesOf(db, this.kind, mine, applicable);
+    const grantees = await granteesOf(ctx.store.resources, db, this.kind, mine, applicable);
     const perms = await effectivePermissions(db, me, this.kind, theirs, applicable);
     objects.forEach((o, i) => {
       const own = rows[i].owner_uuid === me;
@@ -165,15 +190,18 @@ export class StoredCollection implements CollectionService {
   }
 
   async list(ctx: Ctx, query: ListQuery): Promise<ListResult> {
-    const { total, objects } = await ctx.store.snapshot(async (db) => {
+    // A short list (or `fields=`) shows a few keys: decorations for the others are skipped.
+    const fields = query.fields && new Set(query.fields);
+    const wants = fields ? (key: string) => fields.has(key) : all;
+    const { total, objects, rows } = await ctx.store.snapshot(async (db) => {
       const page = await ctx.store.resources.listPage(this.filtered(ctx, query, db), {
         order: this.spec.order ?? 'created',
         limit: query.limit,
         offset: query.offset,
       });
-      return { total: page.total, objects: await this.presentAll(ctx, page.rows, db) };
+      return { total: page.total, objects: await this.presentAll(ctx, page.rows, db, wants), rows: page.rows };
     });
-    return { total, objects: await this.decorate(ctx, objects) };
+    return { total, objects: await this.decorate(ctx, objects, rows, wants) };
   }
 
   /**
@@ -212,14 +240,14 @@ export class StoredCollection implements CollectionService {
   async get(ctx: Ctx, uuid: string): Promise<Obj> {
     const found = await ctx.store.snapshot(async (db) => {
       const row = await this.findRow(ctx, uuid, db);
-      return row ? (await this.presentAll(ctx, [row], db))[0] : undefined;
+      return row ? { row, object: (await this.presentAll(ctx, [row], db))[0] } : undefined;
     });
     if (!found) {
       const elsewhere = await this.hooks.fallbackGet?.(ctx, uuid);
       if (elsewhere) return elsewhere;
       throw notFound(uuid);
     }
-    return (await this.decorate(ctx, [found]))[0];
+    return (await this.decorate(ctx, [found.object], [found.row]))[0];
   }
 
   private validated(input: Obj, mode: 'create' | 'update'): Obj {
@@ -246,8 +274,10 @@ export class StoredCollection implements CollectionService {
     input: Obj,
   ): Promise<void> {
     const uuid = row.uuid;
-    if (this.taggable && values.tags !== undefined && row.owner_uuid === ctx.caller.uuid)
-      await setTagsOf(tx, ctx, this.kind, uuid, (values.tags as unknown[] | null) ?? []);
+    const tags = (values.tags as unknown[] | null | undefined) ?? [];
+    // A new object carries no tags yet: only tags given on create need writing.
+    if (this.taggable && values.tags !== undefined && row.owner_uuid === ctx.caller.uuid && (mode === 'update' || tags.length))
+      await setTagsOf(tx, ctx, this.kind, uuid, tags);
     await this.hooks.afterWrite?.(tx, ctx, uuid, values, mode, input);
   }
 
@@ -258,8 +288,9 @@ export class StoredCollection implements CollectionService {
       const made: string[] = [];
       for (const [i, values] of all.entries()) {
         const uuid = ctx.ids.uuid();
-        await this.insert(tx, ctx, uuid, ctx.caller.uuid, this.bodyOf(values));
-        await this.afterWrite(tx, ctx, { uuid, owner_uuid: ctx.caller.uuid }, values, 'create', inputs[i]);
+        const stored = this.hooks.beforeInsert ? await this.hooks.beforeInsert(tx, ctx, uuid, values) : values;
+        await this.insert(tx, ctx, uuid, ctx.caller.uuid, this.bodyOf(stored));
+        await this.afterWrite(tx, ctx, { uuid, owner_uuid: ctx.caller.uuid }, stored, 'create', inputs[i]);
         made.push(uuid);
       }
       return made;
@@ -296,8 +327,11 @@ export class StoredCollection implements CollectionService {
   /** Present objects by uuid (any owner) as `ctx.caller` sees them, in the given order. */
   async presentUuids(ctx: Ctx, uuids: string[]): Promise<Obj[]> {
     if (!uuids.length) return [];
-    const objects = await ctx.store.snapshot(async (db) => this.presentAll(ctx, await ctx.store.resources.getMany(db, this.kind, uuids), db));
-    return this.decorate(ctx, objects);
+    const { rows, objects } = await ctx.store.snapshot(async (db) => {
+      const found = await ctx.store.resources.getMany(db, this.kind, uuids);
+      return { rows: found, objects: await this.presentAll(ctx, found, db) };
+    });
+    return this.decorate(ctx, objects, rows);
   }
 
   /** Bulk delete (`DELETE /<kind>/` with `{objects:[{uuid}]}`): all or nothing, one transaction. */
@@ -318,6 +352,13 @@ export class StoredCollection implements CollectionService {
     await this.hooks.beforeDelete?.(tx, ctx, uuid, row, query);
     await ctx.store.resources.remove(tx, this.kind, uuid);
   }
+}
+
+const all = (): boolean => true;
+
+/** A presented object's share of the cache: about what its serialisation and its objects take. */
+function presentedBytes(o: Obj): number {
+  return 3 * JSON.stringify(o).length;
 }
 
 /** Read-only fields every shareable kind carries (spec ACL rules 6 and 7). */

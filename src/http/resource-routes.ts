@@ -30,6 +30,7 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     (short?: readonly string[]): Handler =>
     async (req) => {
       const q = listQuery(req.query, decl.defaultLimit, decl.filtering);
+      q.fields = fieldsParam(req.query) ?? short;
       const { total, objects } = await svc.list(ctxOf(req), q);
       return envelope(req.query, q.limit, q.offset, total, objects, short);
     };

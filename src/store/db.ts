@@ -7,6 +7,10 @@ import type { Database } from './schema.js';
 import { migrationProvider } from './migrations/index.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
 import { shapeName } from './shapes.js';
+import { VersionedCache } from './object-cache.js';
+
+/** Presented objects kept per store, in MiB (the `cache-mib` setting). */
+export const DEFAULT_CACHE_MIB = 32;
 
 export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database>;
@@ -27,6 +31,8 @@ export class Store {
   readonly location: string;
   /** SQL on the shared `resources` table, and the engines' differences for it. */
   readonly resources: ResourceRepository;
+  /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
+  readonly presented: VersionedCache<Record<string, unknown>>;
   /** Statements run since the store opened (the bench prints statements per request). */
   get statements(): number {
     return this.counter.n;
@@ -37,15 +43,19 @@ export class Store {
     dialect: Dialect,
     location: string,
     private readonly counter: { n: number },
+    cacheMiB: number,
+    direct?: (text: string, parameters: readonly unknown[]) => unknown[],
   ) {
+    this.presented = new VersionedCache(cacheMiB * 1024 * 1024);
     this.db = db;
     this.dialect = dialect;
     this.location = location;
-    this.resources = new ResourceRepository(dialect);
+    this.resources = new ResourceRepository(dialect, direct);
   }
 
   /** `postgres://…` opens PostgreSQL; `:memory:` an in-memory SQLite; anything else a SQLite file (created). */
-  static async open(url: string, opts: { poolSize?: number } = {}): Promise<Store> {
+  static async open(url: string, opts: { poolSize?: number; cacheMiB?: number } = {}): Promise<Store> {
+    const cacheMiB = opts.cacheMiB ?? DEFAULT_CACHE_MIB;
     let store: Store;
     // Kysely calls `log` after every statement; counting is all it does here.
     const counter = { n: 0 };
@@ -55,7 +65,13 @@ export class Store {
       // Fail fast with a clear message instead of on the first request.
       const client = await pool.connect();
       client.release();
-      store = new Store(new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingShapes(pool) }), log }), 'postgres', redact(url), counter);
+      store = new Store(
+        new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingShapes(pool) }), log }),
+        'postgres',
+        redact(url),
+        counter,
+        cacheMiB,
+      );
     } else {
       if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
       const sqlite = new SQLite(url);
@@ -64,7 +80,15 @@ export class Store {
       sqlite.pragma('synchronous = NORMAL');
       sqlite.pragma('busy_timeout = 5000');
       sqlite.pragma('foreign_keys = ON');
-      store = new Store(new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }), log }), 'sqlite', url, counter);
+      const statements = withStatementCache(sqlite);
+      const direct = (text: string, parameters: readonly unknown[]): unknown[] => {
+        counter.n++;
+        const stmt = statements.prepare(text);
+        if (stmt.reader) return stmt.all(parameters) as unknown[];
+        stmt.run(parameters);
+        return [];
+      };
+      store = new Store(new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }), log }), 'sqlite', url, counter, cacheMiB, direct);
     }
     await store.migrate();
     return store;

@@ -1,8 +1,17 @@
-import { sql, type Expression, type ExpressionBuilder, type RawBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely';
+import {
+  sql,
+  type CompiledQuery,
+  type Compilable,
+  type Expression,
+  type ExpressionBuilder,
+  type RawBuilder,
+  type SelectQueryBuilder,
+  type SqlBool,
+} from 'kysely';
 import type { Database } from './schema.js';
 import type { Db, Dialect, Tx } from './db.js';
 import { page } from './paging.js';
-import { Shapes, type ArgOf } from './shapes.js';
+import { argsOf, Shapes, type ArgOf } from './shapes.js';
 
 /**
  * The one module that spells SQL against the shared `resources` table. Every kind reads, locks, inserts,
@@ -29,7 +38,9 @@ export interface Resource {
   kind: string;
   uuid: string;
   owner_uuid: string | null;
+  /** Parsed on first use (a presented object cached for this version never needs it). */
   body: Obj;
+  version: number;
   created_at: string;
   updated_at: string;
 }
@@ -46,10 +57,29 @@ export const ref = (kind: string, uuid: string): Ref => ({ resource_uri: resourc
 export const userUri = (uuid: string): string => resourceUri('user', uuid);
 export const ownerRef = (uuid: string | null): Ref | null => (uuid ? ref('user', uuid) : null);
 
-type Row = { seq: number; kind: string; uuid: string; owner_uuid: string | null; body: string; created_at: string; updated_at: string };
-const COLUMNS = ['seq', 'kind', 'uuid', 'owner_uuid', 'body', 'created_at', 'updated_at'] as const;
+type Row = { seq: number; kind: string; uuid: string; owner_uuid: string | null; body: string; version: number; created_at: string; updated_at: string };
+const COLUMNS = ['seq', 'kind', 'uuid', 'owner_uuid', 'body', 'version', 'created_at', 'updated_at'] as const;
 
-const toResource = (r: Row): Resource => ({ ...r, body: JSON.parse(r.body) as Obj });
+/** A row as data; the body is parsed when first read. */
+function toResource(r: Row): Resource {
+  const text = r.body;
+  let parsed: Obj | undefined;
+  return {
+    seq: r.seq,
+    kind: r.kind,
+    uuid: r.uuid,
+    owner_uuid: r.owner_uuid,
+    version: Number(r.version),
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    get body(): Obj {
+      return (parsed ??= JSON.parse(text) as Obj);
+    },
+    set body(value: Obj) {
+      parsed = value;
+    },
+  };
+}
 
 /** The indexed mirrors of a body: `name` and `status` (jobs keep theirs as `state`). */
 function mirrors(body: Obj): { name: string | null; status: string | null } {
@@ -65,7 +95,21 @@ export class ResourceRepository {
   /** Per open transaction: the change of each (kind, owner) count, written just before commit (flushCounts). */
   private readonly countChanges = new WeakMap<Tx, Map<string, number>>();
 
-  constructor(readonly dialect: Dialect) {}
+  /**
+   * `direct` runs a statement on SQLite's one connection synchronously. A transaction holds that
+   * connection until it ends, so inside one a compiled shape can skip Kysely's executor (its connection
+   * hand-off and promises cost more than the statement) with the same result.
+   */
+  constructor(
+    readonly dialect: Dialect,
+    private readonly direct?: (text: string, parameters: readonly unknown[]) => unknown[],
+  ) {}
+
+  /** Runs a compiled shape: directly inside an SQLite transaction, through Kysely otherwise. */
+  private async exec<R>(db: Db | Tx, compiled: CompiledQuery): Promise<R[]> {
+    if (this.direct && db.isTransaction) return this.direct(compiled.sql, compiled.parameters) as R[];
+    return (await db.executeQuery<R>(compiled)).rows;
+  }
 
   private changeCount(tx: Tx, kind: string, owner: string | null, by: number): void {
     let m = this.countChanges.get(tx);
@@ -87,7 +131,8 @@ export class ResourceRepository {
       const by = m.get(key)!;
       if (by === 0) continue;
       const [kind, owner] = key.split('\n');
-      await tx.executeQuery(
+      await this.exec(
+        tx,
         this.shapes.get(
           'counts.add',
           (arg: ArgOf<'kind' | 'owner' | 'by'>) =>
@@ -103,7 +148,8 @@ export class ResourceRepository {
 
   /** How many objects of a kind an owner has (null: the ownerless library). */
   async countOf(db: Db | Tx, kind: string, owner: string | null): Promise<number> {
-    const { rows } = await db.executeQuery<{ n: number }>(
+    const rows = await this.exec<{ n: number }>(
+      db,
       this.shapes.get(
         'counts.get',
         (arg: ArgOf<'kind' | 'owner'>) => db.selectFrom('resource_counts').select('n').where('kind', '=', arg('kind')).where('owner_uuid', '=', arg('owner')),
@@ -124,7 +170,8 @@ export class ResourceRepository {
       const row = (await this.select(db, kind).where('uuid', '=', uuid).executeTakeFirst()) as Row | undefined;
       return row && toResource(row);
     }
-    const { rows } = await db.executeQuery<Row>(
+    const rows = await this.exec<Row>(
+      db,
       this.shapes.get('resources.get', (arg: ArgOf<'kind' | 'uuid'>) => this.select(db, arg('kind')).where('uuid', '=', arg('uuid')), { kind, uuid }),
     );
     return rows[0] && toResource(rows[0]);
@@ -133,9 +180,15 @@ export class ResourceRepository {
   /** Rows by uuid, in the order asked (missing ones left out). */
   async getMany(db: Db | Tx, kind: string | readonly string[], uuids: readonly string[]): Promise<Resource[]> {
     if (!uuids.length) return [];
-    const rows = (await this.select(db, kind)
-      .where('uuid', 'in', [...uuids])
-      .execute()) as Row[];
+    const rows =
+      typeof kind === 'string'
+        ? await this.shaped<Row, 'kind' | 'uuids'>(db, 'resources.many', (arg) => this.select(db, arg('kind')).where(this.inList('uuid', arg('uuids'))), {
+            kind,
+            uuids: this.listArg(uuids),
+          })
+        : ((await this.select(db, kind)
+            .where('uuid', 'in', [...uuids])
+            .execute()) as Row[]);
     const order = new Map(uuids.map((u, i) => [u, i]));
     return rows.map(toResource).sort((a, b) => order.get(a.uuid)! - order.get(b.uuid)!);
   }
@@ -150,7 +203,8 @@ export class ResourceRepository {
       const row = (await build(kind, uuid).executeTakeFirst()) as Row | undefined;
       return row && toResource(row);
     }
-    const { rows } = await tx.executeQuery<Row>(
+    const rows = await this.exec<Row>(
+      tx,
       this.shapes.get('resources.lock', (arg: ArgOf<'kind' | 'uuid'>) => build(arg('kind'), arg('uuid')), { kind, uuid }),
     );
     return rows[0] && toResource(rows[0]);
@@ -169,7 +223,8 @@ export class ResourceRepository {
   }
 
   async insert(tx: Tx, now: Date, r: { kind: string; uuid: string; owner: string | null; body: Obj }): Promise<void> {
-    await tx.insertInto('resources').values(this.values(now, r)).execute();
+    const values = this.values(now, r);
+    await this.shaped(tx, 'resources.insert', (arg: ArgOf<keyof typeof values>) => tx.insertInto('resources').values(argsOf(values, arg)), values);
     this.changeCount(tx, r.kind, r.owner, 1);
   }
 
@@ -202,11 +257,17 @@ export class ResourceRepository {
 
   /** Replace the body of a row read through `lock()` in this transaction. */
   async write(tx: Tx, now: Date, row: Pick<Resource, 'seq'>, body: Obj): Promise<void> {
-    await tx
-      .updateTable('resources')
-      .set({ body: JSON.stringify(body), ...mirrors(body), updated_at: stamp(now) })
-      .where('seq', '=', row.seq)
-      .execute();
+    const values = { body: JSON.stringify(body), ...mirrors(body), updated_at: stamp(now) };
+    await this.shaped(
+      tx,
+      'resources.write',
+      (arg: ArgOf<keyof typeof values | 'seq'>) =>
+        tx
+          .updateTable('resources')
+          .set({ ...argsOf(values, arg), version: sql<number>`version + 1` })
+          .where('seq', '=', arg('seq')),
+      { ...values, seq: row.seq },
+    );
   }
 
   /**
@@ -265,6 +326,18 @@ export class ResourceRepository {
   /** Which of `uuids` exist as `kind` (and, if given, belong to `owner`): uuid -> kind. */
   async existing(db: Db | Tx, kinds: string | readonly string[], uuids: readonly string[], owner?: string): Promise<Map<string, Resource>> {
     if (!uuids.length) return new Map();
+    if (typeof kinds === 'string' && owner === undefined) {
+      const rows = await this.shaped<Row, 'kind' | 'uuids'>(
+        db,
+        'resources.existing',
+        (arg) => this.select(db, arg('kind')).where(this.inList('uuid', arg('uuids'))),
+        {
+          kind: kinds,
+          uuids: this.listArg(uuids),
+        },
+      );
+      return new Map(rows.map((r) => [r.uuid, toResource(r)]));
+    }
     let q = this.select(db, kinds).where('uuid', 'in', [...uuids]);
     if (owner !== undefined) q = q.where('owner_uuid', '=', owner);
     return new Map(((await q.execute()) as Row[]).map((r) => [r.uuid, toResource(r)]));
@@ -343,15 +416,20 @@ export class ResourceRepository {
   async tagsOn(db: Db | Tx, owner: string, kind: string, uuids: readonly string[]): Promise<Map<string, string[]>> {
     const out = new Map<string, string[]>();
     if (!uuids.length) return out;
-    const rows = await db
-      .selectFrom('tag_members')
-      .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tag_members.tag_uuid').on('t.kind', '=', 'tags'))
-      .select(['res_uuid', 'tag_uuid'])
-      .where('t.owner_uuid', '=', owner)
-      .where('res_type', '=', kind)
-      .where('res_uuid', 'in', [...uuids])
-      .orderBy('tag_members.seq')
-      .execute();
+    const rows = await this.shaped<{ res_uuid: string; tag_uuid: string }, 'owner' | 'kind' | 'uuids'>(
+      db,
+      'tags.on',
+      (arg) =>
+        db
+          .selectFrom('tag_members')
+          .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tag_members.tag_uuid').on('t.kind', '=', 'tags'))
+          .select(['res_uuid', 'tag_uuid'])
+          .where('t.owner_uuid', '=', arg('owner'))
+          .where('res_type', '=', arg('kind'))
+          .where(this.inList('res_uuid', arg('uuids')))
+          .orderBy('tag_members.seq'),
+      { owner, kind, uuids: this.listArg(uuids) },
+    );
     for (const r of rows) out.set(r.res_uuid, [...(out.get(r.res_uuid) ?? []), r.tag_uuid]);
     return out;
   }
@@ -451,8 +529,29 @@ export class ResourceRepository {
 
   /** Runs a visible-set query: compiled once when the set has no filters, built afresh otherwise. */
   private async run<R, K extends string>(key: string | undefined, db: Db | Tx, build: (arg: ArgOf<K>) => AnyQuery, args: Record<K, unknown>): Promise<R[]> {
-    if (key) return (await db.executeQuery<R>(this.shapes.get(key, build, args))).rows;
+    if (key) return this.exec<R>(db, this.shapes.get(key, build, args));
     return (await build(((name: K) => args[name]) as ArgOf<K>).execute()) as R[];
+  }
+
+  /**
+   * Runs the query shape `key` (compiled on first use, see shapes.ts) with `args`. For the few request-path
+   * queries outside this module (ACL evaluation); a list of values goes in as one argument through
+   * `inList` and `listArg`, so its length does not change the shape.
+   */
+  async shaped<R, K extends string>(db: Db | Tx, key: string, build: (arg: ArgOf<K>) => Compilable, args: Record<K, unknown>): Promise<R[]> {
+    return this.exec<R>(db, this.shapes.get(key, build, args));
+  }
+
+  /** `column IN (the list argument)`, as one parameter whatever the list's length. */
+  inList(column: string, arg: unknown): RawBuilder<SqlBool> {
+    return this.dialect === 'postgres'
+      ? sql<SqlBool>`${sql.ref(column)} = any(${arg})`
+      : sql<SqlBool>`${sql.ref(column)} in (select value from json_each(${arg}))`;
+  }
+
+  /** A list as the one parameter `inList` takes: an array for PostgreSQL, JSON text for SQLite's json_each. */
+  listArg(values: readonly unknown[]): unknown {
+    return this.dialect === 'postgres' ? [...values] : JSON.stringify(values);
   }
 
   /** One visible row by uuid: `uuid = ? AND (owner = me OR uuid IN shared)`, one index lookup for own rows. */
@@ -501,25 +600,27 @@ export class ResourceRepository {
       const limit = limited ? 'limit' : undefined;
       const offset = skipped ? 'offset' : undefined;
       const own = this.sorted(this.ownHalf(set, arg), p.order, 'resources.');
-      const seqs = !theirs.length
-        ? this.paged(own, arg, limit, offset).clearSelect().select('resources.seq')
-        : db
-            .selectFrom(
-              this.paged(
-                this.sorted(
-                  db
-                    .selectFrom(this.paged(own, arg, limited ? 'end' : undefined, undefined).as('a'))
-                    .select(['a.seq', 'a.updated_at'])
-                    .unionAll(this.theirHalf(set, arg)) as unknown as AnyQuery,
-                  p.order,
-                  '',
-                ),
-                arg,
-                limit,
-                offset,
-              ).as('m'),
-            )
-            .select('m.seq');
+      if (!theirs.length)
+        return this.paged(own, arg, limit, offset)
+          .clearSelect()
+          .select([...COLUMNS]);
+      const seqs = db
+        .selectFrom(
+          this.paged(
+            this.sorted(
+              db
+                .selectFrom(this.paged(own, arg, limited ? 'end' : undefined, undefined).as('a'))
+                .select(['a.seq', 'a.updated_at'])
+                .unionAll(this.theirHalf(set, arg)) as unknown as AnyQuery,
+              p.order,
+              '',
+            ),
+            arg,
+            limit,
+            offset,
+          ).as('m'),
+        )
+        .select('m.seq');
       const rows: AnyQuery = db
         .selectFrom('resources')
         .select([...COLUMNS])

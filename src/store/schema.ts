@@ -25,6 +25,8 @@ export interface ResourcesTable {
   /** Mirror of the kind's status/state field, for indexed filters. */
   status: string | null;
   body: string;
+  /** Raised by every write of the body: (uuid, version) names one state of the object. */
+  version: Generated<number>;
   created_at: string;
   updated_at: string;
 }

@@ -14,6 +14,11 @@ const MARK = '\u0001stratus-arg:';
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type ArgOf<K extends string> = (name: K) => any;
 
+/** The keys of `values`, each an argument of the shape (a row to insert, columns to set). */
+export function argsOf<T extends Record<string, unknown>>(values: T, arg: ArgOf<Extract<keyof T, string>>): T {
+  return Object.fromEntries(Object.keys(values).map((k) => [k, arg(k as Extract<keyof T, string>)])) as T;
+}
+
 interface Shape {
   compiled: CompiledQuery;
   /** For each parameter: the argument it takes, or a constant of the shape. */

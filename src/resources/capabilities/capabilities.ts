@@ -1,4 +1,16 @@
 import type { SingletonDecl } from '../../core/resource.js';
+import { frozenWhole } from '../../core/json.js';
+
+/**
+ * The capabilities answer is the same for every request of a configuration: a frozen copy, serialised
+ * once (core/json.ts), per configuration object.
+ */
+const copies = new WeakMap<object, Record<string, unknown>>();
+function servedOnce(capabilities: Record<string, unknown>): Record<string, unknown> {
+  let copy = copies.get(capabilities);
+  if (!copy) copies.set(capabilities, (copy = frozenWhole(structuredClone(capabilities))));
+  return copy;
+}
 
 /** Location capabilities (reference §12): limits that servers and drives are validated against, from config. */
 export const capabilities: SingletonDecl = {
@@ -15,7 +27,7 @@ export const capabilities: SingletonDecl = {
   },
   service: {
     async get(ctx) {
-      return structuredClone(ctx.config.capabilities);
+      return servedOnce(ctx.config.capabilities);
     },
   },
 };

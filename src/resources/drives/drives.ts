@@ -29,20 +29,28 @@ async function mountedOnRunning(tx: Tx, s: Pick<Services, 'store'>, body: Obj): 
 
 const restingStatus = (body: Obj) => (((body.mounted_on as unknown[] | undefined) ?? []).length ? 'mounted' : 'unmounted');
 
-/** Reference objects, runtime and live job refs for a page of drives. */
+/** A drive as stored, with its runtime object, defaults and job references: depends on this version only. */
+function presentStatic(stored: Obj): Obj {
+  const { is_snapshotable, ...d } = stored;
+  return {
+    ...d,
+    jobs: ((d.jobs as string[] | undefined) ?? []).map((uuid) => ref('jobs', uuid)),
+    runtime: { is_snapshotable: is_snapshotable ?? null, snapshots_allocated_size: 0, storage_type: d.storage_type },
+    mounted_on: d.mounted_on ?? [],
+    snapshots: d.snapshots ?? [],
+    licenses: d.licenses ?? [],
+  };
+}
+
+/** Only the jobs still alive are shown (they expire without the drive changing). */
 async function decorate(ctx: Ctx, drives: Obj[]): Promise<void> {
+  const withJobs = drives.filter((d) => (d.jobs as { uuid: string }[]).length);
+  if (!withJobs.length) return;
   const live = await existingJobs(
     ctx,
-    drives.flatMap((d) => (d.jobs as string[] | undefined) ?? []),
+    withJobs.flatMap((d) => (d.jobs as { uuid: string }[]).map((j) => j.uuid)),
   );
-  for (const d of drives) {
-    d.jobs = ((d.jobs as string[] | undefined) ?? []).filter((j) => live.has(j)).map((uuid) => ref('jobs', uuid));
-    d.runtime = { is_snapshotable: d.is_snapshotable ?? null, snapshots_allocated_size: 0, storage_type: d.storage_type };
-    delete d.is_snapshotable;
-    d.mounted_on ??= [];
-    d.snapshots ??= [];
-    d.licenses ??= [];
-  }
+  for (const d of withJobs) d.jobs = (d.jobs as { uuid: string }[]).filter((j) => live.has(j.uuid));
 }
 
 export const drives = storedDecl(
@@ -154,6 +162,7 @@ export const drives = storedDecl(
       await forgetDrive(tx, uuid);
       await record(tx, ctx, { action: 'delete', category: 'Drives', uuid, owner: row.owner_uuid ?? ctx.caller.uuid, actor: ctx.caller.uuid });
     },
+    presentStatic,
     decorate,
     // Library drives resolve at /drives/<uuid>/ (never in lists); anyone may clone them from here too.
     fallbackGet: (ctx, uuid) => libraryAsDrive(ctx, uuid, defaultStorageType(ctx)),

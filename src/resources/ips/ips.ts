@@ -142,8 +142,9 @@ export async function assertUsableStaticIp(
 }
 
 /** Replace the set of statically configured IPs of a server (its NICs changed). */
-export async function setServerStaticIps(tx: Tx, serverUuid: string, addresses: string[]): Promise<void> {
-  await tx.deleteFrom('ip_servers').where('server_uuid', '=', serverUuid).where('dynamic', '=', 0).execute();
+export async function setServerStaticIps(tx: Tx, serverUuid: string, addresses: string[], opts: { created?: boolean } = {}): Promise<void> {
+  // A server created in this transaction has no rows yet.
+  if (!opts.created) await tx.deleteFrom('ip_servers').where('server_uuid', '=', serverUuid).where('dynamic', '=', 0).execute();
   const unique = [...new Set(addresses)];
   if (unique.length) {
     await tx.deleteFrom('ip_servers').where('address', 'in', unique).where('dynamic', '=', 0).execute();

@@ -65,10 +65,10 @@ function conf(raw: unknown): { conf: string; ip: string | null } | null {
 }
 
 /** Record which static IPs and VLANs a server's NICs use (so no other server can take the IP). */
-export async function recordNics(tx: Tx, server: string, nics: Nic[]): Promise<void> {
+export async function recordNics(tx: Tx, server: string, nics: Nic[], opts: { created?: boolean } = {}): Promise<void> {
   const statics = nics.filter((n) => n.ip_v4_conf?.conf === 'static' && n.ip_v4_conf.ip).map((n) => n.ip_v4_conf!.ip!);
-  await setServerStaticIps(tx, server, statics);
-  await setServerVlans(tx, server, [...new Set(nics.map((n) => n.vlan).filter((v): v is string => !!v))]);
+  await setServerStaticIps(tx, server, statics, opts);
+  await setServerVlans(tx, server, [...new Set(nics.map((n) => n.vlan).filter((v): v is string => !!v))], opts);
 }
 
 /** A deleted server gives back its static IPs and VLAN memberships (its leases go with the hypervisor). */

@@ -39,7 +39,7 @@ export const saveServer = (tx: Tx, s: Pick<Services, 'store' | 'clock'>, row: Re
 
 export const logServer = (
   tx: Tx,
-  s: Pick<Services, 'clock' | 'events'>,
+  s: Pick<Services, 'clock' | 'events' | 'store'>,
   row: Resource,
   action: string,
   actor: string | null,

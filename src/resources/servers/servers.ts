@@ -30,48 +30,66 @@ import { presentRuntime } from './runtime.js';
 const RUNNING_EDITABLE = new Set(['name', 'meta', 'tags']);
 const RUNNING = new Set(['running', 'stopping', 'paused']);
 
-async function presentServers(ctx: Ctx, servers: Obj[]): Promise<void> {
-  const live = await existingJobs(
-    ctx,
-    servers.flatMap((s) => (s.jobs as string[] | undefined) ?? []),
-  );
-  const guests = await guestStates(
-    ctx.store.db,
-    servers.filter((s) => RUNNING.has(s.status as string)).map((s) => s.uuid as string),
-  );
-  const now = ctx.clock.now();
-  for (const s of servers) {
-    const rt = RUNNING.has(s.status as string) ? presentRuntime(s, guests.get(s.uuid as string) ?? {}, now) : null;
-    s.runtime = rt?.server ?? null;
-    s.drives = ((s.drives as Attachment[] | undefined) ?? []).map((a) => ({
+/** A server as stored, with its references as objects: what depends on this version of the row only. */
+function presentStatic(s: Obj): Obj {
+  return {
+    ...s,
+    runtime: null,
+    drives: ((s.drives as Attachment[] | undefined) ?? []).map((a) => ({
       boot_order: a.boot_order,
       dev_channel: a.dev_channel,
       device: a.device,
       drive: ref('drives', a.drive),
-      runtime: rt ? rt.drive(a.drive) : null,
-    }));
-    s.nics = ((s.nics as Nic[] | undefined) ?? []).map((n) => ({
+      runtime: null,
+    })),
+    nics: ((s.nics as Nic[] | undefined) ?? []).map((n) => ({
       boot_order: n.boot_order,
       firewall_policy: n.firewall_policy ? ref('fwpolicies', n.firewall_policy) : null,
       ip_v4_conf: n.ip_v4_conf ? { conf: n.ip_v4_conf.conf, ip: n.ip_v4_conf.ip ? ref('ips', n.ip_v4_conf.ip) : null } : null,
       ip_v6_conf: n.ip_v6_conf ? { conf: n.ip_v6_conf.conf, ip: n.ip_v6_conf.ip ? ref('ips', n.ip_v6_conf.ip) : null } : null,
       mac: n.mac,
       model: n.model,
-      runtime: rt ? rt.nic(n.mac) : null,
+      runtime: null,
       vlan: n.vlan ? ref('vlans', n.vlan) : null,
-    }));
-    s.pubkeys = ((s.pubkeys as string[] | undefined) ?? []).map((uuid) => ref('pubkeys', uuid));
-    s.jobs = ((s.jobs as string[] | undefined) ?? []).filter((j) => live.has(j)).map((uuid) => ref('jobs', uuid));
+    })),
+    pubkeys: ((s.pubkeys as string[] | undefined) ?? []).map((uuid) => ref('pubkeys', uuid)),
+    jobs: ((s.jobs as string[] | undefined) ?? []).map((uuid) => ref('jobs', uuid)),
+  };
+}
+
+type Ref = { uuid: string };
+
+/** What changes without the row changing: the runtime of running servers (time, the hypervisor) and live jobs. */
+async function presentServers(ctx: Ctx, servers: Obj[], rows: { body: Obj }[]): Promise<void> {
+  const withJobs = servers.filter((s) => (s.jobs as Ref[]).length);
+  const live = await existingJobs(
+    ctx,
+    withJobs.flatMap((s) => (s.jobs as Ref[]).map((j) => j.uuid)),
+  );
+  for (const s of withJobs) s.jobs = (s.jobs as Ref[]).filter((j) => live.has(j.uuid));
+  const running = servers.flatMap((s, i) => (RUNNING.has(s.status as string) ? [i] : []));
+  if (!running.length) return;
+  const guests = await guestStates(
+    ctx.store.db,
+    running.map((i) => servers[i].uuid as string),
+  );
+  const now = ctx.clock.now();
+  for (const i of running) {
+    const s = servers[i];
+    const rt = presentRuntime(rows[i].body, guests.get(s.uuid as string) ?? {}, now);
+    s.runtime = rt.server;
+    s.drives = (s.drives as (Obj & { drive: Ref })[]).map((d) => ({ ...d, runtime: rt.drive(d.drive.uuid) }));
+    s.nics = (s.nics as Obj[]).map((n) => ({ ...n, runtime: rt.nic(n.mac as string) }));
   }
 }
 
 /** Normalise drives, NICs and pubkeys of a server definition in the write transaction. */
-async function normalise(tx: Tx, ctx: Ctx, owner: string, server: string, values: Obj, current: Obj): Promise<Obj> {
+async function normalise(tx: Tx, ctx: Ctx, owner: string, server: string, values: Obj, current: Obj | undefined): Promise<Obj> {
   const out = { ...values };
   if (values.drives !== undefined) out.drives = await normaliseAttachments(tx, ctx, owner, server, (values.drives as unknown[] | null) ?? []);
   if (values.nics !== undefined) {
-    out.nics = await normaliseNics(tx, ctx, (current.nics as Nic[] | undefined) ?? [], (values.nics as unknown[] | null) ?? [], owner, server);
-    await recordNics(tx, server, out.nics as Nic[]);
+    out.nics = await normaliseNics(tx, ctx, (current?.nics as Nic[] | undefined) ?? [], (values.nics as unknown[] | null) ?? [], owner, server);
+    await recordNics(tx, server, out.nics as Nic[], { created: current === undefined });
   }
   if (values.pubkeys !== undefined) out.pubkeys = await resolvePubkeys(ctx, tx, owner, (values.pubkeys as unknown[] | null) ?? []);
   return out;
@@ -96,19 +114,16 @@ export const servers = storedDecl(
       if (mode === 'update') return values;
       return { ...values, status: 'stopped', jobs: [], drives: values.drives ?? [], nics: values.nics ?? [], pubkeys: values.pubkeys ?? [] };
     },
-    async afterWrite(tx, ctx, uuid, values, mode, input) {
-      if (mode !== 'create') return;
-      const body = await normalise(tx, ctx, ctx.caller.uuid, uuid, values, {});
+    // Drives, NICs and pubkeys are resolved before the row is written, so a create is one insert.
+    async beforeInsert(tx, ctx, uuid, values) {
+      const body = await normalise(tx, ctx, ctx.caller.uuid, uuid, values, undefined);
       body.smp ??= defaultSmp(ctx, body);
       checkHardware(ctx, body);
-      const stored = await ctx.store.resources.patch(tx, ctx.clock.now(), 'servers', uuid, (b) => ({
-        ...b,
-        drives: body.drives,
-        nics: body.nics,
-        pubkeys: body.pubkeys,
-        smp: body.smp,
-      }));
-      await syncMounts(tx, ctx, uuid, [], attachedDrives(stored ?? {}));
+      return body;
+    },
+    async afterWrite(tx, ctx, uuid, values, mode, input) {
+      if (mode !== 'create') return;
+      await syncMounts(tx, ctx, uuid, [], attachedDrives(values));
       // `details` are the call parameters, with smp filled in as the real log shows (reference §18).
       await record(tx, ctx, {
         action: 'create',
@@ -116,7 +131,7 @@ export const servers = storedDecl(
         uuid,
         owner: ctx.caller.uuid,
         actor: ctx.caller.uuid,
-        details: JSON.stringify({ ...input, smp: body.smp }),
+        details: JSON.stringify({ ...input, smp: values.smp }),
       });
     },
     async beforeUpdate(tx, ctx, row, values) {
@@ -150,6 +165,7 @@ export const servers = storedDecl(
       }
       await record(tx, ctx, { action: 'delete', category: 'Servers', uuid, owner: row.owner_uuid ?? ctx.caller.uuid, actor: ctx.caller.uuid });
     },
+    presentStatic,
     decorate: presentServers,
   },
 );

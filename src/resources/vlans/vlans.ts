@@ -91,8 +91,9 @@ export async function releaseVlan(tx: Tx, s: Pick<Services, 'store'>, uuid: stri
 }
 
 /** Replace the set of VLANs a server has NICs in (its NICs changed); an empty list takes it out of all. */
-export async function setServerVlans(tx: Tx, serverUuid: string, vlanUuids: string[]): Promise<void> {
-  await tx.deleteFrom('vlan_servers').where('server_uuid', '=', serverUuid).execute();
+export async function setServerVlans(tx: Tx, serverUuid: string, vlanUuids: string[], opts: { created?: boolean } = {}): Promise<void> {
+  // A server created in this transaction has no rows yet.
+  if (!opts.created) await tx.deleteFrom('vlan_servers').where('server_uuid', '=', serverUuid).execute();
   const unique = [...new Set(vlanUuids)];
   if (unique.length)
     await tx

@@ -3,10 +3,15 @@ import { sql, type Kysely, type Migration } from 'kysely';
 /**
  * How many resources of each kind each owner has (`owner_uuid` '' for the ownerless library), kept by the
  * repository in the transaction that inserts or deletes them: a list's `total_count` is one row read
- * instead of a count over every row of a large account.
+ * instead of a count over every row of a large account. And a version per resource row, raised by every
+ * write of its body, so an object presented once is reused until it changes (in any process).
  */
 export const resourceCounts: Migration = {
   async up(db: Kysely<any>) {
+    await db.schema
+      .alterTable('resources')
+      .addColumn('version', 'integer', (c) => c.notNull().defaultTo(0))
+      .execute();
     await db.schema
       .createTable('resource_counts')
       .addColumn('kind', 'varchar(32)', (c) => c.notNull())

@@ -1,0 +1,72 @@
+/**
+ * JSON with keys sorted at every level, as the real API emits (tastypie `sort_keys=True`). Hand-rolled
+ * because it runs on every response: one pass, no intermediate sorted copies.
+ *
+ * Objects presented once and reused across requests (see `frozen`) carry their serialisation with them:
+ * the serializer writes a frozen part's stored text instead of walking it again, so each version of an
+ * object is serialised once however often it is served.
+ */
+
+const serialised = new WeakMap<object, string>();
+
+export function sortedJson(value: unknown): string {
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'number':
+      return Number.isFinite(value) ? String(value) : 'null';
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'object': {
+      if (value === null) return 'null';
+      const known = serialised.get(value);
+      if (known !== undefined) return known;
+      if (Array.isArray(value)) {
+        let out = '[';
+        for (let i = 0; i < value.length; i++) {
+          if (i) out += ',';
+          const item = value[i];
+          out += item === undefined || typeof item === 'function' ? 'null' : sortedJson(item);
+        }
+        return out + ']';
+      }
+      const obj = value as Record<string, unknown>;
+      const keys = Object.keys(obj).sort();
+      let out = '{';
+      let first = true;
+      for (const k of keys) {
+        const v = obj[k];
+        if (v === undefined || typeof v === 'function') continue;
+        if (!first) out += ',';
+        first = false;
+        out += JSON.stringify(k) + ':' + sortedJson(v);
+      }
+      return out + '}';
+    }
+    default:
+      return 'null';
+  }
+}
+
+/**
+ * Freezes `value` deeply and keeps the serialisation of every object and array inside it (not of the
+ * top level, which a presenter copies to add per-request fields). Frozen, a shared part cannot be changed
+ * by one request under another: an attempt throws instead of corrupting what every request serves.
+ */
+export function frozen<T extends object>(value: T): T {
+  for (const v of Object.values(value)) if (v !== null && typeof v === 'object') freezeDeep(v as object);
+  return Object.freeze(value);
+}
+
+/** Like `frozen`, and the value itself is served from its stored serialisation (a static answer). */
+export function frozenWhole<T extends object>(value: T): T {
+  freezeDeep(value);
+  return value;
+}
+
+function freezeDeep(value: object): void {
+  if (Object.isFrozen(value) && serialised.has(value)) return;
+  for (const v of Object.values(value)) if (v !== null && typeof v === 'object') freezeDeep(v as object);
+  Object.freeze(value);
+  serialised.set(value, sortedJson(value));
+}
