@@ -9,6 +9,17 @@
 
 const serialised = new WeakMap<object, string>();
 
+/** Keys repeat across objects and requests: each is quoted once (bounded: only plain identifiers are kept). */
+const quotedKeys = new Map<string, string>();
+function quoted(key: string): string {
+  let q = quotedKeys.get(key);
+  if (q === undefined) {
+    q = JSON.stringify(key);
+    if (quotedKeys.size < 4096 && /^[A-Za-z0-9_]{1,64}$/.test(key)) quotedKeys.set(key, q);
+  }
+  return q;
+}
+
 export function sortedJson(value: unknown): string {
   switch (typeof value) {
     case 'string':
@@ -39,7 +50,7 @@ export function sortedJson(value: unknown): string {
         if (v === undefined || typeof v === 'function') continue;
         if (!first) out += ',';
         first = false;
-        out += JSON.stringify(k) + ':' + sortedJson(v);
+        out += quoted(k) + ':' + sortedJson(v);
       }
       return out + '}';
     }

@@ -45,16 +45,17 @@ export class Store {
     private readonly counter: { n: number },
     cacheMiB: number,
     direct?: (text: string, parameters: readonly unknown[]) => unknown[],
+    anchorStep?: number,
   ) {
     this.presented = new VersionedCache(cacheMiB * 1024 * 1024);
     this.db = db;
     this.dialect = dialect;
     this.location = location;
-    this.resources = new ResourceRepository(dialect, direct);
+    this.resources = new ResourceRepository(dialect, direct, anchorStep);
   }
 
   /** `postgres://…` opens PostgreSQL; `:memory:` an in-memory SQLite; anything else a SQLite file (created). */
-  static async open(url: string, opts: { poolSize?: number; cacheMiB?: number } = {}): Promise<Store> {
+  static async open(url: string, opts: { poolSize?: number; cacheMiB?: number; anchorStep?: number } = {}): Promise<Store> {
     const cacheMiB = opts.cacheMiB ?? DEFAULT_CACHE_MIB;
     let store: Store;
     // Kysely calls `log` after every statement; counting is all it does here.
@@ -88,7 +89,15 @@ export class Store {
         stmt.run(parameters);
         return [];
       };
-      store = new Store(new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }), log }), 'sqlite', url, counter, cacheMiB, direct);
+      store = new Store(
+        new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }), log }),
+        'sqlite',
+        url,
+        counter,
+        cacheMiB,
+        direct,
+        opts.anchorStep,
+      );
     }
     await store.migrate();
     return store;

@@ -103,7 +103,90 @@ export class ResourceRepository {
   constructor(
     readonly dialect: Dialect,
     private readonly direct?: (text: string, parameters: readonly unknown[]) => unknown[],
+    /** Positions between anchors (see `ownWindow`); small in tests, so deep pages are exercised on small lists. */
+    private readonly anchorStep = 1000,
   ) {}
+
+  /** Per (kind, owner): the seq at every `anchorStep`-th position of the owner's list, for one count version. */
+  private readonly anchors = new Map<string, { version: number; seqs: number[] }>();
+
+  /**
+   * `count` seqs of the owner's rows of a kind from position `from`, in creation order. OFFSET walks the
+   * index one entry at a time, so a deep page would cost its depth; the walk starts instead from the
+   * nearest anchor (the seq at a multiple of `anchorStep`), so it is never longer than one step. Anchors
+   * are built by one pass over the owner's index and kept until the owner's count changes (its version).
+   */
+  private async ownWindow(db: Db | Tx, kind: string, owner: string, version: number, from: number, count: number): Promise<number[]> {
+    const key = `${kind}/${owner}`;
+    let anchors = this.anchors.get(key);
+    if (anchors?.version !== version) {
+      const all = await this.shaped<{ seq: number }, 'kind' | 'owner'>(
+        db,
+        'own.seqs',
+        (arg) => db.selectFrom('resources').select('seq').where('kind', '=', arg('kind')).where('owner_uuid', '=', arg('owner')).orderBy('seq'),
+        { kind, owner },
+      );
+      anchors = { version, seqs: all.filter((_, i) => i % this.anchorStep === 0).map((r) => Number(r.seq)) };
+      this.anchors.delete(key);
+      if (this.anchors.size >= 1000) this.anchors.delete(this.anchors.keys().next().value!);
+      this.anchors.set(key, anchors);
+    }
+    const a = Math.floor(from / this.anchorStep);
+    if (a >= anchors.seqs.length || count <= 0) return [];
+    const rows = await this.shaped<{ seq: number }, 'kind' | 'owner' | 'from' | 'count' | 'skip'>(
+      db,
+      'own.window',
+      (arg) =>
+        db
+          .selectFrom('resources')
+          .select('seq')
+          .where('kind', '=', arg('kind'))
+          .where('owner_uuid', '=', arg('owner'))
+          .where('seq', '>=', arg('from'))
+          .orderBy('seq')
+          .limit(arg('count'))
+          .offset(arg('skip')),
+      { kind, owner, from: anchors.seqs[a], count, skip: from - a * this.anchorStep },
+    );
+    return rows.map((r) => Number(r.seq));
+  }
+
+  /**
+   * A deep page of an unfiltered list in creation order: own rows found from the anchors, merged in memory
+   * with the shared rows (all of them are in hand, and they are bounded by what is shared), then read by seq.
+   * The own window starts where the page can start at the earliest (every shared row before it) and ends
+   * where it can end at the latest, so it is at most (shared rows + limit) long.
+   */
+  private async deepPage(set: VisibleSet, shared: readonly number[], offset: number, limit: number): Promise<{ rows: Resource[]; total: number }> {
+    const db = set.db;
+    const count = await this.countRow(db, set.kind, set.owner);
+    const theirs = [...shared].sort((a, b) => a - b);
+    const total = count.n + theirs.length;
+    const start = Math.min(Math.max(0, offset - theirs.length), Math.max(0, count.n - 1));
+    const own = await this.ownWindow(db, set.kind, set.owner, count.version, start, Math.min(count.n, offset + limit) - start);
+    // Shared rows before the window sit at positions below `offset` (the window starts early enough), except
+    // when the window starts at the very beginning: then every shared row takes part in the merge.
+    let j = own.length && start > 0 ? lowerBound(theirs, own[0]) : 0;
+    let pos = start + j;
+    const page: number[] = [];
+    for (let i = 0; page.length < limit && (i < own.length || j < theirs.length); pos++) {
+      const next = i < own.length && (j >= theirs.length || own[i] < theirs[j]) ? own[i++] : theirs[j++];
+      if (pos >= offset) page.push(next);
+    }
+    if (!page.length) return { rows: [], total };
+    const rows = await this.shaped<Row, 'seqs'>(
+      db,
+      'resources.by-seq',
+      (arg) =>
+        db
+          .selectFrom('resources')
+          .select([...COLUMNS])
+          .where(this.inList('seq', arg('seqs')))
+          .orderBy('seq'),
+      { seqs: this.listArg(page) },
+    );
+    return { rows: rows.map(toResource), total };
+  }
 
   /** Runs a compiled shape: directly inside an SQLite transaction, through Kysely otherwise. */
   private async exec<R>(db: Db | Tx, compiled: CompiledQuery): Promise<R[]> {
@@ -139,7 +222,11 @@ export class ResourceRepository {
             tx
               .insertInto('resource_counts')
               .values({ kind: arg('kind'), owner_uuid: arg('owner'), n: arg('by') })
-              .onConflict((oc) => oc.columns(['kind', 'owner_uuid']).doUpdateSet((eb) => ({ n: eb('resource_counts.n', '+', eb.ref('excluded.n')) }))),
+              .onConflict((oc) =>
+                oc
+                  .columns(['kind', 'owner_uuid'])
+                  .doUpdateSet((eb) => ({ n: eb('resource_counts.n', '+', eb.ref('excluded.n')), version: eb('resource_counts.version', '+', 1) })),
+              ),
           { kind, owner, by },
         ),
       );
@@ -148,15 +235,21 @@ export class ResourceRepository {
 
   /** How many objects of a kind an owner has (null: the ownerless library). */
   async countOf(db: Db | Tx, kind: string, owner: string | null): Promise<number> {
-    const rows = await this.exec<{ n: number }>(
+    return (await this.countRow(db, kind, owner)).n;
+  }
+
+  /** The kept count and its version (raised with every insert or delete of the kind by the owner). */
+  private async countRow(db: Db | Tx, kind: string, owner: string | null): Promise<{ n: number; version: number }> {
+    const rows = await this.exec<{ n: number; version: number }>(
       db,
       this.shapes.get(
         'counts.get',
-        (arg: ArgOf<'kind' | 'owner'>) => db.selectFrom('resource_counts').select('n').where('kind', '=', arg('kind')).where('owner_uuid', '=', arg('owner')),
+        (arg: ArgOf<'kind' | 'owner'>) =>
+          db.selectFrom('resource_counts').select(['n', 'version']).where('kind', '=', arg('kind')).where('owner_uuid', '=', arg('owner')),
         { kind, owner: owner ?? '' },
       ),
     );
-    return Number(rows[0]?.n ?? 0);
+    return { n: Number(rows[0]?.n ?? 0), version: Number(rows[0]?.version ?? 0) };
   }
 
   private select(db: Db | Tx, kind: string | readonly string[]) {
@@ -437,13 +530,18 @@ export class ResourceRepository {
   /** The members of a page of tags (with their owners), in tagging order. */
   async membersOf(db: Db | Tx, tags: readonly string[]) {
     if (!tags.length) return [];
-    return db
-      .selectFrom('tag_members as tm')
-      .innerJoin('resources as r', (j) => j.onRef('r.uuid', '=', 'tm.res_uuid').onRef('r.kind', '=', 'tm.res_type'))
-      .select(['tm.tag_uuid', 'tm.res_type', 'tm.res_uuid', 'r.owner_uuid'])
-      .where('tm.tag_uuid', 'in', [...tags])
-      .orderBy('tm.seq')
-      .execute();
+    return this.shaped<{ tag_uuid: string; res_type: string; res_uuid: string; owner_uuid: string | null }, 'tags'>(
+      db,
+      'tags.members',
+      (arg) =>
+        db
+          .selectFrom('tag_members as tm')
+          .innerJoin('resources as r', (j) => j.onRef('r.uuid', '=', 'tm.res_uuid').onRef('r.kind', '=', 'tm.res_type'))
+          .select(['tm.tag_uuid', 'tm.res_type', 'tm.res_uuid', 'r.owner_uuid'])
+          .where(this.inList('tm.tag_uuid', arg('tags')))
+          .orderBy('tm.seq'),
+      { tags: this.listArg(tags) },
+    );
   }
 
   /** A deleted tag stops carrying resources and stops sharing them through ACLs. */
@@ -595,8 +693,19 @@ export class ResourceRepository {
     const args = { kind: set.kind, me: set.owner, end: p.offset + p.limit, limit: p.limit, offset: p.offset };
     type A = keyof typeof args;
     // No ORDER BY/LIMIT here: SQLite sorts with a bound LIMIT at a fixed cost of tens of microseconds.
-    const theirs = set.shared ? await this.run<{ seq: number }, A>(this.shapeKey('visible.theirs', set), db, (arg) => this.theirHalf(set, arg), args) : [];
-    const pageOf = (arg: ArgOf<A>): AnyQuery => {
+    const shared = set.shared
+      ? await this.run<{ seq: number; updated_at: string }, A>(this.shapeKey('visible.theirs', set), db, (arg) => this.theirHalf(set, arg), args)
+      : [];
+    if (limited && p.order === 'created' && !set.where.length && p.offset >= this.anchorStep)
+      return this.deepPage(
+        set,
+        shared.map((r) => Number(r.seq)),
+        p.offset,
+        p.limit,
+      );
+    // Only the shared rows that can reach the page take part in the merge.
+    const theirs = limited ? shared.sort(JS_ORDER[p.order]).slice(0, args.end) : shared;
+    const pageOf = (arg: ArgOf<A | 'theirs'>): AnyQuery => {
       const limit = limited ? 'limit' : undefined;
       const offset = skipped ? 'offset' : undefined;
       const own = this.sorted(this.ownHalf(set, arg), p.order, 'resources.');
@@ -604,33 +713,35 @@ export class ResourceRepository {
         return this.paged(own, arg, limit, offset)
           .clearSelect()
           .select([...COLUMNS]);
-      const seqs = db
-        .selectFrom(
-          this.paged(
-            this.sorted(
-              db
-                .selectFrom(this.paged(own, arg, limited ? 'end' : undefined, undefined).as('a'))
-                .select(['a.seq', 'a.updated_at'])
-                .unionAll(this.theirHalf(set, arg)) as unknown as AnyQuery,
-              p.order,
-              '',
-            ),
-            arg,
-            limit,
-            offset,
-          ).as('m'),
-        )
-        .select('m.seq');
+      // Both sides ordered: SQLite merges them without sorting, so a deep page costs the index walk only.
+      const their = this.sorted(
+        db
+          .selectFrom('resources')
+          .select(['resources.seq', 'resources.updated_at'])
+          .where(this.inList('resources.seq', arg('theirs'))),
+        p.order,
+        'resources.',
+      );
+      const merged = db
+        .selectFrom(this.paged(own, arg, limited ? 'end' : undefined, undefined).as('a'))
+        .select(['a.seq', 'a.updated_at'])
+        .unionAll(db.selectFrom(their.as('b')).select(['b.seq', 'b.updated_at'])) as unknown as AnyQuery;
+      const seqs = db.selectFrom(this.paged(this.sorted(merged, p.order, ''), arg, limit, offset).as('m')).select('m.seq');
       const rows: AnyQuery = db
         .selectFrom('resources')
         .select([...COLUMNS])
         .where('resources.seq', 'in', seqs);
       return this.sorted(rows, p.order, 'resources.');
     };
-    const rows = (await this.run<Row, A>(this.shapeKey('visible.page', set, p.order, limited, skipped, theirs.length > 0), db, pageOf, args)).map(toResource);
+    const rows = (
+      await this.run<Row, A | 'theirs'>(this.shapeKey('visible.page', set, p.order, limited, skipped, theirs.length > 0), db, pageOf, {
+        ...args,
+        theirs: this.listArg(theirs.map((t) => t.seq)),
+      })
+    ).map(toResource);
     const short = (p.offset === 0 || rows.length > 0) && (p.limit === 0 || rows.length < p.limit);
     if (short) return { rows, total: p.offset + rows.length };
-    return { rows, total: (set.where.length ? await this.count(set) : await this.countOf(db, set.kind, set.owner)) + theirs.length };
+    return { rows, total: (set.where.length ? await this.count(set) : await this.countOf(db, set.kind, set.owner)) + shared.length };
   }
 
   /** Counts the caller's own rows of a filtered set (an unfiltered one has its kept count). */
@@ -687,6 +798,24 @@ const ORDER_BY: Record<Order, readonly (readonly [string, 'asc' | 'desc'])[]> = 
     ['updated_at', 'desc'],
     ['seq', 'desc'],
   ],
+};
+
+/** The index of the first element of ascending `sorted` that is not below `value`. */
+function lowerBound(sorted: readonly number[], value: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (sorted[mid] < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** The list orders, for rows already in memory. */
+const JS_ORDER: Record<Order, (a: { seq: number; updated_at: string }, b: { seq: number; updated_at: string }) => number> = {
+  created: (a, b) => a.seq - b.seq,
+  recent: (a, b) => (a.updated_at === b.updated_at ? b.seq - a.seq : a.updated_at < b.updated_at ? 1 : -1),
 };
 
 /** A condition on a `resources` row (a filter). */

@@ -36,6 +36,8 @@ export interface ResourceCountsTable {
   kind: string;
   owner_uuid: string;
   n: number;
+  /** Raised with every change of n. */
+  version: Generated<number>;
 }
 
 /** Tag membership: which resources carry which tag (both directions are indexed). */

@@ -16,7 +16,8 @@ let srv: TestServer;
 let alice: User, bob: User;
 
 before(async () => {
-  srv = await startServer();
+  // Anchors every 3 positions: the deep-page path (anchors + merge) runs on lists this small.
+  srv = await startServer({}, undefined, { anchorStep: 3 });
   [alice, bob] = [await srv.user(), await srv.user()];
 });
 after(() => srv.close());
@@ -73,6 +74,16 @@ describe('list pages and total_count', () => {
     // Bob sees only his own, the unshared one included.
     assert.equal((await pagesAgree(bob, 'servers/', 4)).length, 6);
     await countsMatchRows();
+  });
+
+  test('a deep page when more shared rows than the offset come before every own row', async () => {
+    const [carol, dave] = [await srv.user(), await srv.user()];
+    const tag = await one(dave, 'tags/', { name: 'first' });
+    await one(dave, 'acls/', { name: 'to carol', grantees: [{ uuid: carol.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: tag.uuid }] });
+    const made: string[] = [];
+    for (let i = 0; i < 5; i++) made.push(await newServer(dave, { name: `d${i}`, tags: [tag.uuid] }));
+    for (let i = 0; i < 3; i++) made.push(await newServer(carol, { name: `c${i}` }));
+    for (const size of [1, 2, 3, 5]) assert.deepEqual(await pagesAgree(carol, 'servers/', size), made);
   });
 
   test('filters page and count the filtered set', async () => {

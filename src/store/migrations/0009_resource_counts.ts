@@ -17,6 +17,8 @@ export const resourceCounts: Migration = {
       .addColumn('kind', 'varchar(32)', (c) => c.notNull())
       .addColumn('owner_uuid', 'varchar(64)', (c) => c.notNull())
       .addColumn('n', 'bigint', (c) => c.notNull())
+      // Raised with every change of n: positions in the owner's list of the kind are valid for one version.
+      .addColumn('version', 'bigint', (c) => c.notNull().defaultTo(1))
       .addPrimaryKeyConstraint('resource_counts_pk', ['kind', 'owner_uuid'])
       .execute();
     await sql`insert into resource_counts (kind, owner_uuid, n) select kind, coalesce(owner_uuid, ''), count(*) from resources group by kind, coalesce(owner_uuid, '')`.execute(
