@@ -14,8 +14,9 @@ export interface Child {
   base: string;
   stats(): Promise<Stats>;
   /**
-   * Wait until the server has answered every request it was sent and every connection is gone (a run
-   * ends with requests still queued in its sockets). The bench's own requests use no keep-alive.
+   * Wait until the server has answered every request it was sent, every connection is gone (a run ends
+   * with requests still queued in its sockets) and its statement count stands still for one poll (a
+   * handler whose client left may still be finishing). The bench's own requests use no keep-alive.
    */
   drain(maxMs?: number): Promise<void>;
   /** Resident set size now, and the peak since the process started (VmHWM), in MiB. */
@@ -64,9 +65,11 @@ export async function startChild(spec: { mode: 'stratus'; db: string } | { mode:
     base,
     stats,
     async drain(maxMs = 180_000) {
+      let previous: number | null = -1;
       for (const t0 = Date.now(); ;) {
         const s = await stats();
-        if (s.inflight === 0 && s.connections === 0) return;
+        if (s.inflight === 0 && s.connections === 0 && s.statements === previous) return;
+        previous = s.statements;
         if (Date.now() - t0 > maxMs) throw new Error(`the server is still busy ${maxMs} ms after a run (${JSON.stringify(s)})`);
         await new Promise((r) => setTimeout(r, 10));
       }

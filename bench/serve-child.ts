@@ -28,7 +28,7 @@ export interface RawReply {
   body: string;
 }
 
-/** `answered`: responses ended so far; `connections`: open sockets; `statements`: SQL run (null: raw). */
+/** `answered`: requests done so far; `connections`: open sockets; `statements`: SQL run (null: raw). */
 export interface Stats {
   statements: number | null;
   inflight: number;
@@ -41,20 +41,20 @@ export type ParentMessage = { type: 'stats' } | { type: 'close' } | { type: 'rep
 
 const send = (m: ChildMessage) => process.send!(m);
 
-/** Count requests begun and answered (`res.end` runs for every request, also one whose client left). */
+/**
+ * Count requests begun and done. Done is the response's `close`: after it is sent, or when its client has
+ * left (Fastify then never sends, and a handler may still be finishing: drain() also waits for the
+ * statement count to settle).
+ */
 function counted(server: http.Server, statements: () => number | null, close: () => Promise<void>): void {
   let inflight = 0;
   let answered = 0;
-  // Before the server's own handler, which may answer synchronously (the raw server does).
-  server.prependListener('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+  server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
     inflight++;
-    const end = res.end;
-    res.end = function (this: http.ServerResponse, ...args: Parameters<typeof end>) {
+    res.once('close', () => {
       inflight--;
       answered++;
-      res.end = end;
-      return end.apply(this, args);
-    } as typeof end;
+    });
   });
   process.on('message', (m: ParentMessage) => {
     if (m.type === 'stats')
