@@ -6,6 +6,7 @@
 export const WRITE_GOAL = 5;
 
 export const WRITE_BASELINE: Record<'sqlite' | 'postgres', Record<string, { reqPerSec: number; ratio: number }> | null> = {
-  sqlite: null,
-  postgres: null,
+  // Commit 5a2bec7 (before issue 11's request-path work), 100k-server database, 3 s runs.
+  sqlite: { 'POST /servers/': { reqPerSec: 567, ratio: 0.0116 }, 'PUT /servers/<uuid>/': { reqPerSec: 84.3, ratio: 0.0016 } },
+  postgres: { 'POST /servers/': { reqPerSec: 160, ratio: 0.0056 }, 'PUT /servers/<uuid>/': { reqPerSec: 204, ratio: 0.0065 } },
 };

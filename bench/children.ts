@@ -16,7 +16,8 @@ export interface Child {
   /**
    * Wait until the server has answered every request it was sent, every connection is gone (a run ends
    * with requests still queued in its sockets) and its statement count stands still for one poll (a
-   * handler whose client left may still be finishing). The bench's own requests use no keep-alive.
+   * handler whose client left may still be finishing), and `dbBusy` (PostgreSQL) says no query of such a
+   * handler still runs. The bench's own requests use no keep-alive.
    */
   drain(maxMs?: number): Promise<void>;
   /** Resident set size now, and the peak since the process started (VmHWM), in MiB. */
@@ -47,7 +48,9 @@ function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 }
 
 /** Stratus over `db` (a SQLite file or a PostgreSQL URL), or the raw replay server for `replies`. */
-export async function startChild(spec: { mode: 'stratus'; db: string } | { mode: 'raw'; replies: RawReply[] }): Promise<Child> {
+export async function startChild(
+  spec: { mode: 'stratus'; db: string; dbBusy?: () => Promise<boolean> } | { mode: 'raw'; replies: RawReply[] },
+): Promise<Child> {
   const args = spec.mode === 'stratus' ? ['stratus', spec.db] : ['raw'];
   // stdout is the parent's report: the child's output (Fastify warnings) goes to stderr.
   const proc = fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 2, 2, 'ipc'] });
@@ -68,7 +71,7 @@ export async function startChild(spec: { mode: 'stratus'; db: string } | { mode:
       let previous: number | null = -1;
       for (const t0 = Date.now(); ;) {
         const s = await stats();
-        if (s.inflight === 0 && s.connections === 0 && s.statements === previous) return;
+        if (s.inflight === 0 && s.connections === 0 && s.statements === previous && !(spec.mode === 'stratus' && (await spec.dbBusy?.()))) return;
         previous = s.statements;
         if (Date.now() - t0 > maxMs) throw new Error(`the server is still busy ${maxMs} ms after a run (${JSON.stringify(s)})`);
         await new Promise((r) => setTimeout(r, 10));

@@ -24,6 +24,8 @@ export interface MemoryRow {
   idleRssMiB: number;
   peakRssMiB: number;
   afterRssMiB: number;
+  /** VmHWM: the process's highest RSS since it started (all sizes so far). */
+  hwmMiB: number;
 }
 
 /** The page at offset 10,000 is empty at 100 servers (the figure then is the cost of finding that out). */
@@ -37,7 +39,7 @@ function urls(s: Seeded): { label: string; path: string }[] {
   ];
 }
 
-/** Grow to `size`, then load each URL. */
+/** Grow to `size`, run `before` (the other sections measured at this size), then load each URL. */
 export async function flatAt(
   store: Store,
   stratus: Child,
@@ -45,15 +47,24 @@ export async function flatAt(
   caller: Account,
   size: number,
   s: RunSettings,
+  before: () => Promise<void> = async () => {},
 ): Promise<{ rows: FlatRow[]; memory: MemoryRow }> {
   const t0 = performance.now();
   await growTo(store, caller, seeded, size);
   const seedSeconds = (performance.now() - t0) / 1000;
   const idle = stratus.memory().rssMiB;
+  await before();
   const rows: FlatRow[] = [];
   for (const u of urls(seeded)) rows.push({ size, label: u.label, run: await measure(stratus, { path: u.path, headers: caller.headers }, s) });
   return {
     rows,
-    memory: { size, seedSeconds, idleRssMiB: idle, peakRssMiB: Math.max(...rows.map((r) => r.run.peakRssMiB)), afterRssMiB: stratus.memory().rssMiB },
+    memory: {
+      size,
+      seedSeconds,
+      idleRssMiB: idle,
+      peakRssMiB: Math.max(...rows.map((r) => r.run.peakRssMiB)),
+      afterRssMiB: stratus.memory().rssMiB,
+      hwmMiB: stratus.memory().peakMiB,
+    },
   };
 }

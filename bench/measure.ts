@@ -29,6 +29,7 @@ export interface Run {
   reqPerSec: number;
   /** autocannon's own mean of its per-second counts (only the answers it saw). */
   clientReqPerSec: number;
+  /** NaN (null in JSON) when autocannon saw no answer during the run. */
   meanMs: number;
   p50Ms: number;
   p99Ms: number;
@@ -89,9 +90,10 @@ export async function measure(target: Child, load: Load, s: RunSettings): Promis
     method: load.method ?? 'GET',
     reqPerSec: answered / seconds,
     clientReqPerSec: r.requests.mean,
-    meanMs: r.latency.mean,
-    p50Ms: r.latency.p50,
-    p99Ms: r.latency.p99,
+    // No answer seen (a 100k-server list under 10 connections can take longer than the run): no latency.
+    meanMs: r.requests.total ? r.latency.mean : NaN,
+    p50Ms: r.requests.total ? r.latency.p50 : NaN,
+    p99Ms: r.requests.total ? r.latency.p99 : NaN,
     requests: answered,
     seconds,
     non2xx: r.non2xx,

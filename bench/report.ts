@@ -159,13 +159,14 @@ export function storeBlock(r: StoreReport, settings: { durationS: number; warmup
     out.push(`Memory — the Stratus process's VmRSS (a separate process from the load generator); goal < ${MEMORY_GOAL_MIB} MiB serving the largest account`);
     out.push(
       ...table(
-        ['servers', 'seed s', 'idle MiB', 'peak under load MiB', 'after load MiB', 'result'],
+        ['servers', 'seed s', 'idle MiB', 'peak under load MiB', 'after load MiB', 'VmHWM MiB', 'result'],
         r.memory.map((m) => [
           String(m.size),
           fmt(m.seedSeconds, 1),
           fmt(m.idleRssMiB),
           fmt(m.peakRssMiB),
           fmt(m.afterRssMiB),
+          fmt(m.hwmMiB),
           m === last ? verdict(m.peakRssMiB < MEMORY_GOAL_MIB) : '',
         ]),
       ),
