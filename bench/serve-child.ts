@@ -110,6 +110,9 @@ function raw(replies: RawReply[]): void {
   server.listen(0, '127.0.0.1', () => send({ type: 'ready', base: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }));
 }
 
+// The bench process is gone (killed, crashed): do not outlive it.
+process.on('disconnect', () => process.exit(0));
+
 const [mode, arg] = process.argv.slice(2);
 if (mode === 'stratus') await stratus(arg);
 // The replies come over IPC (they can be larger than a command-line argument may be).
