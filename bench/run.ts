@@ -1,178 +1,127 @@
 /**
- * `npm run bench`: requests per second of Stratus against a raw node:http server that replays
- * Stratus's own response bytes (the upper bound for this machine), on two read-only URLs.
+ * `npm run bench`: issue 11's figures, each a ratio or multiple of figures measured in the same run.
  *
- * BENCH_DURATION=<seconds> sets the length of each measured run (default 10). Exits non-zero when a
- * measured run saw a non-2xx status, an error or a timeout.
+ * For each store (SQLite always, PostgreSQL when BENCH_PG_URL is set; see bench/options.ts):
+ *   1. a throw-away database (bench/database.ts), three users, and Stratus started as its own process
+ *      over it (bench/serve-child.ts): the load generator runs here, so it neither shares Stratus's event
+ *      loop nor counts in its memory;
+ *   2. the measured account seeded to the smallest size (bench/seed.ts), then "fast" (bench/fast.ts: vs a
+ *      raw server replaying the same bytes) and the reference "flat" row (bench/flat.ts);
+ *   3. the account grown to each further size, "flat" again, with the process's RSS (the memory goal);
+ *   4. "writes" (bench/writes.ts) on the largest database.
+ * Then the tables, the goals met and missed, and one BENCH_JSON line (bench/report.ts).
+ *
+ * Exits non-zero when a measured run saw a non-2xx status, an error or a timeout; missed goals are
+ * printed, not failures.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import autocannon from 'autocannon';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { systemClock } from '../src/core/clock.js';
-import type { Services } from '../src/core/context.js';
-import { randomIds } from '../src/core/ids.js';
+import { startChild, type Child } from './children.js';
+import { postgresDatabase, sqliteDatabase } from './database.js';
+import { fastSection, type FastRow } from './fast.js';
+import { flatAt, type FlatRow, type MemoryRow } from './flat.js';
+import type { Run } from './measure.js';
+import { optionsFromEnv, type Options } from './options.js';
+import { judge, judgeStartup, startupBlock, storeBlock, summaryBlock, type StartupRow, type StoreReport } from './report.js';
+import { makeAccounts, seedStart, servicesOf } from './seed.js';
+import { writeSection } from './writes.js';
+import { sql } from 'kysely';
 import { Store } from '../src/store/db.js';
-import { createUser } from '../src/resources/users/users.js';
-import { setAccountLimits } from '../src/http/ratelimit/overrides.js';
 
-const CONNECTIONS = 10;
-const WARMUP_SECONDS = 2;
-const TAGS = 50;
+const progress = (msg: string) => process.stderr.write(`bench: ${msg}\n`);
 
-function durationFromEnv(): number {
-  const raw = process.env.BENCH_DURATION ?? '10';
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_DURATION must be a whole number of seconds >= 1, got "${raw}"`);
-  return n;
-}
+async function runStore(spec: Options['stores'][number], opts: Options): Promise<StoreReport> {
+  const t0 = performance.now();
+  const db = spec.engine === 'sqlite' ? await sqliteDatabase() : await postgresDatabase(spec.url);
+  let store: Store | undefined;
+  let stratus: Child | undefined;
+  try {
+    store = await Store.open(db.url, { poolSize: 4 });
+    const accounts = await makeAccounts(servicesOf(store, db.url));
+    const pg = store;
+    stratus = await startChild({ mode: 'stratus', db: db.url, dbBusy: store.dialect === 'postgres' ? () => postgresBusy(pg) : undefined });
+    const seeded = await seedStart(store, `${stratus.base}/api/2.0/`, accounts);
+    const setupSeconds = (performance.now() - t0) / 1000;
 
-interface Reply {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: Buffer;
-}
-
-/** One request with node:http, so no Accept-Encoding is sent (just like autocannon) and bytes are as served. */
-function request(url: string, headers: Record<string, string>, method = 'GET', body?: string): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** A server that answers each path (with query) with the recorded reply, and 404 otherwise. No auth. */
-async function startRaw(replies: Map<string, Reply>): Promise<{ server: http.Server; base: string }> {
-  const server = http.createServer((req, res) => {
-    const r = replies.get(req.url ?? '');
-    if (!r) {
-      res.writeHead(404).end();
-      return;
+    let fast: FastRow[] = [];
+    const flat: FlatRow[] = [];
+    const memory: MemoryRow[] = [];
+    for (const [i, size] of opts.sizes.entries()) {
+      progress(`${spec.engine}: ${size} servers`);
+      // Fast runs first, on the smallest account: its minute of load also settles the fresh process and
+      // database (JIT, caches, PostgreSQL's writes after the bulk load) before the reference row is taken.
+      const at = await flatAt(store, stratus, seeded, accounts.caller, size, opts, async () => {
+        if (i > 0) return;
+        progress(`${spec.engine}: fast (vs raw replay)`);
+        fast = await fastSection(stratus!, seeded, accounts.caller, opts);
+      });
+      flat.push(...at.rows);
+      memory.push(at.memory);
     }
-    res.writeHead(r.status, { 'content-type': String(r.headers['content-type']), 'content-length': r.body.length });
-    res.end(r.body);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, base: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+    progress(`${spec.engine}: writes`);
+    const writes = await writeSection(store, stratus, accounts.writer, opts);
+    return { engine: spec.engine, database: db.label, setupSeconds, fast, flat, memory, writes };
+  } finally {
+    await stratus?.close();
+    await store?.close();
+    await db.drop();
+  }
 }
 
-interface Row {
-  url: string;
-  server: 'stratus' | 'raw';
-  reqPerSec: number;
-  p50Ms: number;
-  p99Ms: number;
-  non2xx: number;
-  errors: number;
+/**
+ * Whether another client backend of the bench database is running a query or sits in a transaction: a
+ * request whose client left can still hold a pooled connection for seconds (a 100k-row list), and the
+ * next run would queue behind it. This process's own connections are idle while it asks.
+ */
+async function postgresBusy(store: Store): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`
+    select count(*)::int as n from pg_stat_activity
+    where datname = current_database() and backend_type = 'client backend' and state <> 'idle' and pid <> pg_backend_pid()`.execute(store.db);
+  return rows[0].n > 0;
 }
 
-/** The load generator runs in its own worker thread, so it does not share the server's event loop. */
-async function load(url: string, headers: Record<string, string>, duration: number): Promise<autocannon.Result> {
-  return autocannon({ url, connections: CONNECTIONS, pipelining: 1, duration, headers, workers: 1 } as autocannon.Options);
+/** Every measured run of a store's report, named for the error message. */
+function runsOf(r: StoreReport): [string, Run][] {
+  return [
+    ...r.fast.flatMap((f): [string, Run][] => [
+      [`${r.engine} fast stratus ${f.label}`, f.stratus],
+      [`${r.engine} fast raw ${f.label}`, f.raw],
+    ]),
+    ...r.flat.map((f): [string, Run] => [`${r.engine} flat ${f.size} ${f.label}`, f.run]),
+    ...r.writes.flatMap((w): [string, Run][] => [
+      [`${r.engine} writes stratus ${w.label}`, w.stratus],
+      [`${r.engine} writes raw ${w.label}`, w.raw],
+    ]),
+  ];
 }
 
 async function main(): Promise<void> {
-  const duration = durationFromEnv();
-
-  // 1. Stratus in-process, as `stratus serve` builds it, on an in-memory SQLite database.
-  const config = loadConfig({ db: ':memory:', port: '0', 'log-level': 'warn' });
-  const store = await Store.open(':memory:');
-  const services: Services = { store, clock: systemClock, ids: randomIds, config };
-  const email = 'bench@stratus.local';
-  const password = 'bench-password-1';
-  // The deployment's rate limits stay on (the limiter's own cost is part of what is measured), but the
-  // bench account is exempt, or the benchmark would measure 429s instead of the API.
-  await createUser(services, { email, password });
-  await setAccountLimits(services, email, 'off');
-  const app = await buildApp(services);
-  const stratus = await app.listen({ host: '127.0.0.1', port: 0 });
-  const auth = { authorization: `Basic ${Buffer.from(`${email}:${password}`).toString('base64')}` };
-
-  let raw: http.Server | undefined;
-  try {
-    // 2. Seed through the real API.
-    const objects = Array.from({ length: TAGS }, (_, i) => ({ name: `bench-${i}` }));
-    const created = await request(`${stratus}/api/2.0/tags/`, { ...auth, 'content-type': 'application/json' }, 'POST', JSON.stringify({ objects }));
-    if (created.status < 200 || created.status > 299) throw new Error(`seeding tags failed: ${created.status} ${created.body}`);
-    const tagUuid = (JSON.parse(created.body.toString('utf8')) as { objects: { uuid: string }[] }).objects[0].uuid;
-
-    // 3. Record Stratus's replies once and replay their bytes from a raw server.
-    const paths = [`/api/2.0/tags/${tagUuid}/`, '/api/2.0/tags/?limit=20'];
-    const replies = new Map<string, Reply>();
-    for (const path of paths) {
-      const r = await request(`${stratus}${path}`, auth);
-      if (r.status !== 200) throw new Error(`GET ${path} returned ${r.status}: ${r.body}`);
-      replies.set(path, r);
-    }
-    const started = await startRaw(replies);
-    raw = started.server;
-    for (const [path, want] of replies) {
-      const got = await request(`${started.base}${path}`, auth);
-      if (got.status !== want.status || !got.body.equals(want.body) || got.headers['content-type'] !== want.headers['content-type'])
-        throw new Error(`raw server does not replay ${path} faithfully`);
-    }
-
-    // 4. Load each URL on each server, one run at a time, after a warm-up that is not reported.
-    const rows: Row[] = [];
-    for (const path of paths) {
-      for (const [name, base] of [
-        ['stratus', stratus],
-        ['raw', started.base],
-      ] as const) {
-        await load(`${base}${path}`, auth, WARMUP_SECONDS);
-        const r = await load(`${base}${path}`, auth, duration);
-        rows.push({
-          url: path,
-          server: name,
-          reqPerSec: r.requests.mean,
-          p50Ms: r.latency.p50,
-          p99Ms: r.latency.p99,
-          non2xx: r.non2xx,
-          errors: r.errors + r.timeouts,
-        });
-      }
-    }
-
-    // 5. Report.
-    const ratios = paths.map((url) => {
-      const s = rows.find((r) => r.url === url && r.server === 'stratus')!;
-      const w = rows.find((r) => r.url === url && r.server === 'raw')!;
-      return { url, stratusOverRaw: w.reqPerSec ? s.reqPerSec / w.reqPerSec : 0 };
-    });
-    const urlWidth = Math.max(...paths.map((p) => p.length));
-    const line = (cols: string[]) => cols.map((c, i) => (i < 2 ? c.padEnd(i === 0 ? urlWidth : 8) : c.padStart(10))).join('  ');
-    const out = [
-      `Stratus vs raw node:http — ${CONNECTIONS} connections, ${duration}s per run (after ${WARMUP_SECONDS}s warm-up); latency in whole ms (autocannon's resolution)`,
+  const t0 = performance.now();
+  const opts = optionsFromEnv();
+  const reports: StoreReport[] = [];
+  for (const spec of opts.stores) {
+    const r = await runStore(spec, opts);
+    reports.push(r);
+    process.stdout.write(storeBlock(r, opts).join('\n') + '\n');
+  }
+  // The slot for start-up figures: `startup = await measureStartup({ pgUrl: process.env.BENCH_PG_URL })`
+  // from bench/startup.ts once it exists (its rows are StartupRow).
+  const startup: StartupRow[] | null = null;
+  const goals = [...reports.flatMap(judge), ...judgeStartup(startup ?? [])];
+  const runtimeSeconds = (performance.now() - t0) / 1000;
+  const settings = { durationS: opts.durationS, warmupS: opts.warmupS, connections: opts.connections, sizes: opts.sizes };
+  process.stdout.write(
+    [
+      ...startupBlock(startup),
+      ...summaryBlock(goals, runtimeSeconds),
       '',
-      line(['url', 'server', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors']),
-      ...rows.map((r) => line([r.url, r.server, r.reqPerSec.toFixed(0), String(r.p50Ms), String(r.p99Ms), String(r.non2xx), String(r.errors)])),
-      '',
-      ...ratios.map((r) => `${r.url.padEnd(urlWidth)}  stratus/raw req/s = ${r.stratusOverRaw.toFixed(3)}`),
-      '',
-      `BENCH_JSON ${JSON.stringify({ connections: CONNECTIONS, durationSeconds: duration, rows, ratios })}`,
-    ];
-    process.stdout.write(out.join('\n') + '\n');
+      `BENCH_JSON ${JSON.stringify({ settings, runtimeSeconds, stores: reports, startup, goals })}`,
+    ].join('\n') + '\n',
+  );
 
-    const bad = rows.filter((r) => r.non2xx > 0 || r.errors > 0);
-    if (bad.length) {
-      process.stderr.write(`bench: measured runs had non-2xx responses or errors (${bad.map((r) => `${r.server} ${r.url}`).join(', ')})\n`);
-      process.exitCode = 1;
-    }
-  } finally {
-    // 6. Close everything so the process exits by itself.
-    if (raw) {
-      raw.closeAllConnections();
-      await new Promise<void>((resolve) => raw!.close(() => resolve()));
-    }
-    await app.close();
-    await store.close();
+  const bad = reports.flatMap(runsOf).filter(([, run]) => run.non2xx > 0 || run.errors > 0 || run.warmupBad > 0);
+  if (bad.length) {
+    const what = bad.map(([name, r]) => `${name} (${r.non2xx} non-2xx ${JSON.stringify(r.statuses)}, ${r.errors} errors, ${r.warmupBad} bad in warm-up)`);
+    process.stderr.write(`bench: runs had non-2xx responses or errors: ${what.join('; ')}\n`);
+    process.exitCode = 1;
   }
 }
 

@@ -1,0 +1,88 @@
+/**
+ * The bench's server processes (bench/serve-child.ts, loaded through tsx): start one, wait until it
+ * listens, ask for its counters, wait until it is idle, read its resident memory from /proc, stop it.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { ChildMessage, ParentMessage, RawReply, Stats } from './serve-child.js';
+
+const CHILD = fileURLToPath(new URL('./serve-child.ts', import.meta.url));
+
+export interface Child {
+  pid: number;
+  base: string;
+  stats(): Promise<Stats>;
+  /**
+   * Wait until the server has answered every request it was sent, every connection is gone (a run ends
+   * with requests still queued in its sockets) and its statement count stands still for one poll (a
+   * handler whose client left may still be finishing), and `dbBusy` (PostgreSQL) says no query of such a
+   * handler still runs. The bench's own requests use no keep-alive.
+   */
+  drain(maxMs?: number): Promise<void>;
+  /** Resident set size now, and the peak since the process started (VmHWM), in MiB. */
+  memory(): { rssMiB: number; peakMiB: number };
+  close(): Promise<void>;
+}
+
+function next(proc: ChildProcess, type: ChildMessage['type']): Promise<ChildMessage> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: ChildMessage) => {
+      if (m.type !== type) return;
+      proc.off('message', onMessage).off('exit', onExit);
+      resolve(m);
+    };
+    const onExit = (code: number | null) => reject(new Error(`bench server process exited (${code}) before "${type}"`));
+    proc.on('message', onMessage).once('exit', onExit);
+  });
+}
+
+/** `/proc/<pid>/status` fields in kB, as MiB. Linux only; 0 elsewhere. */
+function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  try {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Stratus over `db` (a SQLite file or a PostgreSQL URL), or the raw replay server for `replies`. */
+export async function startChild(
+  spec: { mode: 'stratus'; db: string; dbBusy?: () => Promise<boolean> } | { mode: 'raw'; replies: RawReply[] },
+): Promise<Child> {
+  const args = spec.mode === 'stratus' ? ['stratus', spec.db] : ['raw'];
+  // stdout is the parent's report: the child's output (Fastify warnings) goes to stderr.
+  const proc = fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 2, 2, 'ipc'] });
+  const ready = next(proc, 'ready');
+  if (spec.mode === 'raw') proc.send({ type: 'replies', replies: spec.replies } satisfies ParentMessage);
+  const { base } = (await ready) as { base: string };
+  const pid = proc.pid!;
+  const stats = async (): Promise<Stats> => {
+    const reply = next(proc, 'stats');
+    proc.send({ type: 'stats' } satisfies ParentMessage);
+    return (await reply) as Stats & { type: 'stats' };
+  };
+  return {
+    pid,
+    base,
+    stats,
+    async drain(maxMs = 180_000) {
+      let previous: number | null = -1;
+      for (const t0 = Date.now(); ;) {
+        const s = await stats();
+        if (s.inflight === 0 && s.connections === 0 && s.statements === previous && !(spec.mode === 'stratus' && (await spec.dbBusy?.()))) return;
+        previous = s.statements;
+        if (Date.now() - t0 > maxMs) throw new Error(`the server is still busy ${maxMs} ms after a run (${JSON.stringify(s)})`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    },
+    memory: () => ({ rssMiB: procMiB(pid, 'VmRSS'), peakMiB: procMiB(pid, 'VmHWM') }),
+    async close() {
+      if (proc.exitCode !== null) return;
+      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+      proc.send({ type: 'close' } satisfies ParentMessage);
+      await exited;
+    },
+  };
+}

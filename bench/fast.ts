@@ -1,0 +1,75 @@
+/**
+ * "Fast": Stratus against a raw node:http server replaying Stratus's own reply bytes for the same URL,
+ * the upper bound for this machine and this response size. A ratio of two runs made seconds apart on
+ * the same machine, so it holds across machines where absolute req/s do not. Measured on the reference
+ * (smallest) account, whose pages hold 20 servers each with a drive, a NIC and a tag.
+ */
+import { startChild, type Child } from './children.js';
+import { request } from './http.js';
+import { measure, type Run, type RunSettings } from './measure.js';
+import type { Account, Seeded } from './seed.js';
+
+export interface FastRow {
+  label: string;
+  path: string;
+  stratus: Run;
+  raw: Run;
+  /** Stratus req/s over raw req/s. */
+  ratio: number;
+  /** Least acceptable ratio, when the issue sets one. */
+  goal: number | null;
+  bytes: number;
+}
+
+/** The issue's goals: share of the raw server's req/s; p99 under 10 ms at 10 connections for each. */
+export const P99_GOAL_MS = 10;
+
+function urls(s: Seeded): { label: string; path: string; goal: number | null }[] {
+  return [
+    { label: 'GET /servers/detail/?limit=20', path: '/api/2.0/servers/detail/?limit=20', goal: 0.25 },
+    { label: 'GET /servers/<uuid>/', path: `/api/2.0/servers/${s.server}/`, goal: 0.5 },
+    { label: 'GET /tags/?limit=20', path: '/api/2.0/tags/?limit=20', goal: 0.35 },
+    { label: 'GET /capabilities/', path: '/api/2.0/capabilities/', goal: 0.8 },
+    { label: 'GET /servers/?limit=20', path: '/api/2.0/servers/?limit=20', goal: null },
+    { label: 'GET /tags/<uuid>/', path: `/api/2.0/tags/${s.tag}/`, goal: null },
+  ];
+}
+
+/** Record each reply (it must be 200 and the same bytes twice), and check the raw server replays it exactly. */
+async function record(stratus: Child, paths: string[], headers: Record<string, string>) {
+  const replies = [];
+  for (const path of paths) {
+    const [a, b] = [await request(`${stratus.base}${path}`, headers), await request(`${stratus.base}${path}`, headers)];
+    if (a.status !== 200) throw new Error(`GET ${path} answered ${a.status}: ${a.body.toString('utf8').slice(0, 300)}`);
+    if (!a.body.equals(b.body)) throw new Error(`GET ${path} does not answer the same bytes twice: a raw replay would not be the same work`);
+    replies.push({ path, status: a.status, contentType: String(a.headers['content-type']), body: a.body.toString('base64') });
+  }
+  return replies;
+}
+
+export async function fastSection(stratus: Child, seeded: Seeded, caller: Account, s: RunSettings): Promise<FastRow[]> {
+  const list = urls(seeded);
+  const replies = await record(
+    stratus,
+    list.map((u) => u.path),
+    caller.headers,
+  );
+  const raw = await startChild({ mode: 'raw', replies });
+  try {
+    for (const r of replies) {
+      const got = await request(`${raw.base}${r.path}`, caller.headers);
+      if (got.status !== r.status || got.body.toString('base64') !== r.body || got.headers['content-type'] !== r.contentType)
+        throw new Error(`the raw server does not replay ${r.path} faithfully`);
+    }
+    const rows: FastRow[] = [];
+    for (const [i, u] of list.entries()) {
+      const load = { path: u.path, headers: caller.headers };
+      const st = await measure(stratus, load, s);
+      const rw = await measure(raw, load, s);
+      rows.push({ ...u, stratus: st, raw: rw, ratio: rw.reqPerSec ? st.reqPerSec / rw.reqPerSec : 0, bytes: Buffer.from(replies[i].body, 'base64').length });
+    }
+    return rows;
+  } finally {
+    await raw.close();
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * "Flat": the same URLs on the measured account at each size (100, 10k, 100k servers and as many drives,
+ * plus 1,000 servers shared through an ACL), on one Stratus process over one database that grows
+ * between sizes. Each figure is compared with the same URL at the smallest size of the same run: the
+ * cost multiple is req/s at the reference over req/s at the size (goal < 2x). The server process's
+ * resident memory is read meanwhile (idle after seeding, peak during the runs, after the runs).
+ */
+import type { Child } from './children.js';
+import { measure, type Run, type RunSettings } from './measure.js';
+import { growTo, type Account, type Seeded } from './seed.js';
+import type { Store } from '../src/store/db.js';
+
+export const FLAT_GOAL = 2;
+
+export interface FlatRow {
+  size: number;
+  label: string;
+  run: Run;
+}
+
+export interface MemoryRow {
+  size: number;
+  seedSeconds: number;
+  idleRssMiB: number;
+  peakRssMiB: number;
+  afterRssMiB: number;
+  /** VmHWM: the process's highest RSS since it started (all sizes so far). */
+  hwmMiB: number;
+}
+
+/** The page at offset 10,000 is empty at 100 servers (the figure then is the cost of finding that out). */
+function urls(s: Seeded): { label: string; path: string }[] {
+  return [
+    { label: 'GET /servers/?limit=20', path: '/api/2.0/servers/?limit=20' },
+    { label: 'GET /servers/detail/?limit=20', path: '/api/2.0/servers/detail/?limit=20' },
+    { label: 'GET /servers/?limit=20&offset=10000', path: '/api/2.0/servers/?limit=20&offset=10000' },
+    { label: 'GET /servers/<uuid>/', path: `/api/2.0/servers/${s.server}/` },
+    { label: 'GET /drives/<uuid>/', path: `/api/2.0/drives/${s.drive}/` },
+  ];
+}
+
+/** Grow to `size`, run `before` (the other sections measured at this size), then load each URL. */
+export async function flatAt(
+  store: Store,
+  stratus: Child,
+  seeded: Seeded,
+  caller: Account,
+  size: number,
+  s: RunSettings,
+  before: () => Promise<void> = async () => {},
+): Promise<{ rows: FlatRow[]; memory: MemoryRow }> {
+  const t0 = performance.now();
+  await growTo(store, caller, seeded, size);
+  const seedSeconds = (performance.now() - t0) / 1000;
+  const idle = stratus.memory().rssMiB;
+  await before();
+  const rows: FlatRow[] = [];
+  for (const u of urls(seeded)) rows.push({ size, label: u.label, run: await measure(stratus, { path: u.path, headers: caller.headers }, s) });
+  return {
+    rows,
+    memory: {
+      size,
+      seedSeconds,
+      idleRssMiB: idle,
+      peakRssMiB: Math.max(...rows.map((r) => r.run.peakRssMiB)),
+      afterRssMiB: stratus.memory().rssMiB,
+      hwmMiB: stratus.memory().peakMiB,
+    },
+  };
+}
