@@ -51,7 +51,7 @@ async function runStore(spec: Options['stores'][number], opts: Options): Promise
       const at = await flatAt(store, stratus, seeded, accounts.caller, size, opts, async () => {
         if (i > 0) return;
         progress(`${spec.engine}: fast (vs raw replay)`);
-        fast = await fastSection(stratus!, seeded, accounts.caller, opts);
+        fast = await fastSection(stratus!, seeded, accounts.solo, opts);
       });
       flat.push(...at.rows);
       memory.push(at.memory);

@@ -34,11 +34,15 @@ export interface Account {
   headers: Record<string, string>;
 }
 
-/** The measured user, the user sharing with them, and a third account for the write runs. */
+/**
+ * The measured user, the user sharing with them, a third account for the write runs, and the "fast"
+ * account: the issue's reference page, 20 servers each with a drive, a NIC and a tag, nothing shared.
+ */
 export interface Accounts {
   caller: Account;
   sharer: Account;
   writer: Account;
+  solo: Account;
 }
 
 /** What the bench has made so far, and the uuids its URLs name. */
@@ -50,6 +54,8 @@ export interface Seeded {
   tag: string;
   tags: string[];
   template: { server: Obj; drive: Obj };
+  /** The fast account's first server and tag (its 20 servers carry one of its 20 tags each). */
+  solo: { server: string; tag: string };
 }
 
 export function servicesOf(store: Store, db: string): Services {
@@ -69,7 +75,7 @@ export async function makeAccounts(s: Services): Promise<Accounts> {
     await setAccountLimits(s, email, 'off');
     return { uuid: user.uuid, email, headers: basicAuth(email, password) };
   };
-  return { caller: await one('caller'), sharer: await one('sharer'), writer: await one('writer') };
+  return { caller: await one('caller'), sharer: await one('sharer'), writer: await one('writer'), solo: await one('solo') };
 }
 
 const mac = (prefix: number, i: number) =>
@@ -172,7 +178,14 @@ export async function seedStart(store: Store, api: string, accounts: Accounts): 
     tags: [shareTag],
   });
   await bulk(store, sharer.uuid, 0, SHARED, template, { prefix: 'shared', macPrefix: 0x20, tagsOf: () => ({ serverTags: [shareTag], driveTags: [shareTag] }) });
-  return { own: 1, server, drive, tag: tags[0], tags, template };
+
+  const solo = accounts.solo;
+  const soloTags = (
+    await call<Made>(`${api}tags/`, solo.headers, 'POST', { objects: Array.from({ length: TAGS }, (_, i) => ({ name: `solo-tag-${i}` })) })
+  ).objects.map((o) => o.uuid);
+  await bulk(store, solo.uuid, 0, 20, template, { prefix: 'solo', macPrefix: 0x21, tagsOf: (i) => ({ serverTags: [soloTags[i % TAGS]], driveTags: [] }) });
+  const soloServer = (await call<Made>(`${api}servers/?limit=1`, solo.headers)).objects[0].uuid;
+  return { own: 1, server, drive, tag: tags[0], tags, template, solo: { server: soloServer, tag: soloTags[0] } };
 }
 
 /** Grow the measured account to `size` servers (and drives); then refresh PostgreSQL's statistics. */

@@ -42,6 +42,8 @@ export function sortedJson(value: unknown): string {
         return out + ']';
       }
       const obj = value as Record<string, unknown>;
+      const origin = copiedFrom.get(obj);
+      if (origin) return copyJson(obj, origin);
       const keys = Object.keys(obj).sort();
       let out = '{';
       let first = true;
@@ -57,6 +59,55 @@ export function sortedJson(value: unknown): string {
     default:
       return 'null';
   }
+}
+
+/** Per-request copies of frozen presented objects, and the sorted `"key":value` parts of those originals. */
+const copiedFrom = new WeakMap<object, Record<string, unknown>>();
+const partsOf = new WeakMap<object, { keys: string[]; parts: string[] }>();
+
+/**
+ * A shallow copy of a frozen object (made by `frozen`) for one request to add or replace keys on. Serialised,
+ * the keys it shares with the original are written from the original's stored parts, in their sorted order,
+ * with no sort and no walk; only the keys the request changed are serialised.
+ */
+export function copyOf(origin: Record<string, unknown>): Record<string, unknown> {
+  const copy = { ...origin };
+  copiedFrom.set(copy, origin);
+  return copy;
+}
+
+function copyJson(obj: Record<string, unknown>, origin: Record<string, unknown>): string {
+  let own = partsOf.get(origin);
+  if (!own) {
+    const keys = Object.keys(origin)
+      .filter((k) => origin[k] !== undefined && typeof origin[k] !== 'function')
+      .sort();
+    partsOf.set(origin, (own = { keys, parts: keys.map((k) => quoted(k) + ':' + sortedJson(origin[k])) }));
+  }
+  let added: string[] | undefined;
+  for (const k in obj) if (!Object.hasOwn(origin, k)) (added ??= []).push(k);
+  added?.sort();
+  let out = '{';
+  let first = true;
+  const emit = (part: string) => {
+    if (!first) out += ',';
+    first = false;
+    out += part;
+  };
+  const emitChanged = (k: string) => {
+    const v = obj[k];
+    if (v !== undefined && typeof v !== 'function') emit(quoted(k) + ':' + sortedJson(v));
+  };
+  let a = 0;
+  for (let i = 0; i < own.keys.length; i++) {
+    const k = own.keys[i];
+    while (added && a < added.length && added[a] < k) emitChanged(added[a++]);
+    if (!Object.hasOwn(obj, k)) continue;
+    if (obj[k] === origin[k]) emit(own.parts[i]);
+    else emitChanged(k);
+  }
+  while (added && a < added.length) emitChanged(added[a++]);
+  return out + '}';
 }
 
 /**

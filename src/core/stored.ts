@@ -4,7 +4,7 @@ import type { Db, Tx } from '../store/db.js';
 import { ownerRef, resourceUri, type AnyQuery, type Resource, type VisibleSet } from '../store/repository.js';
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
-import { frozen } from './json.js';
+import { copyOf, frozen } from './json.js';
 import { validateFields, type Obj } from './input.js';
 import Type from 'typebox';
 import { f, NO_DEFAULT, type Field } from './fields.js';
@@ -139,7 +139,7 @@ export class StoredCollection implements CollectionService {
       shown = frozen(this.hooks.presentStatic ? this.hooks.presentStatic(base) : base);
       store.presented.set(key, row.version, shown, presentedBytes(shown));
     }
-    return { ...shown };
+    return copyOf(shown);
   }
 
   /**

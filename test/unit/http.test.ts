@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { negotiate } from '../../src/http/negotiate.js';
 import { listQuery, splitOr, fieldsParam, project } from '../../src/http/query.js';
 import { sortedJson, truncateAtNul } from '../../src/http/json.js';
+import { copyOf, frozen } from '../../src/core/json.js';
 import { ApiError, STATUS_BY_TYPE } from '../../src/core/errors.js';
 import { fromDatabaseError } from '../../src/store/errors.js';
 import { money16 } from '../../src/core/money.js';
@@ -79,6 +80,22 @@ describe('formats', () => {
     assert.equal(money16('-3'), '-3.0000000000000000');
     assert.equal(money16('0.1'), '0.1000000000000000');
   });
+  test('a frozen object and its per-request copies serialise exactly as plain data does', () => {
+    const plain = () => ({ b: { y: [1, { z: 'q' }], x: null }, a: 'é', m: [], d: 4, gone: 1, keep: { k: true } });
+    const origin = frozen(plain());
+    assert.throws(() => ((origin.b as { x: unknown }).x = 1), TypeError, 'frozen all the way down');
+    assert.equal(sortedJson(origin), sortedJson(plain()));
+    const copy = copyOf(origin);
+    assert.equal(sortedJson(copy), sortedJson(plain()));
+    // Keys added before, between and after the original's, one replaced, one removed, one set undefined.
+    Object.assign(copy, { '0first': 1, c: [{ n: 2 }], zz: 'last', d: 5, keep: undefined });
+    delete copy.gone;
+    const expected = { ...plain(), '0first': 1, c: [{ n: 2 }], zz: 'last', d: 5, keep: undefined } as Record<string, unknown>;
+    delete expected.gone;
+    assert.equal(sortedJson(copy), sortedJson(JSON.parse(JSON.stringify(expected))));
+    assert.equal(sortedJson(origin), sortedJson(plain()), 'the original is untouched');
+  });
+
   test('isoTimestamp has microseconds and +00:00', () => {
     assert.equal(isoTimestamp(new Date('2014-06-05T00:27:12.890Z')), '2014-06-05T00:27:12.890000+00:00');
   });
