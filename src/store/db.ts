@@ -2,7 +2,9 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
-import pg from 'pg';
+import type Pg from 'pg';
+import { lazyPackage } from '../core/lazy.js';
+import { byCodePoint } from '../core/order.js';
 import type { Database } from './schema.js';
 import { migrationProvider } from './migrations/index.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
@@ -11,8 +13,11 @@ export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database>;
 export type Tx = Transaction<Database>;
 
-/** bigint columns (serial keys, counts) come back as JS numbers, as in SQLite. */
-pg.types.setTypeParser(20, (v) => Number(v));
+/**
+ * pg, loaded when a PostgreSQL URL is first opened (core/lazy.ts). bigint columns (serial keys, counts)
+ * come back as JS numbers, as in SQLite.
+ */
+export const loadPg = lazyPackage<typeof Pg>('pg', (pg) => pg.types.setTypeParser(20, (v) => Number(v)));
 
 export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//.test(url);
 
@@ -31,7 +36,12 @@ export class Store {
     return this.counter.n;
   }
 
-  private constructor(db: Db, dialect: Dialect, location: string, private readonly counter: { n: number }) {
+  private constructor(
+    db: Db,
+    dialect: Dialect,
+    location: string,
+    private readonly counter: { n: number },
+  ) {
     this.db = db;
     this.dialect = dialect;
     this.location = location;
@@ -45,7 +55,8 @@ export class Store {
     const counter = { n: 0 };
     const log = () => void counter.n++;
     if (isPostgresUrl(url)) {
-      const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10 });
+      const { Pool } = loadPg();
+      const pool = new Pool({ connectionString: url, max: opts.poolSize ?? 10 });
       // Fail fast with a clear message instead of on the first request.
       const client = await pool.connect();
       client.release();
@@ -68,7 +79,8 @@ export class Store {
     // On PostgreSQL, pin the bookkeeping tables to our own schema: Kysely otherwise finds a
     // `kysely_migration` table in any schema of the database and skips creating ours.
     const schema = this.dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(this.db)).rows[0]?.s : undefined;
-    const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.dialect), migrationTableSchema: schema });
+    // Names sort by code point (`0001_…` < `0002_…`): Kysely's default, localeCompare, loads ICU's collation data.
+    const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.dialect), migrationTableSchema: schema, nameComparator: byCodePoint });
     const { error, results } = await migrator.migrateToLatest();
     if (error) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
