@@ -108,7 +108,9 @@ export async function buildDist({ minify = true } = {}) {
     ],
     outdir: DIST,
     splitting: true,
-    chunkNames: 'chunks/[name]-[hash]',
+    // Chunks sit at the top of dist/, beside stratus.js: whichever of them src/assets.ts lands in, its
+    // directory is dist/.
+    chunkNames: '[name]-[hash]',
     minify,
     sourcemap: 'linked',
     sourcesContent: false,
@@ -124,7 +126,7 @@ export async function buildDist({ minify = true } = {}) {
   if (eager.length) throw new Error(`${eager[0]} is in the bundle: import ${LAZY.join(', ')} only as types and load them with lazyPackage (src/core/lazy.ts)`);
   // src/assets.ts finds the data files from the directory of the file it is compiled into: dist/.
   const assets = Object.entries(result.metafile.outputs).find(([, o]) => o.inputs['src/assets.ts'])?.[0];
-  if (assets !== 'dist/stratus.js') throw new Error(`src/assets.ts landed in ${assets}, not dist/stratus.js: the data files would not be found`);
+  if (dirname(assets ?? '') !== 'dist') throw new Error(`src/assets.ts landed in ${assets}, not at the top of dist/: the data files would not be found`);
   const src = join(root, 'src');
   const entry = join(DIST, 'stratus.js');
   const files = [
@@ -140,11 +142,12 @@ export async function buildDist({ minify = true } = {}) {
     else writeFileSync(tmp, f.contents);
     renameSync(tmp, f.to);
   }
-  // Chunks of earlier builds (their names carry a hash of their content) go.
+  // What earlier builds left (chunk names carry a hash of their content) goes.
   const current = new Set(files.map((f) => f.to));
-  for (const dir of ['chunks', 'packages'])
-    for (const f of readdirSync(join(DIST, dir), { recursive: true, withFileTypes: true }))
-      if (f.isFile() && !current.has(join(f.parentPath ?? f.path, f.name))) rmSync(join(f.parentPath ?? f.path, f.name));
+  for (const f of readdirSync(DIST, { recursive: true, withFileTypes: true })) {
+    const path = join(f.parentPath ?? f.path, f.name);
+    if (f.isFile() && !current.has(path)) rmSync(path);
+  }
   // The bundle is dated when the build began: a source saved while it ran is newer, and the next
   // `stratus` rebuilds (bin/stratus.js compares the dates).
   utimesSync(join(DIST, 'stratus.js'), startedAt, startedAt);
