@@ -2,6 +2,7 @@
 // The `stratus` command: runs the compiled bundle, dist/stratus.js (scripts/build.js; `npm install` and
 // `npm run build` make it). When a source is newer than the bundle (an edit, a `git pull`) it rebuilds
 // first, so nobody runs stale code; the check stats the ~110 source files, about a millisecond.
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { fileURLToPath, URL } from 'node:url';
 
@@ -10,9 +11,9 @@ const bundle = `${root}dist/stratus.js`;
 
 const mtime = (file) => statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0;
 
-/** The newest modification time of src/ (walked by hand: `readdirSync`'s `recursive` is 3x slower), the build script, the lockfile. */
+/** The newest modification time of src/ (walked by hand: `readdirSync`'s `recursive` is 3x slower) and the build script. */
 function newestSource() {
-  let newest = Math.max(mtime(`${root}scripts/build.js`), mtime(`${root}package-lock.json`));
+  let newest = mtime(`${root}scripts/build.js`);
   const walk = (dir) => {
     for (const e of readdirSync(dir, { withFileTypes: true }))
       if (e.isDirectory()) walk(`${dir}/${e.name}`);
@@ -24,14 +25,11 @@ function newestSource() {
 
 const built = statSync(bundle, { throwIfNoEntry: false })?.mtimeMs;
 if (built === undefined || (existsSync(`${root}scripts/build.js`) && newestSource() > built)) {
-  try {
-    const { buildDist } = await import('../scripts/build.js');
-    const ms = await buildDist();
-    process.stderr.write(`stratus: ${built === undefined ? 'built' : 'sources changed: rebuilt'} dist/ in ${Math.round(ms)} ms\n`);
-  } catch (e) {
-    // Without the build tools (an install without devDependencies) an existing bundle still runs.
-    if (built === undefined) throw e;
-    process.stderr.write(`stratus: warning: src/ is newer than dist/, and rebuilding failed (${e.message}): running the old build\n`);
-  }
+  // In a child process: the server keeps none of the build's memory (or esbuild's service process).
+  const build = spawnSync(process.execPath, [`${root}scripts/build.js`], { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
+  if (build.status === 0) process.stderr.write(`stratus: ${built === undefined ? 'built dist/' : 'sources changed: rebuilt dist/'}\n`);
+  // Without the build tools (an install without devDependencies) an existing bundle still runs.
+  else if (built === undefined) throw new Error(`building dist/ failed:\n${build.stderr}`);
+  else process.stderr.write(`stratus: warning: src/ is newer than dist/, and rebuilding failed: running the old build\n${build.stderr}`);
 }
 await import('../dist/stratus.js');
