@@ -103,7 +103,11 @@ export default defineConfig(
               'core/ is below the resource kinds and the HTTP layer: inject what it needs from the composition root.',
             ),
             layer('sim', ['resources', 'http'], 'sim/ is the simulator boundary: it never imports resource kinds or HTTP.'),
-            layer('resources', ['http', 'cli', 'app.ts', 'serve.ts', 'main.ts'], 'Domain logic never touches HTTP: resources/ returns data or throws typed errors.'),
+            layer(
+              'resources',
+              ['http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+              'Domain logic never touches HTTP: resources/ returns data or throws typed errors.',
+            ),
             layer('store', ['resources', 'http', 'sim'], 'store/ is the bottom layer: it knows no kinds, HTTP or simulator.'),
           ],
         },
