@@ -1,13 +1,14 @@
 /**
- * `npm run build` (and `prepare`, so `npm install` / `npm ci` build it): compiles src/ into one JavaScript
- * file, dist/stratus.js, that bin/stratus.js runs. One bundle, minified, because on Node 20 (no compile
- * cache) start-up is dominated by loading and compiling code: a bundle starts in a fraction of the time
- * of the same code as a tree of files (see bench/startup.ts). Kept out of the bundle:
+ * `npm run build` (and `prepare`, so `npm install` / `npm ci` build it): bundles src/ and the packages it
+ * uses into dist/ (entry dist/stratus.js, which bin/stratus.js runs), minified. A bundle because on Node 20
+ * (no compile cache) start-up is mostly loading and compiling code: the same code as a tree of files in
+ * node_modules starts ~2x slower. Split into files of a few hundred KB (see packageEntries), and
+ * src/serve.ts (the HTTP server) into a chunk of its own that only `serve` loads. Kept out of the bundle:
  * - better-sqlite3: a native addon, loaded from node_modules;
  * - pg, nodemailer, fast-xml-parser: loaded on first use (src/core/lazy.ts); the build fails if one of
  *   them is imported statically after all, since that would load it at every start.
  * The data files of src/ (JSON) are copied to the same relative places under dist/ (src/assets.ts).
- * dist/stratus.js.map maps the bundle back to the sources: `NODE_OPTIONS=--enable-source-maps`.
+ * The .map files map the bundle back to the sources: `NODE_OPTIONS=--enable-source-maps`.
  * `--no-minify` keeps the bundle readable (profiles).
  */
 import { cpSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
@@ -17,7 +18,7 @@ import { fileURLToPath, URL } from 'node:url';
 import { build } from 'esbuild';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-export const DIST = join(root, 'dist');
+const DIST = join(root, 'dist');
 const LAZY = ['pg', 'nodemailer', 'fast-xml-parser'];
 
 /**
@@ -142,11 +143,12 @@ export async function buildDist({ minify = true } = {}) {
     else writeFileSync(tmp, f.contents);
     renameSync(tmp, f.to);
   }
-  // What earlier builds left (chunk names carry a hash of their content) goes.
+  // What earlier builds left (chunk names carry a hash of their content) goes; not another build's
+  // files in flight (.tmp).
   const current = new Set(files.map((f) => f.to));
   for (const f of readdirSync(DIST, { recursive: true, withFileTypes: true })) {
     const path = join(f.parentPath ?? f.path, f.name);
-    if (f.isFile() && !current.has(path)) rmSync(path);
+    if (f.isFile() && !current.has(path) && !path.endsWith('.tmp')) rmSync(path);
   }
   // The bundle is dated when the build began: a source saved while it ran is newer, and the next
   // `stratus` rebuilds (bin/stratus.js compares the dates).
