@@ -28,7 +28,7 @@ if (built === undefined || (existsSync(`${root}scripts/build.js`) && newestSourc
   // In a child process: the server keeps none of the build's memory (or esbuild's service process).
   const build = spawnSync(process.execPath, [`${root}scripts/build.js`], { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
   if (build.status === 0) process.stderr.write(`stratus: ${built === undefined ? 'built dist/' : 'sources changed: rebuilt dist/'}\n`);
-  // Without the build tools (an install without devDependencies) an existing bundle still runs.
+  // When the build fails (a syntax error being typed, esbuild missing) an existing bundle still runs.
   else if (built === undefined) throw new Error(`building dist/ failed:\n${build.stderr}`);
   else process.stderr.write(`stratus: warning: src/ is newer than dist/, and rebuilding failed: running the old build\n${build.stderr}`);
 }
