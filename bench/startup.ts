@@ -47,20 +47,21 @@ function rssMiB(pid: number): number {
   return Number(m[1]) / 1024;
 }
 
-/** The pid of the `node …stratus.js serve` process under `pid` (itself, or a descendant under npm and sh). */
+/** The pid of the server: the deepest node process running `serve` under `pid` (itself, or under npm, sh, tsx). */
 function serverPid(pid: number): number {
-  const cmd = (p: number) => readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
   const queue = [pid];
+  let found: number | undefined;
   while (queue.length) {
     const p = queue.shift()!;
-    const argv = cmd(p);
-    if (/(^|\/)node$/.test(argv[0]) && argv.some((a) => a.endsWith('stratus.js')) && argv.includes('serve')) return p;
+    const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+    if (/(^|\/)node$/.test(argv[0]) && argv.includes('serve')) found = p;
     for (const t of readdirSync(`/proc/${p}/task`)) {
       const children = readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim();
       if (children) queue.push(...children.split(' ').map(Number));
     }
   }
-  throw new Error(`no stratus server process under ${pid}`);
+  if (found === undefined) throw new Error(`no stratus server process under ${pid}`);
+  return found;
 }
 
 function waitExit(child: ChildProcess): Promise<number | null> {
