@@ -12,8 +12,8 @@ import { ensureDemoLogin } from './resources/users/users.js';
 
 export async function serve(config: Config): Promise<void> {
   const services = await open(config);
-  const demo = await ensureDemoLogin(services, randomPassword());
-  const app = await buildApp(services);
+  // The demo login's password hash or check (scrypt, ~60 ms on the thread pool) runs while the app is built.
+  const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword()), buildApp(services)]);
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   const scheduler = new Scheduler(services, timerHandlers(), app.log);
