@@ -1,9 +1,9 @@
 // ESLint flat config: TypeScript rules everywhere, plus the layer rules of docs "structure" for src/.
 //
 // Layers (a request flows one way: http -> resources -> core/store; background: sim -> core/store):
-//   core/      never imports resources/, http/, cli/, app.ts, main.ts
+//   core/      never imports resources/, http/, cli/, app.ts, serve.ts, main.ts
 //   sim/       never imports resources/, http/
-//   resources/ never imports http/, cli/, app.ts, main.ts
+//   resources/ never imports http/, cli/, app.ts, serve.ts, main.ts
 //   store/     never imports resources/, http/, sim/
 // and no runtime import cycle anywhere in src/ (type-only imports are not followed; dynamic `import()`
 // are, so a cycle hidden behind `await import` is still a cycle). Dynamic imports in src/ need an
@@ -99,11 +99,15 @@ export default defineConfig(
           zones: [
             layer(
               'core',
-              ['resources', 'http', 'cli', 'app.ts', 'main.ts'],
+              ['resources', 'http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
               'core/ is below the resource kinds and the HTTP layer: inject what it needs from the composition root.',
             ),
             layer('sim', ['resources', 'http'], 'sim/ is the simulator boundary: it never imports resource kinds or HTTP.'),
-            layer('resources', ['http', 'cli', 'app.ts', 'main.ts'], 'Domain logic never touches HTTP: resources/ returns data or throws typed errors.'),
+            layer(
+              'resources',
+              ['http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+              'Domain logic never touches HTTP: resources/ returns data or throws typed errors.',
+            ),
             layer('store', ['resources', 'http', 'sim'], 'store/ is the bottom layer: it knows no kinds, HTTP or simulator.'),
           ],
         },

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { assetPath } from './assets.js';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
 import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './http/ratelimit/rules.js';
 import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources/libdrives/catalogue.js';
@@ -150,7 +150,7 @@ const wrapped =
     }
   };
 
-const DEFAULT_CAPABILITIES = fileURLToPath(new URL('./resources/capabilities/defaults.json', import.meta.url));
+const DEFAULT_CAPABILITIES = assetPath('resources/capabilities/defaults.json');
 
 export const SETTINGS: Setting<keyof Config>[] = [
   { key: 'host', flag: 'host', env: 'STRATUS_HOST', help: 'address to listen on', parse: (s) => s, fallback: () => '127.0.0.1' },

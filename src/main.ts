@@ -1,46 +1,19 @@
 /**
- * The `stratus` process: `serve` runs the API server here (signals, the scheduler loop); every other
- * command is src/cli/index.ts (`runCli`), which also parses the arguments for `serve`.
+ * The `stratus` process: every command is src/cli/index.ts (`runCli`), which also parses the arguments for
+ * `serve`; `serve` itself (src/serve.ts: the API server, signals, the scheduler loop) is loaded only for
+ * that command.
  */
-import { buildApp } from './app.js';
-import type { Config } from './config.js';
-import { randomPassword } from './core/passwords.js';
-import { openServices as open, runCli } from './cli/index.js';
-import { timerHandlers } from './registry.js';
-import { Scheduler } from './sim/scheduler.js';
-import { ensureDemoLogin } from './resources/users/users.js';
+import { runCli } from './cli/index.js';
 
-async function serve(config: Config): Promise<void> {
-  const services = await open(config);
-  const demo = await ensureDemoLogin(services, randomPassword());
-  const app = await buildApp(services);
-  // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
-  // declared by the kinds, run by this process's scheduler (several processes share them).
-  const scheduler = new Scheduler(services, timerHandlers(), app.log);
-  const address = await app.listen({ host: config.host, port: config.port });
-  scheduler.start();
-  const base = `${address}/api/2.0/`;
-  const lines = [`Stratus listening at ${base} (database: ${services.store.dialect} ${services.store.location})`];
-  if (demo) {
-    lines.push(`Demo login: ${demo.email} / ${demo.password}`);
-    lines.push(`Try: curl -u '${demo.email}:${demo.password}' ${base}capabilities/`);
-  }
-  process.stdout.write(lines.join('\n') + '\n');
-
-  // SIGTERM/SIGINT: stop accepting, let in-flight requests finish, then close the database.
-  let closing = false;
-  const shutdown = async (signal: string) => {
-    if (closing) return;
-    closing = true;
-    app.log.info({ signal }, 'shutting down');
-    await app.close();
-    await scheduler.stop();
-    await services.store.close();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
-}
-
-const code = await runCli(process.argv.slice(2), { out: (s) => void process.stdout.write(s), err: (s) => void process.stderr.write(s) }, { serve });
+const code = await runCli(
+  process.argv.slice(2),
+  { out: (s) => void process.stdout.write(s), err: (s) => void process.stderr.write(s) },
+  {
+    serve: async (config) => {
+      // eslint-disable-next-line no-restricted-syntax -- the HTTP server (fastify and its plugins, about half of the code) loads only for `serve`: operator commands start without it
+      const { serve } = await import('./serve.js');
+      return serve(config);
+    },
+  },
+);
 if (code !== 0) process.exit(code);

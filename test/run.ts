@@ -50,7 +50,7 @@ async function compile(): Promise<void> {
     mkdirSync(dirname(to), { recursive: true });
     cpSync(json, to);
   }
-  for (const linked of ['test/data', 'test/clients', 'bin']) symlinkSync(join(root, linked), join(BUILD, linked));
+  for (const linked of ['test/data', 'test/clients', 'bin', 'dist']) symlinkSync(join(root, linked), join(BUILD, linked));
 }
 const compiled = (file: string) => (useTsx ? file : join(relative(root, BUILD), file.replace(/\.ts$/, '.js')));
 
@@ -127,6 +127,10 @@ async function postgresReachable(): Promise<string | null> {
   }
 }
 
+// The suites that run `stratus` as a process (test/helpers/process.ts) run bin/stratus.js, that is the
+// compiled dist/: built here from the current sources, so they never test an old build.
+const built = spawnSync(process.execPath, [join(root, 'scripts/build.js')], { cwd: root, stdio: 'inherit' });
+if (built.status !== 0) process.exit(1);
 if (!useTsx) await compile();
 const outcomes: Outcome[] = [];
 outcomes.push(run('sqlite'));

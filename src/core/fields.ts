@@ -49,11 +49,13 @@ type Opts = Partial<Omit<Field, 'type' | 'schema' | 'check'>>;
 function make(type: FieldType, schema: TSchema, opts: Opts): Field {
   const nullable = opts.nullable ?? false;
   const accepted = nullable ? Type.Union([schema, Type.Null()]) : schema;
-  const validator = Compile(accepted);
+  // Compiled on the first check, not at start-up: ~200 fields cost ~20 ms and their code to compile, and
+  // a process validates only the kinds it is asked to write.
+  let validator: ReturnType<typeof Compile<TSchema>> | undefined;
   return {
     type,
     schema: accepted,
-    check: (v) => validator.Check(v),
+    check: (v) => (validator ??= Compile(accepted)).Check(v),
     required: false,
     readonly: false,
     unique: false,

@@ -2,6 +2,7 @@ import type { Ctx, Services } from './context.js';
 import { permission as forbidden, validation } from './errors.js';
 import type { Db, Tx } from '../store/db.js';
 import type { Resource, ResourceRepository } from '../store/repository.js';
+import { byCodePoint } from './order.js';
 
 /**
  * The ACL permission model (spec "ACL" rules 1–8), in one place. An ACL owned by O grants its rules to
@@ -120,7 +121,7 @@ export async function granteesOf(
     byRes.set(r.res_uuid, users);
   }
   for (const [res, users] of byRes) {
-    const list = [...users.values()].sort((a, b) => a.user.uuid.localeCompare(b.user.uuid));
+    const list = [...users.values()].sort((a, b) => byCodePoint(a.user.uuid, b.user.uuid));
     for (const e of list) e.permissions.sort();
     out.set(res, list);
   }

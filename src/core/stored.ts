@@ -12,6 +12,7 @@ import type { CollectionDecl, CollectionService, ListQuery, ListResult } from '.
 import { sharedRows, visibleRows } from './visibility.js';
 import { attachTags, setTagsOf } from './tagging.js';
 import { declareApplicable, effectivePermissions, grantedUuids, granteesOf, requirePermission, type Permission } from './permissions.js';
+import { byCodePoint } from './order.js';
 
 /** A stored object: its indexed columns and its body as data. */
 export type Row = Resource;
@@ -390,7 +391,7 @@ export function storedDecl(decl: StoredDeclInput, hooks: StoredHooks = {}): Coll
     shape: 'collection' as const,
     defaultLimit: decl.defaultLimit ?? DEFAULT_LIMIT,
     filtering: decl.filtering ?? standardFilters(decl.taggable === true),
-    fields: Object.fromEntries(Object.entries(fields).sort(([a], [b]) => a.localeCompare(b))),
+    fields: Object.fromEntries(Object.entries(fields).sort(([a], [b]) => byCodePoint(a, b))),
   };
   return { ...full, service: new StoredCollection(full, hooks) };
 }

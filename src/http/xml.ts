@@ -6,8 +6,10 @@
  * Reader: fast-xml-parser for tokenizing, with entity processing disabled;
  * the only entities ever decoded are the five predefined ones and numeric
  * character references, which we decode ourselves (no DTDs, no expansion).
+ * The library is loaded with the first XML request body (core/lazy.ts): most clients only speak JSON.
  */
-import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import type * as Fxp from 'fast-xml-parser';
+import { lazyPackage } from '../core/lazy.js';
 
 export type XmlRoot = 'response' | 'object' | 'objects';
 
@@ -182,21 +184,30 @@ const ATTRS = ':@';
 // like "__proto__"/"constructor". Idempotent: the library may call it twice.
 const tagPrefix = (name: string): string => (name.startsWith('<') ? name : '<' + name);
 
-const parser = new XMLParser({
-  preserveOrder: true, // keeps repeated children as separate nodes, in order
-  ignoreAttributes: false,
-  attributeNamePrefix: '',
-  processEntities: false, // never expand entities; see decodeEntities()
-  htmlEntities: false,
-  trimValues: false, // string values keep their whitespace
-  parseTagValue: false,
-  parseAttributeValue: false,
-  ignoreDeclaration: true,
-  ignorePiTags: true,
-  cdataPropName: CDATA, // CDATA content is literal: must not be entity-decoded
-  transformTagName: tagPrefix,
-  maxNestedTags: MAX_DEPTH - 1, // the library counts its own document node too
-});
+/** The library and one parser for the process, made on first use and reused (the parser keeps no state). */
+let fxp: { parser: Fxp.XMLParser; validator: typeof Fxp.XMLValidator } | undefined;
+const loadFxp = lazyPackage<typeof Fxp>('fast-xml-parser');
+
+function xmlLibrary(): NonNullable<typeof fxp> {
+  if (fxp) return fxp;
+  const { XMLParser, XMLValidator } = loadFxp();
+  const parser = new XMLParser({
+    preserveOrder: true, // keeps repeated children as separate nodes, in order
+    ignoreAttributes: false,
+    attributeNamePrefix: '',
+    processEntities: false, // never expand entities; see decodeEntities()
+    htmlEntities: false,
+    trimValues: false, // string values keep their whitespace
+    parseTagValue: false,
+    parseAttributeValue: false,
+    ignoreDeclaration: true,
+    ignorePiTags: true,
+    cdataPropName: CDATA, // CDATA content is literal: must not be entity-decoded
+    transformTagName: tagPrefix,
+    maxNestedTags: MAX_DEPTH - 1, // the library counts its own document node too
+  });
+  return (fxp = { parser, validator: XMLValidator });
+}
 
 // XML 1.0 Char production, negated; surrogates must come in pairs.
 const ILLEGAL_INPUT =
@@ -331,7 +342,8 @@ function parseDocument(text: string): unknown {
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // byte order mark
   if (DTD.test(text)) throw new XmlParseError('DOCTYPE and ENTITY declarations are not allowed');
   if (ILLEGAL_INPUT.test(text)) throw new XmlParseError('XML contains characters not allowed in XML 1.0');
-  const valid = XMLValidator.validate(text);
+  const { parser, validator } = xmlLibrary();
+  const valid = validator.validate(text);
   if (valid !== true) {
     throw new XmlParseError(`${valid.err.msg} (line ${valid.err.line}, column ${valid.err.col})`);
   }

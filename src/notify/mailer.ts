@@ -1,8 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import nodemailer from 'nodemailer';
+import type * as Nodemailer from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { Clock } from '../core/clock.js';
+import { lazyPackage } from '../core/lazy.js';
+
+/** nodemailer, loaded when the first message is sent (core/lazy.ts). */
+const loadNodemailer = lazyPackage<typeof Nodemailer>('nodemailer');
 
 /** One plain-text e-mail. */
 export interface MailMessage {
@@ -31,23 +36,22 @@ export interface MailerConfig {
 /** SMTP through nodemailer when a server is configured (`smtp://user:pass@host:587`, `smtps://…`). */
 class SmtpMailer implements Mailer {
   readonly kind = 'smtp';
-  private readonly transport;
+  private transport: Transporter | undefined;
 
   constructor(
-    url: string,
+    private readonly url: string,
     private readonly from: string,
-  ) {
-    // Bounded waits: a request that sends mail must not hang on an unreachable server for minutes.
-    this.transport = nodemailer.createTransport({ url, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 });
-  }
+  ) {}
 
   async send(msg: MailMessage): Promise<Delivery> {
+    // Bounded waits: a request that sends mail must not hang on an unreachable server for minutes.
+    this.transport ??= loadNodemailer().createTransport({ url: this.url, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 });
     const info = await this.transport.sendMail({ from: this.from, to: msg.to, subject: msg.subject, text: msg.text });
     return { via: 'smtp', messageId: String(info.messageId) };
   }
 
   close(): void {
-    this.transport.close();
+    this.transport?.close();
   }
 }
 
@@ -57,7 +61,7 @@ class SmtpMailer implements Mailer {
  */
 class OutboxMailer implements Mailer {
   readonly kind = 'outbox';
-  private readonly transport = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+  private transport: Transporter | undefined;
   private readonly dir: string;
 
   constructor(
@@ -69,6 +73,7 @@ class OutboxMailer implements Mailer {
   }
 
   async send(msg: MailMessage): Promise<Delivery> {
+    this.transport ??= loadNodemailer().createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
     const info = await this.transport.sendMail({ from: this.from, to: msg.to, subject: msg.subject, text: msg.text });
     mkdirSync(this.dir, { recursive: true });
     const stamp = this.clock.now().toISOString().replace(/[:.]/g, '-');
@@ -78,7 +83,7 @@ class OutboxMailer implements Mailer {
   }
 
   close(): void {
-    this.transport.close();
+    this.transport?.close();
   }
 }
 

@@ -2,7 +2,9 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type PostgresPool, type Transaction } from 'kysely';
-import pg from 'pg';
+import type Pg from 'pg';
+import { lazyPackage } from '../core/lazy.js';
+import { byCodePoint } from '../core/order.js';
 import type { Database } from './schema.js';
 import { migrationProvider } from './migrations/index.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
@@ -16,8 +18,11 @@ export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database>;
 export type Tx = Transaction<Database>;
 
-/** bigint columns (serial keys, counts) come back as JS numbers, as in SQLite. */
-pg.types.setTypeParser(20, (v) => Number(v));
+/**
+ * pg, loaded when a PostgreSQL URL is first opened (core/lazy.ts). bigint columns (serial keys, counts)
+ * come back as JS numbers, as in SQLite.
+ */
+export const loadPg = lazyPackage<typeof Pg>('pg', (pg) => pg.types.setTypeParser(20, (v) => Number(v)));
 
 export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//.test(url);
 
@@ -62,7 +67,8 @@ export class Store {
     const counter = { n: 0 };
     const log = () => void counter.n++;
     if (isPostgresUrl(url)) {
-      const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 10 });
+      const { Pool } = loadPg();
+      const pool = new Pool({ connectionString: url, max: opts.poolSize ?? 10 });
       // Fail fast with a clear message instead of on the first request.
       const client = await pool.connect();
       client.release();
@@ -107,7 +113,8 @@ export class Store {
     // On PostgreSQL, pin the bookkeeping tables to our own schema: Kysely otherwise finds a
     // `kysely_migration` table in any schema of the database and skips creating ours.
     const schema = this.dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(this.db)).rows[0]?.s : undefined;
-    const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.dialect), migrationTableSchema: schema });
+    // Names sort by code point (`0001_…` < `0002_…`): Kysely's default, localeCompare, loads ICU's collation data.
+    const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.dialect), migrationTableSchema: schema, nameComparator: byCodePoint });
     const { error, results } = await migrator.migrateToLatest();
     if (error) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
@@ -184,10 +191,10 @@ function withStatementCache(db: SQLite.Database, max = 500) {
  * parses and plans them once per connection instead of on every request. Other SQL runs unnamed, so
  * one-off texts never pile up as prepared statements on the server.
  */
-function preparingShapes(pool: pg.Pool): PostgresPool {
-  const patched = new WeakSet<pg.PoolClient>();
-  const connect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>;
-  const wrap = (client: pg.PoolClient): pg.PoolClient => {
+function preparingShapes(pool: Pg.Pool): PostgresPool {
+  const patched = new WeakSet<Pg.PoolClient>();
+  const connect = pool.connect.bind(pool) as () => Promise<Pg.PoolClient>;
+  const wrap = (client: Pg.PoolClient): Pg.PoolClient => {
     if (patched.has(client)) return client;
     patched.add(client);
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;

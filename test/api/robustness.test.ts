@@ -420,7 +420,9 @@ const CONFUSED: unknown[] = [
 
 function confused(g: Gen, w: World, depth = 0): unknown {
   const k = g.int(0, 12);
-  if (k <= 6) return g.pick(CONFUSED);
+  // A copy: mutate() writes into the objects it is given, and writing into a shared CONFUSED value could
+  // make it contain itself (toXml then recursed until the stack ran out, for some seeds).
+  if (k <= 6) return structuredClone(g.pick(CONFUSED));
   if (k === 7) return g.pick(w.allUuids);
   if (k === 8) return { uuid: g.pick(w.allUuids), resource_uri: `/api/2.0/${g.pick(Object.keys(w.uuids))}/${g.pick(w.allUuids)}/` };
   if (k === 9) return g.chance(0.5) ? 'x'.repeat(g.chance(0.05) ? g.int(5000, 70_000) : g.int(100, 5000)) : g.int(-1e9, 1e12);
@@ -430,7 +432,7 @@ function confused(g: Gen, w: World, depth = 0): unknown {
     for (let i = g.int(0, 4); i > 0; i--) o[g.pick(FIELD_NAMES)] = confused(g, w, depth + 1);
     return o;
   }
-  return g.pick(CONFUSED);
+  return structuredClone(g.pick(CONFUSED));
 }
 
 const FIELD_NAMES = [

@@ -1,6 +1,6 @@
 import { Kysely, PostgresDialect } from 'kysely';
-import pg from 'pg';
-import type { Db } from '../../store/db.js';
+import type pg from 'pg';
+import { loadPg, type Db } from '../../store/db.js';
 import type { Database } from '../../store/schema.js';
 
 /** One fixed window of one rule for one subject (user or client address). */
@@ -161,7 +161,8 @@ class PostgresCounters extends TableCounters {
     const u = new URL(url);
     const options = u.searchParams.get('options');
     u.searchParams.set('options', `${options ? `${options} ` : ''}-c synchronous_commit=off`);
-    const pool = new pg.Pool({ connectionString: u.toString(), max: poolSize });
+    const { Pool } = loadPg();
+    const pool = new Pool({ connectionString: u.toString(), max: poolSize });
     // An idle connection that breaks (database restart) is dropped by the pool; without a listener the
     // 'error' event would end the process. The next take reconnects or fails as a 503/500 like any query.
     pool.on('error', () => {});

@@ -7,6 +7,7 @@ import type { CollectionDecl } from '../../core/resource.js';
 import type { Services } from '../../core/context.js';
 import type { Db, Tx } from '../../store/db.js';
 import { formatPublicKey, generateRsaPair, generateRsaPairSync, KeyError, md5Fingerprint, parsePrivateKey, parsePublicKey, sshPublicBlob } from './sshkeys.js';
+import { byCodePoint } from '../../core/order.js';
 
 /**
  * SSH keypairs (reference §15) and their read-only mirror `/pubkeys/`.
@@ -133,7 +134,7 @@ const { private_key: _private, ...publicFields } = keypairFields;
 const pubkeyFields = Object.fromEntries(
   Object.entries({ ...publicFields, has_private_key: f.boolean({ help: 'Whether the keypair holds a private key' }) })
     .map(([name, field]) => [name, readonly(field)] as const)
-    .sort(([a], [b]) => a.localeCompare(b)),
+    .sort(([a], [b]) => byCodePoint(a, b)),
 );
 
 export const pubkeys: CollectionDecl = {

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { assetPath } from '../../assets.js';
 import type { Services } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
 import { isPlainObject, validateFields, type Obj } from '../../core/input.js';
@@ -10,7 +10,7 @@ import { libdriveFields } from './fields.js';
  * own through `--libdrives`), read and checked when the configuration loads, and written into the
  * `resources` table (kind `libdrives`, no owner) once at start-up by `syncLibrary`.
  */
-export const BUILTIN_CATALOGUE = fileURLToPath(new URL('./catalogue.json', import.meta.url));
+export const BUILTIN_CATALOGUE = assetPath('resources/libdrives/catalogue.json');
 
 export interface LibraryEntry {
   uuid: string;

@@ -3,7 +3,7 @@ import type { UsersTable } from '../../store/schema.js';
 import type { Services } from '../../core/context.js';
 import { isoTimestamp } from '../../core/clock.js';
 import { ApiError, validation } from '../../core/errors.js';
-import { digestHa1, hashPassword } from '../../core/passwords.js';
+import { checkAhead, digestHa1, hashPassword } from '../../core/passwords.js';
 import { profileDefaults } from '../profile/profile.js';
 
 export const USER_STATES = ['REGULAR', 'TRIAL', 'GUEST', 'NEW_USER'] as const;
@@ -98,6 +98,8 @@ export async function ensureDemoLogin(s: Services, password: string): Promise<{ 
       .where('digest_ha1', 'is', null)
       .where('password_hash', 'is not', null)
       .execute();
+    // Its scrypt runs now, while src/serve.ts builds the app, not on the first request (the printed curl line).
+    await checkAhead(login.password, (await findUserByEmail(s, login.email))?.password_hash ?? null);
     return login;
   }
   const anyUser = await s.store.db.selectFrom('users').select('uuid').limit(1).executeTakeFirst();
