@@ -10,14 +10,8 @@ import type { Run } from './measure.js';
 import type { WriteRow } from './writes.js';
 import { WRITE_BASELINE, WRITE_GOAL } from './baseline.js';
 
-/** What bench/startup.ts's `measureStartup` returns (wired in by run.ts once that module exists). */
-export interface StartupRow {
-  what: string;
-  ms: number;
-  rssMiB?: number;
-  goalMs?: number;
-  goalRssMiB?: number;
-}
+import { formatStartup, type StartupRow } from './startup.js';
+export type { StartupRow };
 
 export const MEMORY_GOAL_MIB = 256;
 
@@ -206,27 +200,8 @@ export function storeBlock(r: StoreReport, settings: { durationS: number; warmup
 }
 
 export function startupBlock(rows: StartupRow[] | null): string[] {
-  if (!rows) return ['Start-up — not measured in this run (bench/startup.ts is not wired in yet)', ''];
-  return [
-    'Start-up',
-    ...table(
-      ['what', 'ms', 'goal ms', 'RSS MiB', 'goal MiB', 'result'],
-      rows.map((s) => [
-        s.what,
-        fmt(s.ms),
-        s.goalMs === undefined ? '-' : `< ${s.goalMs}`,
-        fmt(s.rssMiB),
-        s.goalRssMiB === undefined ? '-' : `< ${s.goalRssMiB}`,
-        [
-          s.goalMs === undefined ? '' : verdict(s.ms < s.goalMs),
-          s.goalRssMiB === undefined || s.rssMiB === undefined ? '' : `RSS ${verdict(s.rssMiB < s.goalRssMiB)}`,
-        ]
-          .filter(Boolean)
-          .join(', '),
-      ]),
-    ),
-    '',
-  ];
+  if (!rows) return ['Start-up — not measured in this run (BENCH_STARTUP=0)', ''];
+  return ['Start-up', formatStartup(rows), ''];
 }
 
 export function summaryBlock(goals: Goal[], runtimeSeconds: number): string[] {

@@ -20,6 +20,7 @@ import { fastSection, type FastRow } from './fast.js';
 import { flatAt, type FlatRow, type MemoryRow } from './flat.js';
 import type { Run } from './measure.js';
 import { optionsFromEnv, type Options } from './options.js';
+import { measureStartup } from './startup.js';
 import { judge, judgeStartup, startupBlock, storeBlock, summaryBlock, type StartupRow, type StoreReport } from './report.js';
 import { makeAccounts, seedStart, servicesOf } from './seed.js';
 import { writeSection } from './writes.js';
@@ -102,9 +103,9 @@ async function main(): Promise<void> {
     reports.push(r);
     process.stdout.write(storeBlock(r, opts).join('\n') + '\n');
   }
-  // The slot for start-up figures: `startup = await measureStartup({ pgUrl: process.env.BENCH_PG_URL })`
-  // from bench/startup.ts once it exists (its rows are StartupRow).
-  const startup: StartupRow[] | null = null;
+  // Start-up last, on a machine no longer busy with the load runs (BENCH_STARTUP=0 leaves it out).
+  progress('start-up (spawn to first answer, idle RSS, operator commands)');
+  const startup: StartupRow[] | null = process.env.BENCH_STARTUP === '0' ? null : await measureStartup({ pgUrl: process.env.BENCH_PG_URL });
   const goals = [...reports.flatMap(judge), ...judgeStartup(startup ?? [])];
   const runtimeSeconds = (performance.now() - t0) / 1000;
   const settings = { durationS: opts.durationS, warmupS: opts.warmupS, connections: opts.connections, sizes: opts.sizes };
