@@ -151,13 +151,14 @@ export class StoredCollection implements CollectionService {
     const objects = rows.map((r) => this.present(ctx.store, r));
     if (!objects.length) return objects;
     if (this.permissions && (wants('grantees') || wants('permissions'))) await this.attachSharing(ctx, rows, objects, this.permissions, db);
+    // In the same snapshot too: one read transaction for everything stored (and, on SQLite, no second turn).
+    if (this.taggable && wants('tags')) await attachTags(ctx, this.kind, objects, db);
     return objects;
   }
 
-  /** Computed fields that need no snapshot with the rows (tags, the kind's decorations). */
-  private async decorate(ctx: Ctx, objects: Obj[], rows: Row[], wants: (key: string) => boolean = all): Promise<Obj[]> {
+  /** Computed fields that need no snapshot with the rows (the kind's decorations). */
+  private async decorate(ctx: Ctx, objects: Obj[], rows: Row[]): Promise<Obj[]> {
     if (!objects.length) return objects;
-    if (this.taggable && wants('tags')) await attachTags(ctx, this.kind, objects);
     if (this.hooks.decorate) await this.hooks.decorate(ctx, objects, rows);
     return objects;
   }
@@ -202,7 +203,7 @@ export class StoredCollection implements CollectionService {
       });
       return { total: page.total, objects: await this.presentAll(ctx, page.rows, db, wants), rows: page.rows };
     });
-    return { total, objects: await this.decorate(ctx, objects, rows, wants) };
+    return { total, objects: await this.decorate(ctx, objects, rows) };
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Ctx } from './context.js';
 import { validation } from './errors.js';
 import { relatedId, type Obj } from './input.js';
-import type { Tx } from '../store/db.js';
+import type { Db, Tx } from '../store/db.js';
 import { ref } from '../store/repository.js';
 
 /**
@@ -22,9 +22,9 @@ export async function setTagsOf(tx: Tx, ctx: Ctx, kind: string, uuid: string, re
  * Fill `tags` ([{resource_uri, uuid}]) for a page of objects of one kind, in one query. Only the
  * caller's own tags show: a grantee does not see how the owner organises a shared resource.
  */
-export async function attachTags(ctx: Ctx, kind: string, objects: Obj[]): Promise<void> {
+export async function attachTags(ctx: Ctx, kind: string, objects: Obj[], db: Db | Tx = ctx.store.db): Promise<void> {
   const byResource = await ctx.store.resources.tagsOn(
-    ctx.store.db,
+    db,
     ctx.caller.uuid,
     kind,
     objects.map((o) => o.uuid as string),
