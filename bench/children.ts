@@ -1,13 +1,22 @@
 /**
- * The bench's server processes (bench/serve-child.ts, loaded through tsx): start one, wait until it
- * listens, ask for its counters, wait until it is idle, read its resident memory from /proc, stop it.
+ * The bench's server processes (bench/serve-child.ts): start one, wait until it listens, ask for its
+ * counters, wait until it is idle, read its resident memory from /proc, stop it. The child runs compiled
+ * as users run Stratus: bundled into dist/ beside dist/stratus.js by scripts/build.js (once per bench run),
+ * so its memory and start are those of the shipped build, not of tsx compiling sources at run time.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { ChildMessage, ParentMessage, RawReply, Stats } from './serve-child.js';
 
-const CHILD = fileURLToPath(new URL('./serve-child.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+let compiled: string | undefined;
+function childScript(): string {
+  if (compiled) return compiled;
+  const out = spawnSync(process.execPath, ['scripts/build.js', '--beside', 'bench/serve-child.ts', 'bench-serve-child.mjs'], { cwd: ROOT, encoding: 'utf8' });
+  if (out.status !== 0) throw new Error(`building the bench's server process failed: ${out.stderr || out.stdout}`);
+  return (compiled = fileURLToPath(new URL('../dist/bench-serve-child.mjs', import.meta.url)));
+}
 
 export interface Child {
   pid: number;
@@ -53,7 +62,7 @@ export async function startChild(
 ): Promise<Child> {
   const args = spec.mode === 'stratus' ? ['stratus', spec.db] : ['raw'];
   // stdout is the parent's report: the child's output (Fastify warnings) goes to stderr.
-  const proc = fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 2, 2, 'ipc'] });
+  const proc = fork(childScript(), args, { execArgv: [], stdio: ['ignore', 2, 2, 'ipc'] });
   const ready = next(proc, 'ready');
   if (spec.mode === 'raw') proc.send({ type: 'replies', replies: spec.replies } satisfies ParentMessage);
   const { base } = (await ready) as { base: string };

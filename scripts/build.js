@@ -156,8 +156,22 @@ export async function buildDist({ minify = true } = {}) {
   return performance.now() - started;
 }
 
+/**
+ * Another program over src/ bundled as dist/stratus.js is (the bench's server process, bench/serve-child.ts):
+ * one file beside it, so it finds the data files and the lazily loaded packages the same way. Returns its path.
+ */
+export async function buildBeside(entry, name, { minify = true } = {}) {
+  const outfile = join(DIST, name);
+  await build({ ...common, entryPoints: [entry], outfile, minify, write: true, metafile: false, sourcemap: 'linked', sourcesContent: false });
+  return outfile;
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   // `--no-minify`: readable function names in profiles (`node --cpu-prof dist/stratus.js …`).
-  const ms = await buildDist({ minify: !process.argv.includes('--no-minify') });
+  const minify = !process.argv.includes('--no-minify');
+  const ms = await buildDist({ minify });
   console.log(`built ${relative(process.cwd(), DIST) || '.'}/stratus.js in ${Math.round(ms)} ms`);
+  // `--beside <entry.ts> <name.mjs>`: also bundle that program into dist/ (see buildBeside).
+  const at = process.argv.indexOf('--beside');
+  if (at > 0) console.log(`built ${relative(process.cwd(), await buildBeside(process.argv[at + 1], process.argv[at + 2], { minify }))}`);
 }
