@@ -8,13 +8,12 @@
  * calls measureStartup.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import pg from 'pg';
+import { postgresDatabase } from './database.js';
 
 export type StartupRow = { what: string; ms: number; rssMiB?: number; goalMs?: number; goalRssMiB?: number };
 
@@ -121,23 +120,6 @@ async function runOnce(args: string[]): Promise<{ ms: number; out: string }> {
   return { ms, out };
 }
 
-/** A fresh PostgreSQL schema selected through the URL's search_path; `drop` removes it. */
-async function pgSchema(url: string): Promise<{ url: string; drop: () => Promise<void> }> {
-  const schema = `bench_start_${randomBytes(4).toString('hex')}`;
-  const admin = async (q: string) => {
-    const c = new pg.Client({ connectionString: url });
-    await c.connect();
-    try {
-      await c.query(q);
-    } finally {
-      await c.end();
-    }
-  };
-  await admin(`create schema ${schema}`);
-  const sep = url.includes('?') ? '&' : '?';
-  return { url: `${url}${sep}options=${encodeURIComponent(`-c search_path=${schema}`)}`, drop: () => admin(`drop schema if exists ${schema} cascade`) };
-}
-
 /** The API's own request for the operator commands' subjects: a server and a drive (sim server/drive). */
 async function post(base: string, auth: string, path: string, body: unknown): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -181,7 +163,7 @@ export async function measureStartup(opts: { pgUrl?: string } = {}): Promise<Sta
       const pgFresh: Sample[] = [];
       const pgAgain: Sample[] = [];
       for (let i = 0; i < RUNS; i++) {
-        const schema = await pgSchema(opts.pgUrl);
+        const schema = await postgresDatabase(opts.pgUrl);
         try {
           pgFresh.push(await serveOnce(process.execPath, [BIN, ...serveArgs(schema.url)]));
           pgAgain.push(await serveOnce(process.execPath, [BIN, ...serveArgs(schema.url)]));
