@@ -109,23 +109,38 @@ export async function granteesOf(
         .where(repo.inList('r.permission', arg('perms'))),
     { kind, uuids: repo.listArg(uuids), perms: repo.listArg(applicable) },
   );
-  const byRes = new Map<string, Map<string, GranteeEntry>>();
-  for (const r of rows) {
-    const users = byRes.get(r.res_uuid) ?? new Map<string, GranteeEntry>();
-    const entry = users.get(r.grantee_uuid) ?? {
-      permissions: [],
-      user: { email: r.email, resource_uri: `/api/2.0/user/${r.grantee_uuid}/`, uuid: r.grantee_uuid },
-    };
-    entry.permissions.push(r.permission as Permission);
-    users.set(r.grantee_uuid, entry);
-    byRes.set(r.res_uuid, users);
-  }
-  for (const [res, users] of byRes) {
-    const list = [...users.values()].sort((a, b) => byCodePoint(a.user.uuid, b.user.uuid));
-    for (const e of list) e.permissions.sort();
-    out.set(res, list);
-  }
+  const byRes = new Map<string, typeof rows>();
+  for (const r of rows) byRes.set(r.res_uuid, [...(byRes.get(r.res_uuid) ?? []), r]);
+  for (const [res, grants] of byRes) out.set(res, granteeEntries(grants, applicable));
   return out;
+}
+
+/**
+ * One resource's `grantees` from its grants (grantee, e-mail, permission; repeats allowed, one per ACL and
+ * tag that gives it): each grantee once, in uuid order, with the applicable permissions it holds, sorted.
+ */
+export function granteeEntries(
+  grants: readonly { grantee_uuid: string; email: string | null; permission: string }[],
+  applicable: readonly Permission[],
+): GranteeEntry[] {
+  const users = new Map<string, GranteeEntry>();
+  for (const g of grants) {
+    if (!applicable.includes(g.permission as Permission)) continue;
+    const entry = users.get(g.grantee_uuid) ?? {
+      permissions: [],
+      user: { email: g.email, resource_uri: `/api/2.0/user/${g.grantee_uuid}/`, uuid: g.grantee_uuid },
+    };
+    if (!entry.permissions.includes(g.permission as Permission)) entry.permissions.push(g.permission as Permission);
+    users.set(g.grantee_uuid, entry);
+  }
+  const list = [...users.values()].sort((a, b) => byCodePoint(a.user.uuid, b.user.uuid));
+  for (const e of list) e.permissions.sort();
+  return list;
+}
+
+/** The caller's `permissions` on a resource from the permissions its grants give (repeats allowed). */
+export function heldPermissions(held: readonly string[], applicable: readonly Permission[]): Permission[] {
+  return [...new Set(held)].filter((p): p is Permission => applicable.includes(p as Permission)).sort();
 }
 
 /** Whether `user` may use `perm` on a resource: owners may do everything, others need the grant. */

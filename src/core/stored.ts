@@ -1,7 +1,7 @@
 import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import type { Database } from '../store/schema.js';
 import type { Db, Tx } from '../store/db.js';
-import { ownerRef, resourceUri, type AnyQuery, type Resource, type VisibleSet } from '../store/repository.js';
+import { ownerRef, ref, resourceUri, type AnyQuery, type Resource, type VisibleSet } from '../store/repository.js';
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
 import { copyOf, frozen } from './json.js';
@@ -11,7 +11,16 @@ import { f, NO_DEFAULT, type Field } from './fields.js';
 import type { CollectionDecl, CollectionService, ListQuery, ListResult } from './resource.js';
 import { sharedRows, visibleRows } from './visibility.js';
 import { attachTags, setTagsOf } from './tagging.js';
-import { declareApplicable, effectivePermissions, grantedUuids, granteesOf, requirePermission, type Permission } from './permissions.js';
+import {
+  declareApplicable,
+  effectivePermissions,
+  grantedUuids,
+  granteeEntries,
+  granteesOf,
+  heldPermissions,
+  requirePermission,
+  type Permission,
+} from './permissions.js';
 import { byCodePoint } from './order.js';
 
 /** A stored object: its indexed columns and its body as data. */
@@ -239,17 +248,30 @@ export class StoredCollection implements CollectionService {
     return ctx.store.resources.findVisible(this.visible(ctx, db), uuid);
   }
 
+  /**
+   * One object as the caller sees it. The row, its tags and its sharing come from one statement (one
+   * snapshot, one round trip); the kind's decorations follow.
+   */
   async get(ctx: Ctx, uuid: string): Promise<Obj> {
-    const found = await ctx.store.snapshot(async (db) => {
-      const row = await this.findRow(ctx, uuid, db);
-      return row ? { row, object: (await this.presentAll(ctx, [row], db))[0] } : undefined;
-    });
+    const found = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid);
     if (!found) {
       const elsewhere = await this.hooks.fallbackGet?.(ctx, uuid);
       if (elsewhere) return elsewhere;
       throw notFound(uuid);
     }
-    return (await this.decorate(ctx, [found.object], [found.row]))[0];
+    const object = this.present(ctx.store, found.row);
+    if (this.permissions) {
+      const own = found.row.owner_uuid === ctx.caller.uuid;
+      object.grantees = own
+        ? granteeEntries(
+            found.grants.map(([grantee_uuid, email, permission]) => ({ grantee_uuid, email, permission })),
+            this.permissions,
+          )
+        : [];
+      object.permissions = own ? [] : heldPermissions(found.held, this.permissions);
+    }
+    if (this.taggable) object.tags = found.tags.map((t) => ref('tags', t));
+    return (await this.decorate(ctx, [object], [found.row]))[0];
   }
 
   private validated(input: Obj, mode: 'create' | 'update'): Obj {
