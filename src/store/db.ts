@@ -69,6 +69,11 @@ export class Store {
     if (isPostgresUrl(url)) {
       const { Pool } = loadPg();
       const pool = new Pool({ connectionString: url, max: opts.poolSize ?? 10 });
+      // The named statements are the compiled shapes (index lookups whose best plan does not depend on the
+      // values): planned once per connection. Left to choose, PostgreSQL re-plans the larger ones (a single
+      // GET with its relations) on every run: measured 1.2 ms of planning against 0.03 ms of execution.
+      // Unnamed statements (one-off SQL) are planned for their values as before.
+      pool.on('connect', (c) => void c.query('set plan_cache_mode = force_generic_plan').catch(() => undefined));
       // Fail fast with a clear message instead of on the first request.
       const client = await pool.connect();
       client.release();
