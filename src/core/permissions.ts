@@ -103,14 +103,18 @@ export async function granteesOf(
         .innerJoin('acl_rules as r', 'r.acl_uuid', 't.acl_uuid')
         .innerJoin('users as u', 'u.uuid', 'g.grantee_uuid')
         .select(['tm.res_uuid', 'g.grantee_uuid', 'u.email', 'r.permission'])
-        .distinct()
         .where('tm.res_type', '=', arg('kind'))
         .where(repo.inList('tm.res_uuid', arg('uuids')))
         .where(repo.inList('r.permission', arg('perms'))),
     { kind, uuids: repo.listArg(uuids), perms: repo.listArg(applicable) },
   );
+  // Repeats (one per ACL and tag giving the same grant) are folded by granteeEntries.
   const byRes = new Map<string, typeof rows>();
-  for (const r of rows) byRes.set(r.res_uuid, [...(byRes.get(r.res_uuid) ?? []), r]);
+  for (const r of rows) {
+    const list = byRes.get(r.res_uuid);
+    if (list) list.push(r);
+    else byRes.set(r.res_uuid, [r]);
+  }
   for (const [res, grants] of byRes) out.set(res, granteeEntries(grants, applicable));
   return out;
 }

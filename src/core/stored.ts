@@ -19,6 +19,7 @@ import {
   granteesOf,
   heldPermissions,
   requirePermission,
+  type GranteeEntry,
   type Permission,
 } from './permissions.js';
 import { byCodePoint } from './order.js';
@@ -147,7 +148,7 @@ export class StoredCollection implements CollectionService {
     if (!shown) {
       const base = { ...row.body, owner: ownerRef(row.owner_uuid), resource_uri: this.uri(row.uuid), uuid: row.uuid };
       shown = frozen(this.hooks.presentStatic ? this.hooks.presentStatic(base) : base);
-      store.presented.set(key, row.version, shown, presentedBytes(shown));
+      if (store.presented.maxBytes > 0) store.presented.set(key, row.version, shown, presentedBytes(shown));
     }
     return copyOf(shown);
   }
@@ -182,11 +183,7 @@ export class StoredCollection implements CollectionService {
     const theirs = rows.filter((r) => r.owner_uuid !== me).map((r) => r.uuid);
     const grantees = await granteesOf(ctx.store.resources, db, this.kind, mine, applicable);
     const perms = await effectivePermissions(db, me, this.kind, theirs, applicable);
-    objects.forEach((o, i) => {
-      const own = rows[i].owner_uuid === me;
-      o.grantees = own ? (grantees.get(rows[i].uuid) ?? []) : [];
-      o.permissions = own ? [] : (perms.get(rows[i].uuid) ?? []);
-    });
+    objects.forEach((o, i) => showSharing(o, rows[i].owner_uuid === me, grantees.get(rows[i].uuid) ?? [], perms.get(rows[i].uuid) ?? []));
   }
 
   /** The visible rows of this kind matching the query's filters (no paging). */
@@ -244,10 +241,6 @@ export class StoredCollection implements CollectionService {
     return hit !== undefined;
   }
 
-  async findRow(ctx: Ctx, uuid: string, db: Db | Tx = ctx.store.db): Promise<Row | undefined> {
-    return ctx.store.resources.findVisible(this.visible(ctx, db), uuid);
-  }
-
   /**
    * One object as the caller sees it. The row, its tags and its sharing come from one statement (one
    * snapshot, one round trip); the kind's decorations follow.
@@ -261,14 +254,8 @@ export class StoredCollection implements CollectionService {
     }
     const object = this.present(ctx.store, found.row);
     if (this.permissions) {
-      const own = found.row.owner_uuid === ctx.caller.uuid;
-      object.grantees = own
-        ? granteeEntries(
-            found.grants.map(([grantee_uuid, email, permission]) => ({ grantee_uuid, email, permission })),
-            this.permissions,
-          )
-        : [];
-      object.permissions = own ? [] : heldPermissions(found.held, this.permissions);
+      const grants = found.grants.map(([grantee_uuid, email, permission]) => ({ grantee_uuid, email, permission }));
+      showSharing(object, found.row.owner_uuid === ctx.caller.uuid, granteeEntries(grants, this.permissions), heldPermissions(found.held, this.permissions));
     }
     if (this.taggable) object.tags = found.tags.map((t) => ref('tags', t));
     return (await this.decorate(ctx, [object], [found.row]))[0];
@@ -379,6 +366,12 @@ export class StoredCollection implements CollectionService {
 }
 
 const all = (): boolean => true;
+
+/** `grantees` are shown to the owner only (a grantee never learns who else shares); `permissions` to grantees. */
+function showSharing(o: Obj, own: boolean, grantees: GranteeEntry[], held: Permission[]): void {
+  o.grantees = own ? grantees : [];
+  o.permissions = own ? [] : held;
+}
 
 /** A presented object's share of the cache: about what its serialisation and its objects take. */
 function presentedBytes(o: Obj): number {

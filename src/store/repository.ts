@@ -570,8 +570,8 @@ export class ResourceRepository {
 
   /**
    * The rows of a kind a user may see: their own, plus rows whose uuids `shared(me)` selects (ACL grants,
-   * the library, DHCP leases). Filters add conditions with `where`; `listPage`, `findVisible` and
-   * `count` turn it into SQL.
+   * the library, DHCP leases). Filters add conditions with `where`; `listPage` and `findVisibleWith`
+   * turn it into SQL.
    */
   visible(db: Db | Tx, kind: string, owner: string, shared?: SharedRows): VisibleSet {
     return { db, kind, owner, shared, where: [] };
@@ -579,27 +579,22 @@ export class ResourceRepository {
 
   /** The caller's own rows of the set (seq and the order columns), filtered, not yet ordered. */
   private ownHalf(set: VisibleSet, arg: ArgOf<'kind' | 'me'>) {
+    return this.half(set, arg).where('resources.owner_uuid', '=', arg('me'));
+  }
+
+  /** Seq and order column of the set's rows of its kind with its filters; each half adds whose rows. */
+  private half(set: VisibleSet, arg: ArgOf<'kind' | 'me'>) {
     return this.withWhere(
-      set.db
-        .selectFrom('resources')
-        .select(['resources.seq', 'resources.updated_at'])
-        .where('resources.kind', '=', arg('kind'))
-        .where('resources.owner_uuid', '=', arg('me')),
+      set.db.selectFrom('resources').select(['resources.seq', 'resources.updated_at']).where('resources.kind', '=', arg('kind')),
       set.where,
     );
   }
 
   /** Other users' rows the set shares with the caller, filtered, not yet ordered. */
   private theirHalf(set: VisibleSet, arg: ArgOf<'kind' | 'me'>) {
-    return this.withWhere(
-      set.db
-        .selectFrom('resources')
-        .select(['resources.seq', 'resources.updated_at'])
-        .where('resources.kind', '=', arg('kind'))
-        .where('resources.uuid', 'in', set.shared!(arg('me')))
-        .where((eb) => eb.or([eb('resources.owner_uuid', '!=', arg('me')), eb('resources.owner_uuid', 'is', null)])),
-      set.where,
-    );
+    return this.half(set, arg)
+      .where('resources.uuid', 'in', set.shared!(arg('me')))
+      .where((eb) => eb.or([eb('resources.owner_uuid', '!=', arg('me')), eb('resources.owner_uuid', 'is', null)]));
   }
 
   private sorted<Q extends AnyQuery>(q: Q, order: Order, prefix: string): Q {
@@ -650,31 +645,6 @@ export class ResourceRepository {
   /** A list as the one parameter `inList` takes: an array for PostgreSQL, JSON text for SQLite's json_each. */
   listArg(values: readonly unknown[]): unknown {
     return this.dialect === 'postgres' ? [...values] : JSON.stringify(values);
-  }
-
-  /** One visible row by uuid: `uuid = ? AND (owner = me OR uuid IN shared)`, one index lookup for own rows. */
-  async findVisible(set: VisibleSet, uuid: string): Promise<Resource | undefined> {
-    const db = set.db;
-    const rows = await this.run<Row, 'kind' | 'me' | 'uuid'>(
-      this.shapeKey('visible.one', set),
-      db,
-      (arg) =>
-        this.withWhere(
-          db
-            .selectFrom('resources')
-            .select([...COLUMNS])
-            .where('resources.kind', '=', arg('kind'))
-            .where('resources.uuid', '=', arg('uuid'))
-            .where((eb) =>
-              set.shared
-                ? eb.or([eb('resources.owner_uuid', '=', arg('me')), eb('resources.uuid', 'in', set.shared(arg('me')))])
-                : eb('resources.owner_uuid', '=', arg('me')),
-            ),
-          set.where,
-        ),
-      { kind: set.kind, me: set.owner, uuid },
-    );
-    return rows[0] && toResource(rows[0]);
   }
 
   /**

@@ -6,6 +6,7 @@ import type { Client } from '../helpers/client.js';
 import { fixture, golden, sameShape } from '../helpers/golden.js';
 import { resolvePubkeyUuids } from '../../src/resources/keypairs/keypairs.js';
 import { ApiError } from '../../src/core/errors.js';
+import { encryptedRsaPem } from '../helpers/keys.js';
 
 type User = Client & { uuid: string; email: string };
 let srv: TestServer;
@@ -150,12 +151,7 @@ describe('keypairs: the three create modes', () => {
   test('malformed or mismatched keys: 400 on the field, and a bad object in a bulk create writes nothing', async () => {
     const before = (await alice.get('keypairs/?limit=0')).json.meta.total_count;
     const other = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs1', format: 'pem' }) as string;
-    const encrypted = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({
-      type: 'pkcs8',
-      format: 'pem',
-      cipher: 'aes-256-cbc',
-      passphrase: 'x',
-    }) as string;
+    const encrypted = encryptedRsaPem();
     const cases: [Record<string, unknown>, string][] = [
       [{ name: 'x', public_key: 'ssh-rsa not-base64!' }, 'public_key'],
       [{ name: 'x', public_key: 'hello world' }, 'public_key'],

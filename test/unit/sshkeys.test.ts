@@ -17,6 +17,7 @@ import {
   sshString,
 } from '../../src/resources/keypairs/sshkeys.js';
 import { golden } from '../helpers/golden.js';
+import { encryptedRsaPem } from '../helpers/keys.js';
 
 const hasSshKeygen = spawnSync('ssh-keygen', ['-?'], { stdio: 'ignore' }).error === undefined;
 
@@ -169,12 +170,7 @@ test('malformed, encrypted or tampered private keys are KeyErrors', () => {
   // Flip a character deep inside the key material (the private exponent / CRT values).
   const tampered = [...lines];
   tampered[8] = tampered[8].slice(0, 10) + (tampered[8][10] === 'A' ? 'B' : 'A') + tampered[8].slice(11);
-  const encrypted = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({
-    type: 'pkcs8',
-    format: 'pem',
-    cipher: 'aes-256-cbc',
-    passphrase: 'x',
-  }) as string;
+  const encrypted = encryptedRsaPem();
   const bad = [
     '',
     'hello',
