@@ -11,6 +11,7 @@ import { libdrives } from './resources/libdrives/libdrives.js';
 import { logs } from './resources/logs/logs.js';
 import { profile } from './resources/profile/profile.js';
 import { servers } from './resources/servers/servers.js';
+import { snapshots } from './resources/snapshots/snapshots.js';
 import { tags } from './resources/tags/tags.js';
 import { vlans } from './resources/vlans/vlans.js';
 
@@ -19,7 +20,7 @@ import { vlans } from './resources/vlans/vlans.js';
  * declaration (fields, routes, actions, timers, start-up work). Adding a kind is adding it here; nothing
  * below this file imports a kind.
  */
-export const registry: ResourceDecl[] = [acls, drives, jobs, libdrives, servers, ips, vlans, logs, keypairs, pubkeys, tags, profile, capabilities];
+export const registry: ResourceDecl[] = [acls, drives, jobs, libdrives, servers, snapshots, ips, vlans, logs, keypairs, pubkeys, tags, profile, capabilities];
 
 /** Every kind of durable follow-up work the kinds declare, and what runs it. */
 export function timerHandlers(kinds: readonly ResourceDecl[] = registry): Record<string, TimerHandler> {

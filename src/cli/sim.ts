@@ -8,7 +8,7 @@ import { setWritten, writtenBytes } from '../sim/storage.js';
 /**
  * The operator's handle on the simulated infrastructure:
  *   stratus sim server UUID EVENT        poweroff | crash | fail_next_boot | acpi_ignore | acpi_obey | host_failure
- *   stratus sim drive UUID [--written N] show or set the bytes of data written on a drive
+ *   stratus sim drive UUID [--written N] show or set the bytes of data on a drive (a change its snapshots count)
  * Server events are durable timers due now: the running service's scheduler carries them out.
  */
 export async function simCommand(s: Services, args: string[], opts: { written?: string }, usage: string): Promise<string> {
@@ -23,12 +23,12 @@ export async function simCommand(s: Services, args: string[], opts: { written?: 
     const drive = await s.store.resources.get(s.store.db, 'drives', uuid);
     if (!drive) throw new ApiError('notexist', `No drive ${uuid}`);
     const size = Number(drive.body.size);
-    if (opts.written === undefined) return `drive ${uuid}: ${await writtenBytes(s.store.db, uuid)} of ${size} bytes written\n`;
+    if (opts.written === undefined) return `drive ${uuid}: ${await writtenBytes(s.store.db, s, { uuid, size })} of ${size} bytes written\n`;
     if (!/^\d{1,16}$/.test(opts.written)) throw new ConfigError('--written must be a whole number of bytes');
     const written = await s.store.transaction(async (tx) => {
       // Under the drive's row lock, as every other change of the drive's simulated data.
       const locked = await s.store.resources.lock(tx, 'drives', uuid);
-      return setWritten(tx, uuid, Number(opts.written), Number(locked?.body.size ?? size));
+      return setWritten(tx, s, { uuid, size: Number(locked?.body.size ?? size) }, Number(opts.written));
     });
     return `drive ${uuid}: ${written} of ${size} bytes written\n`;
   }

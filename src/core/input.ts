@@ -86,7 +86,7 @@ export function relatedId(value: unknown, point: string): string {
   }
   if (isPlainObject(value)) {
     if (typeof value.uuid === 'string') return value.uuid;
-    if (typeof value.resource_uri === 'string') return relatedId(value.resource_uri, point);
+    if (typeof value.resource_uri === 'string' || isPlainObject(value.resource_uri)) return relatedId(value.resource_uri, point);
   }
   throw new ApiError('validation', 'Expected a uuid, a resource URI or an object with uuid', point);
 }

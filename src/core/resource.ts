@@ -76,6 +76,8 @@ export interface CollectionDecl extends Common {
   listFields?: readonly string[];
   /** Declared filters as `schema/` prints them. */
   filtering: Record<string, string | number>;
+  /** Filters lists accept that `schema/` does not print (the recorded snapshot schema omits `drive`). */
+  unlistedFilters?: readonly string[];
   ordering?: string[];
   /** ACL permissions that apply to this kind; absent = never shared (tags, ACLs). */
   permissions?: readonly Permission[];

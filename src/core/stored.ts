@@ -33,6 +33,13 @@ export interface StoredHooks {
   external?: readonly string[];
   /** Normalises validated values before anything is written (may throw a validation error). */
   prepare?(values: Obj, mode: 'create' | 'update'): Obj;
+  /**
+   * Runs first in the create transaction with every object of the request: takes the locks the creates
+   * need, in one order for the whole request (so two bulk creates never deadlock).
+   */
+  beforeCreate?(tx: Tx, ctx: Ctx, all: readonly Obj[]): Promise<void>;
+  /** Who owns a new object (default: the caller); a snapshot belongs to its drive's owner. */
+  ownerOf?(tx: Tx, ctx: Ctx, values: Obj): Promise<string>;
   /** Runs in the create transaction before the row is inserted (its uuid is chosen); returns the values to store. */
   beforeInsert?(tx: Tx, ctx: Ctx, uuid: string, values: Obj): Promise<Obj>;
   /** Runs in the update transaction with the current row, before the write; may adjust the values. */
@@ -296,12 +303,14 @@ export class StoredCollection implements CollectionService {
     // Validate everything first: one bad object rejects the whole request and writes nothing.
     const all = inputs.map((input) => this.validated(input, 'create'));
     const uuids = await ctx.store.transaction(async (tx) => {
+      await this.hooks.beforeCreate?.(tx, ctx, all);
       const made: string[] = [];
       for (const [i, values] of all.entries()) {
         const uuid = ctx.ids.uuid();
+        const owner = this.hooks.ownerOf ? await this.hooks.ownerOf(tx, ctx, values) : ctx.caller.uuid;
         const stored = this.hooks.beforeInsert ? await this.hooks.beforeInsert(tx, ctx, uuid, values) : values;
-        await this.insert(tx, ctx, uuid, ctx.caller.uuid, this.bodyOf(stored));
-        await this.afterWrite(tx, ctx, { uuid, owner_uuid: ctx.caller.uuid }, stored, 'create', inputs[i]);
+        await this.insert(tx, ctx, uuid, owner, this.bodyOf(stored));
+        await this.afterWrite(tx, ctx, { uuid, owner_uuid: owner }, stored, 'create', inputs[i]);
         made.push(uuid);
       }
       return made;

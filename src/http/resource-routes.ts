@@ -25,11 +25,12 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
   const base = `${API_BASE}${decl.kind}/`;
   const svc = decl.service;
   const allows = (list: CollectionDecl['listMethods'], m: 'get' | 'post' | 'put' | 'delete') => list.includes(m);
+  const filters = { ...decl.filtering, ...Object.fromEntries((decl.unlistedFilters ?? []).map((name) => [name, 'exact'])) };
 
   const lister =
     (short?: readonly string[]): Handler =>
     async (req) => {
-      const q = listQuery(req.query, decl.defaultLimit, decl.filtering);
+      const q = listQuery(req.query, decl.defaultLimit, filters);
       q.fields = fieldsParam(req.query) ?? short;
       const { total, objects } = await svc.list(ctxOf(req), q);
       return envelope(req.query, q.limit, q.offset, total, objects, short);

@@ -8,6 +8,8 @@ export const DEFAULT_DELAYS = {
   'drive.clone': 5_000,
   'drive.clone.per_gib': 200,
   'drive.resize': 3_000,
+  /** A snapshot is `creating` (its size unknown) this long. */
+  'snapshot.create': 2_000,
   'server.boot': 3_000,
   /** A hard stop (power cord). */
   'server.stop': 2_000,

@@ -3,7 +3,7 @@ import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
 import { leaseAddress, releaseLeases } from './network.js';
 import { dropState, readState, readStates, updateState } from './state.js';
-import { accrueWrites } from './storage.js';
+import { startWriting, stopWriting, type DriveDisk } from './storage.js';
 
 /**
  * The simulated hypervisor: what the host and the guest do. The API side (resources/servers) validates,
@@ -42,23 +42,24 @@ export async function beginBoot(tx: Tx, s: Sim, server: string): Promise<{ fail:
   return { fail, inMs: bootMs(s) };
 }
 
-/** The guest is up: public DHCP NICs get their leases, the power-on clock starts. */
-export async function powerOn(tx: Tx, s: Sim, server: string, dhcpMacs: readonly string[]): Promise<void> {
+/** The guest is up: public DHCP NICs get their leases, the power-on clock starts, it writes to its disks. */
+export async function powerOn(tx: Tx, s: Sim, server: string, dhcpMacs: readonly string[], disks: readonly DriveDisk[]): Promise<void> {
   const leases: Record<string, string> = {};
   for (const mac of dhcpMacs) {
     const ip = await leaseAddress(tx, s, server);
     if (ip) leases[mac] = ip;
   }
   await updateState(tx, KIND, server, { active_since: s.clock.now().getTime(), leases });
+  await startWriting(tx, s, server, disks);
 }
 
 /**
  * The guest is off: while it ran it wrote to its disks; leases go back to the pool; tunnels close. How
  * the guest behaves (ACPI, a planned failure) stays with it.
  */
-export async function powerOff(tx: Tx, s: Sim, server: string, disks: readonly { uuid: string; size: number }[]): Promise<void> {
+export async function powerOff(tx: Tx, s: Sim, server: string, disks: readonly DriveDisk[]): Promise<void> {
   const state = await guestState(tx, server);
-  if (state.active_since !== undefined) await accrueWrites(tx, s, disks, s.clock.now().getTime() - state.active_since);
+  await stopWriting(tx, s, server, disks, state.active_since);
   await releaseLeases(tx, s, server);
   await updateState(tx, KIND, server, { active_since: undefined, leases: undefined, vnc_port: undefined, console_port: undefined });
 }

@@ -1,57 +1,171 @@
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
-import { dropState, readState, readStates, updateState, writeState } from './state.js';
+import { dropState, readState, readStates, writeState } from './state.js';
 
 /**
- * The simulated storage: how long drive operations take, and the data written on each drive. A running
- * server writes to its disks at `drive.write_rate` bytes/s (never more than a drive holds); the operator
- * sets it with `stratus sim drive UUID --written N`; a clone holds its source's data. Snapshots size
- * themselves from it.
+ * The simulated storage: how long drive operations take, and the data on each drive. A running server's
+ * guest writes to each of its disks at `drive.write_rate` bytes/s; the operator sets a drive's data with
+ * `stratus sim drive UUID --written N`; a clone holds its source's data.
+ *
+ * Per drive it keeps two figures as of its last change, plus who is writing since when, so a read at any
+ * moment is exact without ticks:
+ *   - `written`: the data the drive holds (never more than its size);
+ *   - `changed`: every byte changed since the drive was made (only grows).
+ * A snapshot remembers `changed` when it was taken; its size is what changed since, at most the drive's
+ * size at that moment (the difference cannot exceed the image it is a difference from).
  */
 const GIB = 1024 ** 3;
 
 type Timing = Pick<Services, 'config'>;
+type Live = Pick<Services, 'config' | 'clock'>;
 
 export const createMs = (s: Timing) => s.config.delays['drive.create'];
 export const resizeMs = (s: Timing) => s.config.delays['drive.resize'];
+export const snapshotMs = (s: Timing) => s.config.delays['snapshot.create'];
 /** A clone of `size` bytes: a fixed part plus a part per started GiB. */
 export const cloneMs = (s: Timing, size: number) => s.config.delays['drive.clone'] + s.config.delays['drive.clone.per_gib'] * Math.ceil(size / GIB);
 
 interface DriveData {
+  written?: number;
+  changed?: number;
+  /** Server uuid -> ms since which its guest writes to this disk. */
+  writers?: Record<string, number>;
+}
+
+interface SnapshotData {
+  drive: string;
+  /** The drive's `changed` when the snapshot was taken. */
+  base: number;
+  /** The drive's data then (what a clone of the snapshot holds). */
   written: number;
+  /** The drive's size then: the most the snapshot can differ by. */
+  size: number;
 }
 
-/** Bytes of data written on a drive. */
-export async function writtenBytes(db: Db | Tx, drive: string): Promise<number> {
-  return Number((await readState<DriveData>(db, 'drives', drive)).written ?? 0);
+export interface DriveDisk {
+  uuid: string;
+  size: number;
 }
 
-export async function writtenOf(db: Db | Tx, drives: readonly string[]): Promise<Map<string, number>> {
-  const states = await readStates<DriveData>(db, 'drives', drives);
-  return new Map(drives.map((d) => [d, Number(states.get(d)?.written ?? 0)]));
+const DRIVES = 'drives';
+const SNAPSHOTS = 'snapshots';
+
+/** Bytes a guest writes to one disk from `since` to `now`. */
+const bytesSince = (s: Timing, since: number, now: number) => Math.floor((Math.max(0, now - since) / 1000) * s.config.delays['drive.write_rate']);
+
+/** A drive's figures at `now`, with the writes of running guests folded in. */
+function liveData(s: Timing, d: DriveData, size: number, now: number): { written: number; changed: number } {
+  let extra = 0;
+  for (const since of Object.values(d.writers ?? {})) extra += bytesSince(s, since, now);
+  return { written: Math.min(size, (d.written ?? 0) + extra), changed: (d.changed ?? 0) + extra };
 }
 
-export async function setWritten(tx: Tx, drive: string, bytes: number, size: number): Promise<number> {
-  const written = Math.max(0, Math.min(bytes, size));
-  await updateState(tx, 'drives', drive, { written: written || undefined });
+/** The state to store: figures folded at `now`, writers restarted from `now`, zeros left out. */
+function folded(s: Timing, d: DriveData, size: number, now: number, change: Partial<{ written: number; changed: number }> = {}): DriveData {
+  const live = { ...liveData(s, d, size, now), ...change };
+  const writers = d.writers && Object.fromEntries(Object.keys(d.writers).map((w) => [w, now]));
+  return { written: live.written || undefined, changed: live.changed || undefined, writers: writers && Object.keys(writers).length ? writers : undefined };
+}
+
+const store = (tx: Tx, uuid: string, d: DriveData) => writeState(tx, DRIVES, uuid, JSON.parse(JSON.stringify(d)) as Record<string, unknown>);
+
+/** Bytes of data on a drive now. */
+export async function writtenBytes(db: Db | Tx, s: Live, drive: DriveDisk): Promise<number> {
+  return liveData(s, await readState<DriveData>(db, DRIVES, drive.uuid), drive.size, s.clock.now().getTime()).written;
+}
+
+/** The operator sets a drive's data: the difference to what it held counts as changed data. */
+export async function setWritten(tx: Tx, s: Live, drive: DriveDisk, bytes: number): Promise<number> {
+  const now = s.clock.now().getTime();
+  const d = await readState<DriveData>(tx, DRIVES, drive.uuid);
+  const live = liveData(s, d, drive.size, now);
+  const written = Math.max(0, Math.min(bytes, drive.size));
+  await store(tx, drive.uuid, folded(s, d, drive.size, now, { written, changed: live.changed + Math.abs(written - live.written) }));
   return written;
 }
 
-/** A guest wrote for `ms` of simulated time to each of these disks. */
-export async function accrueWrites(tx: Tx, s: Timing, disks: readonly { uuid: string; size: number }[], ms: number): Promise<void> {
-  const bytes = Math.floor((Math.max(0, ms) / 1000) * s.config.delays['drive.write_rate']);
-  if (!bytes || !disks.length) return;
-  const current = await writtenOf(
+/** A guest powers on: from now it writes to each of its disks. */
+export async function startWriting(tx: Tx, s: Live, server: string, disks: readonly DriveDisk[]): Promise<void> {
+  const now = s.clock.now().getTime();
+  const states = await readStates<DriveData>(
     tx,
+    DRIVES,
     disks.map((d) => d.uuid),
   );
-  for (const d of disks) await setWritten(tx, d.uuid, (current.get(d.uuid) ?? 0) + bytes, d.size);
+  for (const disk of disks) {
+    const d = states.get(disk.uuid) ?? {};
+    await store(tx, disk.uuid, { ...d, writers: { ...d.writers, [server]: now } });
+  }
 }
 
-/** A new clone holds the source's data. */
-export async function copyData(tx: Tx, from: string, to: string, size: number): Promise<void> {
-  const written = Math.min(await writtenBytes(tx, from), size);
-  if (written) await writeState(tx, 'drives', to, { written });
+/**
+ * A guest powers off: what it wrote lands on its disks. `fallbackSince` covers a guest that began writing
+ * before writers were kept per disk (its power-on time).
+ */
+export async function stopWriting(tx: Tx, s: Live, server: string, disks: readonly DriveDisk[], fallbackSince?: number): Promise<void> {
+  const now = s.clock.now().getTime();
+  const states = await readStates<DriveData>(
+    tx,
+    DRIVES,
+    disks.map((d) => d.uuid),
+  );
+  for (const disk of disks) {
+    const d = states.get(disk.uuid) ?? {};
+    const since = d.writers?.[server] ?? fallbackSince;
+    const { [server]: _gone, ...others } = d.writers ?? {};
+    const rest: DriveData = { ...d, writers: Object.keys(others).length ? others : undefined };
+    const bytes = since === undefined ? 0 : bytesSince(s, since, now);
+    // The other writers keep their start: fold only this guest's part.
+    await store(tx, disk.uuid, {
+      ...rest,
+      written: Math.min(disk.size, (d.written ?? 0) + bytes) || undefined,
+      changed: (d.changed ?? 0) + bytes || undefined,
+    });
+  }
 }
 
-export const forgetDrive = (tx: Tx, drive: string) => dropState(tx, 'drives', drive);
+/** A new clone holds the source's data now. */
+export async function copyData(tx: Tx, s: Live, from: DriveDisk, to: string, size: number): Promise<void> {
+  const written = Math.min(await writtenBytes(tx, s, from), size);
+  if (written) await writeState(tx, DRIVES, to, { written });
+}
+
+export const forgetDrive = (tx: Tx, drive: string) => dropState(tx, DRIVES, drive);
+
+/** Take a snapshot of a drive now: it remembers the drive's data and how much had changed. */
+export async function takeSnapshot(tx: Tx, s: Live, drive: DriveDisk, snapshot: string): Promise<void> {
+  const live = liveData(s, await readState<DriveData>(tx, DRIVES, drive.uuid), drive.size, s.clock.now().getTime());
+  const data: SnapshotData = { drive: drive.uuid, base: live.changed, written: live.written, size: drive.size };
+  await writeState(tx, SNAPSHOTS, snapshot, { ...data });
+}
+
+/**
+ * Each snapshot's allocated size now: the data its drive changed since it was taken, at most the drive's
+ * size then. Two reads for any number of snapshots; a snapshot the storage does not know is 0.
+ */
+export async function snapshotSizes(db: Db | Tx, s: Live, snapshots: readonly string[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  if (!snapshots.length) return out;
+  const taken = await readStates<SnapshotData>(db, SNAPSHOTS, snapshots);
+  const drives = await readStates<DriveData>(db, DRIVES, [...new Set([...taken.values()].map((t) => t.drive!))]);
+  const now = s.clock.now().getTime();
+  for (const uuid of snapshots) {
+    const t = taken.get(uuid);
+    if (!t?.drive) {
+      out.set(uuid, 0);
+      continue;
+    }
+    const size = t.size ?? 0;
+    const changed = liveData(s, drives.get(t.drive) ?? {}, size, now).changed;
+    out.set(uuid, Math.max(0, Math.min(size, changed - (t.base ?? 0))));
+  }
+  return out;
+}
+
+/** A clone of a snapshot holds the drive's data as it was when the snapshot was taken. */
+export async function copySnapshotData(tx: Tx, snapshot: string, to: string, size: number): Promise<void> {
+  const written = Math.min(Number((await readState<SnapshotData>(tx, SNAPSHOTS, snapshot)).written ?? 0), size);
+  if (written) await writeState(tx, DRIVES, to, { written });
+}
+
+export const forgetSnapshots = (tx: Tx, snapshots: readonly string[]) => dropState(tx, SNAPSHOTS, snapshots);

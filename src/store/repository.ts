@@ -233,6 +233,18 @@ export class ResourceRepository {
     }
   }
 
+  /**
+   * How many objects of a kind an owner will have when this transaction commits, with no other
+   * transaction able to change that until then (a limit is checked on it). On PostgreSQL an advisory
+   * lock per (kind, owner), held to commit, makes the checkers take turns; SQLite runs one transaction at
+   * a time. Take it before any row lock the check needs, in one order (see StoredHooks.beforeCreate).
+   */
+  async countForLimit(tx: Tx, kind: string, owner: string): Promise<number> {
+    if (this.dialect === 'postgres') await sql`select pg_advisory_xact_lock(hashtext(${`count/${kind}/${owner}`}))`.execute(tx);
+    const pending = this.countChanges.get(tx)?.get(`${kind}\n${owner}`) ?? 0;
+    return (await this.countOf(tx, kind, owner)) + pending;
+  }
+
   /** How many objects of a kind an owner has (null: the ownerless library). */
   async countOf(db: Db | Tx, kind: string, owner: string | null): Promise<number> {
     return (await this.countRow(db, kind, owner)).n;
@@ -806,6 +818,17 @@ export class ResourceRepository {
     return this.dialect === 'postgres'
       ? sql<boolean>`exists (select 1 from jsonb_array_elements_text(${sql.ref(column)}::jsonb -> ${sql.lit(key)}) as c(value) where c.value in (${sql.join(values)}))`
       : sql<boolean>`exists (select 1 from json_each(${sql.ref(column)}, ${sql.lit(`$.${key}`)}) as c where c.value in (${sql.join(values)}))`;
+  }
+
+  /**
+   * The row is listed in the body list `key` of one of the `kind` objects `of` (the snapshots of some
+   * drives): an index lookup of those objects, then of the uuids they list, never a scan of the kind.
+   */
+  listedIn(kind: string, key: string, of: readonly string[], column = 'resources.uuid'): RawBuilder<boolean> {
+    const parents = sql`select p.body from resources p where p.kind = ${kind} and p.uuid in (${sql.join([...of])})`;
+    return this.dialect === 'postgres'
+      ? sql<boolean>`${sql.ref(column)} in (select l.value from (${parents}) as b cross join jsonb_array_elements_text(b.body::jsonb -> ${sql.lit(key)}) as l(value))`
+      : sql<boolean>`${sql.ref(column)} in (select l.value from (${parents}) as b, json_each(b.body, ${sql.lit(`$.${key}`)}) as l)`;
   }
 
   /** LIMIT/OFFSET with the API's meaning (limit 0 = all), see paging.ts. */

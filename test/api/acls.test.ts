@@ -62,6 +62,22 @@ describe('ACL objects', () => {
     assert.equal(acl.tags[0].resource_uri, `/api/2.0/tags/${t1.uuid}/`);
   });
 
+  test('an ACL PUT back as it was read (grantees with nested resource_uri) is accepted unchanged', async () => {
+    const tag = await one(alice, 'tags/', { name: 'roundtrip' });
+    const acl = await one(alice, 'acls/', { name: 'rt', grantees: [{ uuid: bob.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: tag.uuid }] });
+    const read = (await alice.get(acl.resource_uri)).json;
+    const res = await alice.put(acl.resource_uri, read);
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.json, read);
+    // A grantee named only by its nested reference still resolves.
+    const nested = await alice.put(acl.resource_uri, { grantees: [{ resource_uri: { resource_uri: `/api/2.0/user/${bob.uuid}/` } }] });
+    assert.equal(nested.status, 200, nested.text);
+    assert.deepEqual(
+      nested.json.grantees.map((g: any) => g.uuid),
+      [bob.uuid],
+    );
+  });
+
   test('PUT replaces grantees, rules and tags; keeps what is absent (golden update)', async () => {
     const tag = await one(alice, 'tags/', { name: 'u' });
     const acl = await one(alice, 'acls/', { name: 'test_acl', rules: [{ permission: 'LIST' }] });

@@ -42,6 +42,17 @@ const SAMPLE_VALUES: Record<string, Record<string, unknown>> = {
   servers: { cpu: 1000, mem: 536870912 },
 };
 
+/** Create bodies that name the caller's own objects (a snapshot is taken of one of the caller's drives). */
+const CREATE_BODIES: Record<string, (caller: User) => Promise<Record<string, unknown>>> = {
+  snapshots: async (caller) => ({ drive: await readyDrive(caller) }),
+};
+
+async function readyDrive(owner: User): Promise<string> {
+  const d = (await owner.post('drives/', { media: 'disk', name: 'seed', size: 1 << 30 })).json.objects[0];
+  await srv.advance(60_000);
+  return d.uuid;
+}
+
 /** Actions that need their object in a particular state first (the owner puts it there). */
 const PREPARE: Record<string, (owner: User, uri: string) => Promise<unknown>> = {
   'servers.stop': (o, uri) => startServer_(o, uri),
@@ -195,6 +206,11 @@ const SEEDERS: Record<string, (owner: User) => Promise<string>> = {
   vlans: async (owner) => (await srv.services.store.transaction((tx) => assignVlans(tx, srv.services, owner.uuid, 1)))[0],
   // An audit log entry is about a resource: the drive's `create` entry carries the drive's uuid.
   logs: async (owner) => (await owner.post('drives/', { media: 'disk', name: 'seed', size: 1 << 30 })).json.objects[0].uuid,
+  snapshots: async (owner) => {
+    const created = await owner.post('snapshots/', { drive: await readyDrive(owner) });
+    assert.equal(created.status, 201, created.text);
+    return created.json.objects[0].uuid;
+  },
   jobs: async (owner) => {
     const d = (await owner.post('drives/', { media: 'disk', name: 'seed', size: 1 << 30 })).json.objects[0];
     await srv.advance(60_000);
@@ -202,12 +218,16 @@ const SEEDERS: Record<string, (owner: User) => Promise<string>> = {
   },
 };
 
-function call(r: Route, client: Client, s: Setup): Promise<Response> {
+async function call(r: Route, caller: Caller, s: Setup): Promise<Response> {
+  const client = s.users[caller];
   const path = r.url.replace(':uuid', r.kind === 'tagged' ? s.tagUuid! : (s.uuid ?? ''));
   const q = r.action ? `?do=${r.action}` : r.kind === 'list' || r.kind === 'detail' ? '?limit=0' : '';
+  const ownBody = r.kind === 'create' && caller !== 'anonymous' ? CREATE_BODIES[r.decl.kind] : undefined;
   const body =
     r.kind === 'create'
-      ? sampleBody(r.decl as CollectionDecl)
+      ? ownBody
+        ? await ownBody(client as User)
+        : sampleBody(r.decl as CollectionDecl)
       : r.kind === 'bulk-delete'
         ? { objects: [{ uuid: s.uuid }] }
         : r.kind === 'action'
@@ -259,7 +279,7 @@ test('every route x every caller', async () => {
     for (const caller of CALLERS) {
       if (r.decl.shape === 'collection' && !(r.decl.permissions && needed(r)) && (caller === 'exact' || caller === 'allBut')) continue;
       const s = await setup(r);
-      const res = await call(r, s.users[caller], s);
+      const res = await call(r, caller, s);
       const want = expectation(r, caller);
       const label = `${r.method} ${r.url}${r.action ? `?do=${r.action}` : ''} as ${caller}`;
       assert.equal(res.status, want.status, `${label}: ${res.text}`);

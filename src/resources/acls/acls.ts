@@ -15,9 +15,16 @@ import { normalizeEmail } from '../users/users.js';
  * Owners create and change ACLs; a grantee can read the ACLs that name them (as the recorded API shows),
  * seeing only themselves among the grantees and none of the owner's tags.
  */
+// A grantee as an ACL shows it carries `resource_uri` as a nested reference (a recorded quirk): an ACL PUT
+// back as it was read must validate.
+const nestedRef = Type.Object({ uuid: Type.Optional(Type.String()), resource_uri: Type.Optional(Type.String()) });
 const ref = Type.Union([
   Type.String(),
-  Type.Object({ uuid: Type.Optional(Type.String()), email: Type.Optional(Type.String()), resource_uri: Type.Optional(Type.String()) }),
+  Type.Object({
+    uuid: Type.Optional(Type.String()),
+    email: Type.Optional(Type.String()),
+    resource_uri: Type.Optional(Type.Union([Type.String(), nestedRef])),
+  }),
 ]);
 
 export const aclFields = {

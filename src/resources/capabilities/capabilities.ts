@@ -1,5 +1,5 @@
 import type { SingletonDecl } from '../../core/resource.js';
-import { frozenWhole } from '../../core/json.js';
+import { copyOf, frozenWhole } from '../../core/json.js';
 
 /**
  * The capabilities answer is the same for every request of a configuration: a frozen copy, serialised
@@ -12,7 +12,10 @@ function servedOnce(capabilities: Record<string, unknown>): Record<string, unkno
   return copy;
 }
 
-/** Location capabilities (reference §12): limits that servers and drives are validated against, from config. */
+/**
+ * Location capabilities (reference §12): limits that servers, drives and snapshots are validated against,
+ * from config. `snapshots.current` is the caller's own count (kept, one indexed read); the rest is static.
+ */
 export const capabilities: SingletonDecl = {
   shape: 'singleton',
   kind: 'capabilities',
@@ -27,7 +30,14 @@ export const capabilities: SingletonDecl = {
   },
   service: {
     async get(ctx) {
-      return servedOnce(ctx.config.capabilities);
+      const answer = servedOnce(ctx.config.capabilities);
+      const snapshots = answer.snapshots as Record<string, unknown> | undefined;
+      if (!snapshots) return answer;
+      const current = await ctx.store.resources.countOf(ctx.store.db, 'snapshots', ctx.caller.uuid);
+      if (current === snapshots.current) return answer;
+      const mine = copyOf(answer);
+      mine.snapshots = { ...snapshots, current };
+      return mine;
     },
   },
 };

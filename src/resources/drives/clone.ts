@@ -3,7 +3,7 @@ import { notFound, permission } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { validateFields, type Obj } from '../../core/input.js';
 import { schedule } from '../../core/timers.js';
-import { cloneMs, copyData } from '../../sim/storage.js';
+import { cloneMs, copyData, copySnapshotData } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import { ref, resourceUri } from '../../store/repository.js';
 import { startJob } from '../jobs/jobs.js';
@@ -12,16 +12,20 @@ import { cloneName, type CloneNaming } from './naming.js';
 import { BUSY, checkSize, checkStorage, defaultStorageType } from './storage-rules.js';
 
 /**
- * The one drive-clone workflow, used by `drives/<uuid>/action/?do=clone`, `libdrives/<uuid>/action/?do=clone`
- * and server clones: a new drive of the caller's in `cloning_dst` with a `drive_clone` job, finished by a
- * durable timer when the simulated storage has copied the data (the clone holds the source's data).
+ * The one drive-clone workflow, used by `drives/<uuid>/action/?do=clone`, `libdrives/<uuid>/action/?do=clone`,
+ * `snapshots/<uuid>/action/?do=clone` and server clones: a new drive of the caller's in `cloning_dst` with a
+ * `drive_clone` job, finished by a durable timer when the simulated storage has copied the data (the clone
+ * holds the source's data; a snapshot's clone, the drive's data when the snapshot was taken).
  */
 export interface CloneSource {
   uuid: string;
-  kind: 'drives' | 'libdrives';
+  kind: 'drives' | 'libdrives' | 'snapshots';
   owner: string | null;
+  /** A drive's body: for a snapshot, its drive's, with the snapshot's name. */
   body: Obj;
 }
+
+const CATEGORY: Record<CloneSource['kind'], string> = { drives: 'Drives', libdrives: 'Drives', snapshots: 'Snapshots' };
 
 /**
  * The source of a clone, locked: a clone and a delete of the same drive are decided one after the other
@@ -78,9 +82,11 @@ export async function cloneWithin(
     },
   });
   if (source.kind === 'drives') {
-    await copyData(tx, source.uuid, uuid, size);
+    await copyData(tx, ctx, { uuid: source.uuid, size: source.body.size as number }, uuid, size);
     await ctx.store.resources.patch(tx, now, 'drives', source.uuid, (b) => ({ ...b, jobs: [...((b.jobs as string[]) ?? []), job] }));
   }
+  // The snapshot's data is copied now: deleting the snapshot (or its drive) mid-clone leaves the clone whole.
+  if (source.kind === 'snapshots') await copySnapshotData(tx, source.uuid, uuid, size);
   const duration = cloneMs(ctx, size);
   await startJob(tx, ctx, ctx.caller.uuid, {
     uuid: job,
@@ -92,7 +98,7 @@ export async function cloneWithin(
   if (source.owner)
     await record(tx, ctx, {
       action: 'clone_src',
-      category: 'Drives',
+      category: CATEGORY[source.kind],
       uuid: source.uuid,
       owner: source.owner,
       actor: ctx.caller.uuid,

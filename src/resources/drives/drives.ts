@@ -8,6 +8,7 @@ import { createMs, forgetDrive, resizeMs } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { existingJobs, finishJob } from '../jobs/jobs.js';
+import { dropSnapshotsOf, showSnapshotSizes, snapshotsOf } from '../snapshots/of-drive.js';
 import { libraryAsDrive, libraryDriveAccess } from '../libdrives/library.js';
 import { cloneDrive } from './clone.js';
 import { driveFields } from './fields.js';
@@ -37,13 +38,14 @@ function presentStatic(stored: Obj): Obj {
     jobs: ((d.jobs as string[] | undefined) ?? []).map((uuid) => ref('jobs', uuid)),
     runtime: { is_snapshotable: is_snapshotable ?? null, snapshots_allocated_size: 0, storage_type: d.storage_type },
     mounted_on: d.mounted_on ?? [],
-    snapshots: d.snapshots ?? [],
+    snapshots: snapshotsOf(d).map((uuid) => ref('snapshots', uuid)),
     licenses: d.licenses ?? [],
   };
 }
 
-/** Only the jobs still alive are shown (they expire without the drive changing). */
+/** What changes without the drive changing: its snapshots' sizes, and which jobs are still alive (they expire). */
 async function decorate(ctx: Ctx, drives: Obj[]): Promise<void> {
+  await showSnapshotSizes(ctx, drives);
   const withJobs = drives.filter((d) => (d.jobs as { uuid: string }[]).length);
   if (!withJobs.length) return;
   const live = await existingJobs(
@@ -158,6 +160,7 @@ export const drives = storedDecl(
           ...server.body,
           drives: ((server.body.drives as { drive: string }[]) ?? []).filter((a) => a.drive !== uuid),
         });
+      await dropSnapshotsOf(tx, ctx, row);
       await cancelTimers(tx, uuid);
       await forgetDrive(tx, uuid);
       await record(tx, ctx, { action: 'delete', category: 'Drives', uuid, owner: row.owner_uuid ?? ctx.caller.uuid, actor: ctx.caller.uuid });

@@ -96,15 +96,18 @@ export const powerActions: Record<string, ActionDecl> = {
   shutdown: { permission: 'STOP', async: true, run: (ctx, uuid) => shutdown(ctx, uuid) },
 };
 
-/** The disks a server writes to while it runs (what the simulated storage accrues on power-off). */
+/**
+ * The disks a server writes to while it runs, locked (servers before drives): the simulated storage
+ * changes their data, and a multi-mounted disk may have another guest powering on or off.
+ */
 async function disksOf(tx: Tx, s: Pick<Services, 'store'>, body: Obj): Promise<{ uuid: string; size: number }[]> {
-  const drives = await s.store.resources.getMany(tx, 'drives', attachedDrives(body));
+  const drives = await s.store.resources.lockMany(tx, 'drives', attachedDrives(body));
   return drives.filter((d) => d.body.media === 'disk').map((d) => ({ uuid: d.uuid, size: Number(d.body.size) }));
 }
 
 /** Enter `running`: the hypervisor powers the guest on (DHCP leases, the power-on clock). */
 async function enterRunning(tx: Tx, s: Services, row: Resource): Promise<void> {
-  await hypervisor.powerOn(tx, s, row.uuid, dhcpMacs((row.body.nics as Nic[] | undefined) ?? []));
+  await hypervisor.powerOn(tx, s, row.uuid, dhcpMacs((row.body.nics as Nic[] | undefined) ?? []), await disksOf(tx, s, row.body));
   await saveServer(tx, s, row, { ...row.body, status: 'running' });
 }
 
