@@ -23,6 +23,10 @@ import assert from 'node:assert/strict';
 import { startPeer, startServer, type TestServer } from '../helpers/server.js';
 import { Client, type Response } from '../helpers/client.js';
 import { engine } from '../helpers/db.js';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { assetPath } from '../../src/assets.js';
 
 const ROUNDS = Math.max(1, Number(process.env.STRATUS_RACE_ROUNDS ?? 50));
 const BATCH = Math.max(1, Number(process.env.STRATUS_RACE_BATCH ?? 10));
@@ -41,16 +45,24 @@ let A: TestServer;
 let B: TestServer;
 let alice: Pair;
 let bob: Pair;
+/** Snapshots an account may have on the race servers: small, so a race can reach the limit. */
+const SNAPSHOT_MAX = 3;
+const capsDir = mkdtempSync(join(tmpdir(), 'stratus-race-caps-'));
 
 before(async () => {
-  A = await startServer();
-  B = engine === 'postgres' ? await startPeer(A) : A;
+  const caps = JSON.parse(readFileSync(assetPath('resources/capabilities/defaults.json'), 'utf8'));
+  caps.snapshots = { current: 0, max: SNAPSHOT_MAX };
+  writeFileSync(join(capsDir, 'caps.json'), JSON.stringify(caps));
+  const flags = { capabilities: join(capsDir, 'caps.json') };
+  A = await startServer(flags);
+  B = engine === 'postgres' ? await startPeer(A, flags) : A;
   const pair = (u: User): Pair => ({ a: u, b: new Client(B.base, u.creds), uuid: u.uuid });
   [alice, bob] = [pair(await A.user()), pair(await A.user())];
 });
 after(async () => {
   if (B && B !== A) await B.close();
   await A?.close();
+  rmSync(capsDir, { recursive: true, force: true });
 });
 
 // ---------------------------------------------------------------------------------------------------
@@ -847,6 +859,101 @@ describe(`lost updates: PUTs while timers fall due (${engine}${engine === 'postg
         race.check(i, same(ids(now.mounted_on), [s!]), 'mounted_on lost', () => ({ mounted_on: now.mounted_on, status: now.status }));
         race.check(i, now.status === 'mounted', 'attached drive is not mounted', () => ({ status: now.status }));
         await mountsAgree(race, i, d, [s!]);
+      },
+    });
+  });
+});
+
+describe(`snapshot races (${engine}${engine === 'postgres' ? ', two API servers' : ''}, ${ROUNDS} rounds each)`, () => {
+  /** A fresh account per round (the account-wide limit is per account), seen through both servers. */
+  async function account(): Promise<Pair> {
+    const u = await A.user();
+    return { a: u, b: new Client(B.base, u.creds), uuid: u.uuid };
+  }
+  const mkSnapshot = async (c: Client, drive: string) => created(await c.post('snapshots/', { drive }), 'snapshot');
+
+  test('two snapshots of different drives at the account limit: one 201, one 403 on snapshots; never over the limit', async (t) => {
+    const race = new Race('snapshot-account-limit (POST d1 || POST d2)');
+    await play(t, race, {
+      setup: async (i) => {
+        const u = await account();
+        const [d1, d2] = [await mkDrive(u.a, `lim-${i}-1`), await mkDrive(u.a, `lim-${i}-2`)];
+        return { u, d1, d2 };
+      },
+      setupSettleMs: 2_000,
+      afterSetup: async ({ u, d1 }) => {
+        for (let k = 0; k < SNAPSHOT_MAX - 1; k++) await mkSnapshot(u.a, d1);
+      },
+      fire: ({ u, d1, d2 }) => Promise.all([u.a.post('snapshots/', { drive: d1 }), u.b.post('snapshots/', { drive: d2 })]),
+      settleMs: 2_000,
+      verify: async ({ u }, [r1, r2], i) => {
+        race.outcome(`d1=${r1.status} d2=${r2.status}`);
+        race.answer(i, 'POST d1', r1, [201, 403, 503]);
+        race.answer(i, 'POST d2', r2, [201, 403, 503]);
+        const wins = [r1, r2].filter((r) => r.status === 201).length;
+        race.check(i, wins <= 1, 'both snapshots created past the limit', () => ({ d1: show(r1), d2: show(r2) }));
+        for (const r of [r1, r2].filter((x) => x.status === 403))
+          race.check(i, r.json[0].error_point === 'snapshots', 'refused on another point than the account limit', () => show(r));
+        const total = (await u.a.get('snapshots/?limit=0')).json.meta.total_count;
+        race.check(i, total === SNAPSHOT_MAX - 1 + wins, 'snapshots that exist differ from the 201s', () => ({ total, wins }));
+        race.check(i, total <= SNAPSHOT_MAX, 'the account holds more snapshots than its limit', () => ({ total }));
+      },
+    });
+  });
+
+  test('POST snapshot || DELETE its drive: no snapshot outlives its drive; a drive that stays lists what exists', async (t) => {
+    const race = new Race('snapshot-vs-drive-delete (POST || DELETE drive)');
+    await play(t, race, {
+      setup: async (i) => {
+        const u = await account();
+        return { u, d: await mkDrive(u.a, `sdd-${i}`) };
+      },
+      setupSettleMs: 2_000,
+      afterSetup: async ({ u, d }) => void (await mkSnapshot(u.a, d)),
+      fire: ({ u, d }) => Promise.all([u.a.post('snapshots/', { drive: d }), u.b.delete(`drives/${d}/`)]),
+      settleMs: 2_000,
+      verify: async ({ u, d }, [post, del], i) => {
+        race.outcome(`POST=${post.status} DELETE=${del.status}`);
+        race.answer(i, 'POST snapshot', post, [201, 400, 503]);
+        race.answer(i, 'DELETE drive', del, [204, 503]);
+        const left = (await u.a.get('snapshots/?limit=0')).json.objects as { uuid: string; drive: { uuid: string } }[];
+        const drive = await u.a.get(`drives/${d}/`);
+        if (drive.status === 404) race.check(i, left.length === 0, 'snapshots outlived their drive', () => ({ left: left.map((x) => x.uuid) }));
+        else
+          race.check(i, same(ids(drive.json.snapshots), ids(left)), "the drive's snapshots and the snapshots that exist disagree", () => ({
+            listed: ids(drive.json.snapshots),
+            existing: ids(left),
+          }));
+        if (post.status === 400) race.check(i, post.json[0].error_point === 'drive', 'a refused POST names another point than drive', () => show(post));
+      },
+    });
+  });
+
+  test('DELETE snapshot || DELETE its drive: both gone, no deadlock; DELETE snapshot is 204 or 404', async (t) => {
+    const race = new Race('snapshot-delete-vs-drive-delete (DELETE || DELETE)');
+    await play(t, race, {
+      setup: async (i) => {
+        const u = await account();
+        return { u, d: await mkDrive(u.a, `sdel-${i}`) };
+      },
+      setupSettleMs: 2_000,
+      afterSetup: async (st) => void Object.assign(st, { s: await mkSnapshot(st.u.a, st.d), keep: await mkSnapshot(st.u.a, st.d) }),
+      fire: (st) => {
+        const { u, d, s } = st as typeof st & { s: string };
+        return Promise.all([u.a.delete(`snapshots/${s}/`), u.b.delete(`drives/${d}/`)]);
+      },
+      settleMs: 2_000,
+      verify: async (st, [snap, del], i) => {
+        const { u, d } = st;
+        race.outcome(`snapshot=${snap.status} drive=${del.status}`);
+        race.answer(i, 'DELETE snapshot', snap, [204, 404, 503]);
+        race.answer(i, 'DELETE drive', del, [204, 503]);
+        if (del.status === 204) {
+          race.check(i, (await u.a.get(`drives/${d}/`)).status === 404, 'the deleted drive is still there', () => '');
+          race.check(i, (await u.a.get('snapshots/?limit=0')).json.meta.total_count === 0, 'snapshots outlived their drive', () => '');
+        }
+        const logs = await auditActions((st as typeof st & { s: string }).s);
+        race.check(i, logs.filter((a) => a === 'delete').length <= 1, 'one snapshot deleted twice', () => ({ logs }));
       },
     });
   });
