@@ -354,10 +354,13 @@ export class StoredCollection implements CollectionService {
     return this.decorate(ctx, objects, rows);
   }
 
-  /** Bulk delete (`DELETE /<kind>/` with `{objects:[{uuid}]}`): all or nothing, one transaction. */
+  /**
+   * Bulk delete (`DELETE /<kind>/` with `{objects:[{uuid}]}`): all or nothing, one transaction. An object
+   * named twice is deleted once (the second mention is no missing object).
+   */
   async removeMany(ctx: Ctx, uuids: string[]): Promise<void> {
     await ctx.store.transaction(async (tx) => {
-      for (const uuid of uuids) await this.removeWithin(tx, ctx, uuid);
+      for (const uuid of new Set(uuids)) await this.removeWithin(tx, ctx, uuid);
     });
   }
 

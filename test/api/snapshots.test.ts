@@ -140,6 +140,15 @@ describe('snapshot lifecycle', () => {
     assert.deepEqual(await uuids(`drive=${d1.uuid}`), await uuids(`drive=${d1.uuid}&limit=0`));
     const cut = (await c.get('snapshots/?fields=uuid,status')).json.objects[0];
     assert.deepEqual(Object.keys(cut).sort(), ['status', 'uuid']);
+    const viaXml = await c.request('POST', 'snapshots/', {
+      raw: `<?xml version="1.0" encoding="UTF-8"?><request><drive>${d2.uuid}</drive><name>from xml</name></request>`,
+      headers: { 'content-type': 'application/xml', accept: 'application/xml' },
+    });
+    assert.equal(viaXml.status, 201, viaXml.text);
+    assert.match(viaXml.text, /<name>from xml<\/name>/);
+    const made = (await c.get('snapshots/?name=from%20xml')).json.objects[0];
+    assert.equal(made.drive.uuid, d2.uuid);
+    assert.equal((await c.delete(made.resource_uri)).status, 204);
     const xml = await c.get(`snapshots/${a.uuid}/?format=xml`);
     assert.equal(xml.status, 200);
     assert.match(xml.headers['content-type'] as string, /xml/);
@@ -352,11 +361,17 @@ describe('delete', () => {
     expectError(await c.request('DELETE', 'snapshots/', { body: { objects: [{ name: 'x' }] } }), 400, 'validation', 'objects');
     expectError(await c.request('DELETE', 'snapshots/', { body: { objects: 'all' } }), 400, 'validation', 'objects');
 
-    const res = await c.request('DELETE', 'snapshots/', { body: { objects: snaps.map((s) => ({ uuid: s.uuid })) } });
+    // Named twice (as a uuid and as a URI) is deleted once.
+    const named = [...snaps.map((s) => ({ uuid: s.uuid })), { resource_uri: snaps[0].resource_uri }];
+    const res = await c.request('DELETE', 'snapshots/', { body: { objects: named } });
     assert.equal(res.status, 204, res.text);
     for (const s of snaps) assert.equal((await c.get(s.resource_uri)).status, 404);
     assert.deepEqual((await get(c, mounted.resource_uri)).snapshots, []);
     assert.deepEqual((await get(c, loose.resource_uri)).snapshots, []);
+    assert.deepEqual(
+      (await auditOf(snaps[0].uuid)).map((e) => e.action),
+      ['create', 'delete'],
+    );
     assert.equal((await bob.get(theirs.resource_uri)).status, 200);
   });
 
