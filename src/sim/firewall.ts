@@ -85,7 +85,7 @@ export interface Evaluation {
 // Addresses
 
 /** An address as a number: IPv4 as an unsigned 32-bit number, IPv6 as a 128-bit BigInt. */
-type Addr = { family: 4; value: number } | { family: 6; value: bigint };
+export type Addr = { family: 4; value: number } | { family: 6; value: bigint };
 
 /** A parsed `src_ip`/`dst_ip` condition. `family` is the IP version it applies to (mapped networks: 4). */
 export interface IpCondition {
