@@ -4,6 +4,7 @@ import type { TimerHandler } from './core/timers.js';
 import { acls } from './resources/acls/acls.js';
 import { capabilities } from './resources/capabilities/capabilities.js';
 import { drives } from './resources/drives/drives.js';
+import { fwpolicies } from './resources/fwpolicies/fwpolicies.js';
 import { ips } from './resources/ips/ips.js';
 import { jobs } from './resources/jobs/jobs.js';
 import { keypairs, pubkeys } from './resources/keypairs/keypairs.js';
@@ -20,7 +21,23 @@ import { vlans } from './resources/vlans/vlans.js';
  * declaration (fields, routes, actions, timers, start-up work). Adding a kind is adding it here; nothing
  * below this file imports a kind.
  */
-export const registry: ResourceDecl[] = [acls, drives, jobs, libdrives, servers, snapshots, ips, vlans, logs, keypairs, pubkeys, tags, profile, capabilities];
+export const registry: ResourceDecl[] = [
+  acls,
+  drives,
+  fwpolicies,
+  jobs,
+  libdrives,
+  servers,
+  snapshots,
+  ips,
+  vlans,
+  logs,
+  keypairs,
+  pubkeys,
+  tags,
+  profile,
+  capabilities,
+];
 
 /** Every kind of durable follow-up work the kinds declare, and what runs it. */
 export function timerHandlers(kinds: readonly ResourceDecl[] = registry): Record<string, TimerHandler> {

@@ -107,6 +107,11 @@ export interface StoredKind {
   /** ACL permissions that apply to this kind; absent = never shared (tags, ACLs). */
   permissions?: readonly Permission[];
   taggable?: boolean;
+  /**
+   * Whether objects show `grantees` and `permissions` (default: when shareable). The recorded firewall
+   * policies are shared through ACLs but show neither.
+   */
+  showsSharing?: boolean;
   /** List order: creation order (default) or most recently changed first (jobs). */
   order?: 'created' | 'recent';
 }
@@ -119,6 +124,8 @@ export class StoredCollection implements CollectionService {
   /** Shareable through ACLs: lists include granted rows, objects carry `permissions` and `grantees`. */
   readonly permissions: readonly Permission[] | undefined;
   private readonly external: Set<string>;
+  /** Objects carry `grantees` and `permissions`. */
+  private readonly shows: boolean;
 
   constructor(
     private readonly spec: StoredKind,
@@ -127,6 +134,7 @@ export class StoredCollection implements CollectionService {
     this.kind = spec.kind;
     this.fields = spec.fields;
     this.permissions = spec.permissions;
+    this.shows = spec.permissions !== undefined && spec.showsSharing !== false;
     if (spec.permissions) declareApplicable(spec.kind, spec.permissions);
     this.taggable = spec.taggable ?? false;
     this.external = new Set([...(hooks.external ?? []), ...(this.taggable ? ['tags'] : []), 'grantees', 'permissions']);
@@ -167,7 +175,7 @@ export class StoredCollection implements CollectionService {
   private async presentAll(ctx: Ctx, rows: Row[], db: Db | Tx, wants: (key: string) => boolean = all): Promise<Obj[]> {
     const objects = rows.map((r) => this.present(ctx.store, r));
     if (!objects.length) return objects;
-    if (this.permissions && (wants('grantees') || wants('permissions'))) await this.attachSharing(ctx, rows, objects, this.permissions, db);
+    if (this.shows && this.permissions && (wants('grantees') || wants('permissions'))) await this.attachSharing(ctx, rows, objects, this.permissions, db);
     // In the same snapshot too: one read transaction for everything stored (and, on SQLite, no second turn).
     if (this.taggable && wants('tags')) await attachTags(ctx, this.kind, objects, db);
     return objects;
@@ -260,7 +268,7 @@ export class StoredCollection implements CollectionService {
       throw notFound(uuid);
     }
     const object = this.present(ctx.store, found.row);
-    if (this.permissions) {
+    if (this.shows && this.permissions) {
       const grants = found.grants.map(([grantee_uuid, email, permission]) => ({ grantee_uuid, email, permission }));
       showSharing(object, found.row.owner_uuid === ctx.caller.uuid, granteeEntries(grants, this.permissions), heldPermissions(found.held, this.permissions));
     }
@@ -404,7 +412,7 @@ const standardFilters = (taggable: boolean): Record<string, string> =>
 
 export type StoredDeclInput = Omit<CollectionDecl, 'service' | 'shape' | 'defaultLimit' | 'filtering'> &
   Partial<Pick<CollectionDecl, 'defaultLimit' | 'filtering'>> &
-  Pick<StoredKind, 'order'>;
+  Pick<StoredKind, 'order' | 'showsSharing'>;
 
 /**
  * A collection kind kept in the shared table: the declaration plus the generic service built from it.
@@ -413,7 +421,7 @@ export type StoredDeclInput = Omit<CollectionDecl, 'service' | 'shape' | 'defaul
  * for taggable kinds).
  */
 export function storedDecl(decl: StoredDeclInput, hooks: StoredHooks = {}): CollectionDecl & { service: StoredCollection } {
-  const fields = decl.permissions ? { ...decl.fields, ...SHARING_FIELDS } : decl.fields;
+  const fields = decl.permissions && decl.showsSharing !== false ? { ...decl.fields, ...SHARING_FIELDS } : decl.fields;
   const full = {
     ...decl,
     shape: 'collection' as const,

@@ -3,6 +3,7 @@ import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
 import { leaseAddress, releaseLeases } from './network.js';
 import { dropState, readState, readStates, updateState } from './state.js';
+import { applyOnBoot } from './firewall-apply.js';
 import { startWriting, stopWriting, type DriveDisk } from './storage.js';
 
 /**
@@ -18,6 +19,8 @@ export interface GuestState {
   leases?: Record<string, string>;
   vnc_port?: number;
   console_port?: number;
+  /** Firewall policy -> the rules version its NICs have applied (firewall-apply.ts). */
+  fw_applied?: Record<string, number>;
   /** The operator planned the next boot to fail. */
   fail_next_boot?: boolean;
   /** The guest ignores ACPI shutdown requests. */
@@ -42,8 +45,18 @@ export async function beginBoot(tx: Tx, s: Sim, server: string): Promise<{ fail:
   return { fail, inMs: bootMs(s) };
 }
 
-/** The guest is up: public DHCP NICs get their leases, the power-on clock starts, it writes to its disks. */
-export async function powerOn(tx: Tx, s: Sim, server: string, dhcpMacs: readonly string[], disks: readonly DriveDisk[]): Promise<void> {
+/** What a guest powers on with: its public DHCP NICs, its disks, the firewall policies of its public NICs. */
+export interface GuestHardware {
+  dhcpMacs: readonly string[];
+  disks: readonly DriveDisk[];
+  firewallPolicies: readonly string[];
+}
+
+/**
+ * The guest is up: public DHCP NICs get their leases, the power-on clock starts, it writes to its disks,
+ * its public NICs apply the current rules of their firewall policies.
+ */
+export async function powerOn(tx: Tx, s: Sim, server: string, { dhcpMacs, disks, firewallPolicies }: GuestHardware): Promise<void> {
   const leases: Record<string, string> = {};
   for (const mac of dhcpMacs) {
     const ip = await leaseAddress(tx, s, server);
@@ -51,6 +64,7 @@ export async function powerOn(tx: Tx, s: Sim, server: string, dhcpMacs: readonly
   }
   await updateState(tx, KIND, server, { active_since: s.clock.now().getTime(), leases });
   await startWriting(tx, s, server, disks);
+  await applyOnBoot(tx, server, firewallPolicies);
 }
 
 /**
@@ -61,7 +75,7 @@ export async function powerOff(tx: Tx, s: Sim, server: string, disks: readonly D
   const state = await guestState(tx, server);
   await stopWriting(tx, s, server, disks, state.active_since);
   await releaseLeases(tx, s, server);
-  await updateState(tx, KIND, server, { active_since: undefined, leases: undefined, vnc_port: undefined, console_port: undefined });
+  await updateState(tx, KIND, server, { active_since: undefined, leases: undefined, vnc_port: undefined, console_port: undefined, fw_applied: undefined });
 }
 
 /** An ACPI shutdown request: whether the guest will obey, and when the outcome is known. */

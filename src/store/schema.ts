@@ -181,6 +181,12 @@ export interface VlanServersTable {
   server_uuid: string;
 }
 
+/** A server with a NIC that uses a firewall policy. */
+export interface FwpolicyServersTable {
+  policy_uuid: string;
+  server_uuid: string;
+}
+
 export interface Database {
   timers: TimersTable;
   sim_state: SimStateTable;
@@ -188,6 +194,7 @@ export interface Database {
   audit_log: AuditLogTable;
   ip_servers: IpServersTable;
   vlan_servers: VlanServersTable;
+  fwpolicy_servers: FwpolicyServersTable;
   rate_counters: RateCountersTable;
   rate_limit_overrides: RateLimitOverridesTable;
   acl_grantees: AclGranteesTable;

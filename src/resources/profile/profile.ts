@@ -5,6 +5,7 @@ import { validateFields, type Obj } from '../../core/input.js';
 import { money16 } from '../../core/money.js';
 import type { Ctx } from '../../core/context.js';
 import type { SingletonDecl } from '../../core/resource.js';
+import { restrictionLevelOf } from '../../sim/firewall.js';
 
 const text = (help?: string) => f.string({ default: '', maxLength: 1024, ...(help ? { help } : {}) });
 const money = () => f.decimal({ default: 0 });
@@ -74,9 +75,19 @@ async function load(ctx: Ctx) {
   return row;
 }
 
+/**
+ * `network_restrictions`: the restriction level the account's state puts its servers' traffic under
+ * (spec "Limits" 3–6), null for the regular level, as the recorded regular profiles show it.
+ */
+const networkRestrictions = (state: string): string | null => {
+  const level = restrictionLevelOf(state);
+  return level === 'regular' ? null : level;
+};
+
 const present = (row: { uuid: string; email: string; state: string; profile: string }): Obj => ({
   ...JSON.parse(row.profile),
   email: row.email,
+  network_restrictions: networkRestrictions(row.state),
   state: row.state,
   uuid: row.uuid,
 });

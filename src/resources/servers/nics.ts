@@ -6,6 +6,7 @@ import type { Tx } from '../../store/db.js';
 import { newMac } from '../../sim/network.js';
 import { assertUsableStaticIp, setServerStaticIps } from '../ips/ips.js';
 import { setServerVlans } from '../vlans/vlans.js';
+import { setServerPolicies } from '../fwpolicies/servers.js';
 
 /** A NIC as stored. */
 export interface Nic {
@@ -47,6 +48,8 @@ export async function normaliseNics(tx: Tx, ctx: Ctx, current: Nic[], items: unk
     if (v4?.conf === 'static' && v4.ip) await assertUsableStaticIp(tx, ctx, owner, v4.ip, { point: 'nics', server });
     if (vlan) await lockAttachable(tx, ctx, { serverOwner: owner, kind: 'vlans', uuid: vlan, point: 'nics', label: 'VLAN' });
     const policy = item.firewall_policy === undefined || item.firewall_policy === null ? null : relatedId(item.firewall_policy, 'nics');
+    // Rule 8: the server's owner owns the policy or holds ATTACH on it; locked until the change commits.
+    if (policy) await lockAttachable(tx, ctx, { serverOwner: owner, kind: 'fwpolicies', uuid: policy, point: 'nics', label: 'Firewall policy' });
     out.push({ boot_order: (item.boot_order as number | null | undefined) ?? null, firewall_policy: policy, ip_v4_conf: v4, ip_v6_conf: v6, mac, model, vlan });
   }
   return out;
@@ -64,18 +67,26 @@ function conf(raw: unknown): { conf: string; ip: string | null } | null {
   return { conf: c, ip };
 }
 
-/** Record which static IPs and VLANs a server's NICs use (so no other server can take the IP). */
+/**
+ * Record which static IPs, VLANs and firewall policies a server's NICs use (so no other server can take
+ * the IP; a policy lists its servers and reaches them when it changes).
+ */
 export async function recordNics(tx: Tx, server: string, nics: Nic[], opts: { created?: boolean } = {}): Promise<void> {
   const statics = nics.filter((n) => n.ip_v4_conf?.conf === 'static' && n.ip_v4_conf.ip).map((n) => n.ip_v4_conf!.ip!);
   await setServerStaticIps(tx, server, statics, opts);
   await setServerVlans(tx, server, [...new Set(nics.map((n) => n.vlan).filter((v): v is string => !!v))], opts);
+  await setServerPolicies(tx, server, [...new Set(nics.map((n) => n.firewall_policy).filter((p): p is string => !!p))], opts);
 }
 
-/** A deleted server gives back its static IPs and VLAN memberships (its leases go with the hypervisor). */
+/** A deleted server gives back its static IPs, VLAN memberships and policy uses (its leases go with the hypervisor). */
 export async function forgetNics(tx: Tx, server: string): Promise<void> {
   await setServerStaticIps(tx, server, []);
   await setServerVlans(tx, server, []);
+  await setServerPolicies(tx, server, []);
 }
 
 /** MACs of the public NICs that ask DHCP for an address at boot. */
 export const dhcpMacs = (nics: Nic[]) => nics.filter((n) => !n.vlan && n.ip_v4_conf?.conf === 'dhcp').map((n) => n.mac);
+
+/** Firewall policies of the public NICs (policies apply to public interfaces only). */
+export const publicPolicies = (nics: Nic[]) => [...new Set(nics.filter((n) => !n.vlan && n.firewall_policy).map((n) => n.firewall_policy!))];

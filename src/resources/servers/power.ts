@@ -8,7 +8,7 @@ import * as hypervisor from '../../sim/hypervisor.js';
 import type { Tx } from '../../store/db.js';
 import type { Resource } from '../../store/repository.js';
 import { attachedDrives } from './mounts.js';
-import { dhcpMacs, type Nic } from './nics.js';
+import { dhcpMacs, publicPolicies, type Nic } from './nics.js';
 
 /**
  * Power state of servers (reference §5.4–5.5, spec "Events"):
@@ -107,7 +107,8 @@ async function disksOf(tx: Tx, s: Pick<Services, 'store'>, body: Obj): Promise<{
 
 /** Enter `running`: the hypervisor powers the guest on (DHCP leases, the power-on clock). */
 async function enterRunning(tx: Tx, s: Services, row: Resource): Promise<void> {
-  await hypervisor.powerOn(tx, s, row.uuid, dhcpMacs((row.body.nics as Nic[] | undefined) ?? []), await disksOf(tx, s, row.body));
+  const nics = (row.body.nics as Nic[] | undefined) ?? [];
+  await hypervisor.powerOn(tx, s, row.uuid, { dhcpMacs: dhcpMacs(nics), disks: await disksOf(tx, s, row.body), firewallPolicies: publicPolicies(nics) });
   await saveServer(tx, s, row, { ...row.body, status: 'running' });
 }
 

@@ -1,4 +1,5 @@
 import type { Obj } from '../../core/input.js';
+import { appliedOf } from '../../sim/firewall-apply.js';
 import type { GuestState } from '../../sim/hypervisor.js';
 import { driveCounters, nicCounters } from '../../sim/runtime.js';
 import { ref } from '../../store/repository.js';
@@ -9,14 +10,23 @@ const noMicros = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/,
 
 /**
  * The `runtime` of a running server (reference §5.6) and the per-NIC / per-drive runtime objects, from
- * what the simulated hypervisor holds for it (power-on time, leases) and its traffic counters.
+ * what the simulated hypervisor holds for it (power-on time, leases) and its traffic counters. A public
+ * NIC with a firewall policy also shows the policy's rules version and the one the NIC has applied
+ * (`pending` until the next propagation tick): beyond the recorded API, so a client can wait for it.
  */
-export function presentRuntime(server: Obj, guest: Partial<GuestState>, now: Date) {
+export function presentRuntime(server: Obj, guest: Partial<GuestState>, now: Date, policyVersions: ReadonlyMap<string, number> = new Map()) {
+  const applied = appliedOf(guest);
+  const firewall = (n: Nic) => {
+    if (n.vlan || !n.firewall_policy) return {};
+    const version = policyVersions.get(n.firewall_policy) ?? 1;
+    const done = applied[n.firewall_policy] ?? null;
+    return { firewall: { applied_version: done, pending: done !== version, policy: ref('fwpolicies', n.firewall_policy), version } };
+  };
   const since = guest.active_since ?? now.getTime();
   const leases = guest.leases ?? {};
   const nicRuntime = (n: Nic) => {
     const ip = n.vlan ? null : n.ip_v4_conf?.conf === 'static' ? n.ip_v4_conf.ip : n.ip_v4_conf?.conf === 'dhcp' ? (leases[n.mac] ?? null) : null;
-    return { interface_type: n.vlan ? 'private' : 'public', io: nicCounters(since, now), ip_v4: ip ? ref('ips', ip) : null, ip_v6: null };
+    return { interface_type: n.vlan ? 'private' : 'public', io: nicCounters(since, now), ip_v4: ip ? ref('ips', ip) : null, ip_v6: null, ...firewall(n) };
   };
   const nics = (server.nics as Nic[] | undefined) ?? [];
   const drives = (server.drives as Attachment[] | undefined) ?? [];

@@ -15,7 +15,8 @@ import { consoleActions } from './consoles.js';
 import { serverFields } from './fields.js';
 import { checkHardware, defaultSmp } from './hardware.js';
 import { attachedDrives, syncMounts } from './mounts.js';
-import { forgetNics, normaliseNics, recordNics, type Nic } from './nics.js';
+import { forgetNics, normaliseNics, publicPolicies, recordNics, type Nic } from './nics.js';
+import { policyVersions } from '../../sim/firewall-apply.js';
 import { powerActions, powerTimers } from './power.js';
 import { reconcileTimers } from './reconcile.js';
 import { presentRuntime } from './runtime.js';
@@ -73,10 +74,14 @@ async function presentServers(ctx: Ctx, servers: Obj[], rows: { body: Obj }[]): 
     ctx.store.db,
     running.map((i) => servers[i].uuid as string),
   );
+  const versions = await policyVersions(
+    ctx.store.db,
+    running.flatMap((i) => publicPolicies((rows[i].body.nics as Nic[] | undefined) ?? [])),
+  );
   const now = ctx.clock.now();
   for (const i of running) {
     const s = servers[i];
-    const rt = presentRuntime(rows[i].body, guests.get(s.uuid as string) ?? {}, now);
+    const rt = presentRuntime(rows[i].body, guests.get(s.uuid as string) ?? {}, now, versions);
     s.runtime = rt.server;
     s.drives = (s.drives as (Obj & { drive: Ref })[]).map((d) => ({ ...d, runtime: rt.drive(d.drive.uuid) }));
     s.nics = (s.nics as Obj[]).map((n) => ({ ...n, runtime: rt.nic(n.mac as string) }));
