@@ -47,7 +47,7 @@ export const appliedOf = (guest: { fw_applied?: unknown }): Record<string, numbe
  * Servers are locked (in uuid order) before their guest state changes.
  */
 export async function propagate(tx: Tx, lockServers: (uuids: string[]) => Promise<unknown>): Promise<number> {
-  const pending = await tx.selectFrom('sim_state').select('uuid').where('kind', '=', PENDING).execute();
+  const pending = await tx.selectFrom('sim_state').select(['uuid', 'state']).where('kind', '=', PENDING).execute();
   if (!pending.length) return 0;
   const policies = pending.map((p) => p.uuid);
   const using = await tx.selectFrom('fwpolicy_servers').select(['policy_uuid', 'server_uuid']).where('policy_uuid', 'in', policies).execute();
@@ -63,7 +63,8 @@ export async function propagate(tx: Tx, lockServers: (uuids: string[]) => Promis
     await updateState(tx, SERVERS, server, { fw_applied: { ...appliedOf(guest), ...Object.fromEntries(mine) } });
     applied++;
   }
-  await dropState(tx, PENDING, policies);
+  // Only the changes applied here: a change committed meanwhile (a newer version) stays pending.
+  for (const p of pending) await tx.deleteFrom('sim_state').where('kind', '=', PENDING).where('uuid', '=', p.uuid).where('state', '=', p.state).execute();
   return applied;
 }
 
