@@ -84,6 +84,11 @@ export interface CollectionDecl extends Common {
   /** Carries tags (a `tags` field of tag references, kept as tag membership). */
   taggable?: boolean;
   actions?: Record<string, ActionDecl>;
+  /**
+   * Read-only views of one object at `GET /<kind>/<uuid>/<name>/` (a server's `runtime/`): the value the
+   * function answers for an object the caller can see (it answers 404 otherwise, as a GET of the object).
+   */
+  views?: Record<string, (ctx: Ctx, uuid: string) => Promise<unknown>>;
   service: CollectionService;
 }
 

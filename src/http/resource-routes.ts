@@ -81,6 +81,8 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } },
     single,
   ];
+  for (const [name, view] of Object.entries(decl.views ?? {}))
+    paths.push({ url: `${base}:uuid/${name}/`, methods: { GET: async (req) => ok(await view(ctxOf(req), req.params.uuid)) } });
   const actions = decl.actions;
   if (actions && svc.authorize) {
     const authorize = svc.authorize.bind(svc);

@@ -53,6 +53,11 @@ async function readyDrive(owner: User): Promise<string> {
   return d.uuid;
 }
 
+/** Actions whose body is not the object's own definition. */
+const ACTION_BODIES: Record<string, Record<string, unknown>> = {
+  'fwpolicies.evaluate': { direction: 'in', ip_proto: 'tcp', src_ip: '10.0.0.1', src_port: 40000, dst_ip: '185.12.5.10', dst_port: 22 },
+};
+
 /** Actions that need their object in a particular state first (the owner puts it there). */
 const PREPARE: Record<string, (owner: User, uri: string) => Promise<unknown>> = {
   'servers.stop': (o, uri) => startServer_(o, uri),
@@ -80,7 +85,7 @@ function sampleBody(decl: CollectionDecl): Record<string, unknown> {
 }
 
 type RouteKind =
-  'list' | 'detail' | 'schema' | 'create' | 'get' | 'update' | 'delete' | 'bulk-delete' | 'action' | 'tagged' | 'singleton-get' | 'singleton-put';
+  'list' | 'detail' | 'schema' | 'create' | 'get' | 'view' | 'update' | 'delete' | 'bulk-delete' | 'action' | 'tagged' | 'singleton-get' | 'singleton-put';
 interface Route {
   decl: ResourceDecl;
   method: string;
@@ -105,6 +110,7 @@ function classify(url: string, method: string): { decl: ResourceDecl; kind: Rout
   if (second === ':uuid' && third === '')
     return { decl, kind: method === 'GET' ? 'get' : method === 'PUT' ? 'update' : method === 'DELETE' ? 'delete' : fail(url, method) };
   if (second === ':uuid' && third === 'action') return { decl, kind: 'action' };
+  if (second === ':uuid' && third && (decl as CollectionDecl).views?.[third]) return { decl, kind: 'view' };
   return fail(url, method);
 }
 function fail(url: string, method: string): never {
@@ -127,6 +133,7 @@ function routes(): Route[] {
 function needed(r: Route): Permission | null {
   switch (r.kind) {
     case 'get':
+    case 'view':
     case 'list':
     case 'detail':
       return 'LIST';
@@ -231,7 +238,7 @@ async function call(r: Route, caller: Caller, s: Setup): Promise<Response> {
       : r.kind === 'bulk-delete'
         ? { objects: [{ uuid: s.uuid }] }
         : r.kind === 'action'
-          ? s.definition // the object's own definition: valid for every action (resize wants a full one)
+          ? (ACTION_BODIES[`${r.decl.kind}.${r.action}`] ?? s.definition) // the object's own definition: valid for every action (resize wants a full one)
           : r.kind === 'update' || r.kind === 'singleton-put'
             ? {}
             : undefined;
@@ -250,10 +257,12 @@ function expectation(r: Route, caller: Caller): { status: number; listed?: boole
     schema: 200,
     create: 201,
     get: 200,
+    view: 200,
     update: 200,
     delete: 204,
     'bulk-delete': 204,
-    action: 202,
+    // An asynchronous action answers 202, a synchronous one 200.
+    action: r.action && !(r.decl as CollectionDecl).actions![r.action].async ? 200 : 202,
     tagged: 200,
     'singleton-get': 200,
     'singleton-put': 200,

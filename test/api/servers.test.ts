@@ -329,6 +329,23 @@ describe('lifecycle on the simulated hypervisor', () => {
     assert.deepEqual(await logOf(s.uuid), ['create', 'start_send', 'boot']);
   });
 
+  test('GET servers/<uuid>/runtime/: the runtime alone (pycloudsigma Server.runtime); null when stopped; 404 as the server', async () => {
+    const s = await server(alice, { nics: [{ ip_v4_conf: { conf: 'dhcp' } }] });
+    const stopped = await alice.get(`${s.resource_uri}runtime/`);
+    assert.equal(stopped.status, 200, stopped.text);
+    assert.equal(stopped.json, null);
+    assert.equal((await alice.get(`${s.resource_uri}runtime/?format=xml`)).status, 200);
+    await act(alice, s, 'start');
+    await srv.advance(3_000);
+    const rt = await alice.get(`${s.resource_uri}runtime/`);
+    assert.equal(rt.status, 200);
+    sameShape(rt.json, golden('response_server_get_running').runtime);
+    assert.equal(rt.json.nics[0].interface_type, 'public');
+    assert.equal((await bob.get(`${s.resource_uri}runtime/`)).status, 404);
+    assert.equal((await alice.get(`servers/${crypto.randomUUID()}/runtime/`)).status, 404);
+    assert.equal((await alice.post(`${s.resource_uri}runtime/`, {})).status, 405);
+  });
+
   test('stop: stopping then stopped, runtime null; stop again is 403 (fixture)', async () => {
     const s = await running(alice);
     const res = await act(alice, s, 'stop');

@@ -113,6 +113,8 @@ export const servers = storedDecl(
     taggable: true,
     actions: { ...powerActions, ...consoleActions, clone: cloneAction((ctx, uuid) => servers.service.get(ctx, uuid)) },
     timers: { ...powerTimers, ...cloneTimers, ...reconcileTimers },
+    // pycloudsigma's Server.runtime(): the runtime alone (null while the server is not running).
+    views: { runtime: async (ctx, uuid) => (await servers.service.get(ctx, uuid)).runtime },
   },
   {
     prepare(values, mode) {
