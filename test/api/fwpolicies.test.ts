@@ -204,6 +204,23 @@ describe('policies on servers', () => {
     assert.deepEqual(await nicFirewall(c, server), { applied_version: 3, pending: false, policy: { resource_uri: p.resource_uri, uuid: p.uuid }, version: 3 });
   });
 
+  test("the simulated network puts a booting guest's DHCP request through its policy", async () => {
+    const c = await srv.user();
+    const closed = await policy(c, { rules: [{ action: 'drop', direction: 'out', ip_proto: 'udp' }] });
+    const open = await policy(c, { rules: [{ action: 'drop', direction: 'out', ip_proto: 'udp', dst_port: '53' }] });
+    const [s1, s2] = [await firewalled(c, closed.uuid), await firewalled(c, open.uuid)];
+    await start(c, s1);
+    await start(c, s2);
+    const ip = async (s: { resource_uri: string }) => (await get(c, s.resource_uri)).runtime.nics[0].ip_v4;
+    assert.equal(await ip(s1), null, 'outbound UDP dropped: no DHCP lease');
+    assert.ok((await ip(s2))?.uuid, 'DHCP gets through');
+    // A guest account may still ask DHCP for an address (its level allows DHCP out).
+    await setState(srv.services, c.email, 'GUEST');
+    const s3 = await firewalled(c, open.uuid);
+    await start(c, s3);
+    assert.ok((await ip(s3))?.uuid);
+  });
+
   test('private NICs carry no firewall runtime', async () => {
     const c = await srv.user();
     const p = await policy(c, {});

@@ -8,6 +8,7 @@ import * as hypervisor from '../../sim/hypervisor.js';
 import type { Tx } from '../../store/db.js';
 import type { Resource } from '../../store/repository.js';
 import { attachedDrives } from './mounts.js';
+import { dhcpGetsThrough } from '../fwpolicies/dhcp.js';
 import { dhcpMacs, publicPolicies, type Nic } from './nics.js';
 
 /**
@@ -108,7 +109,14 @@ async function disksOf(tx: Tx, s: Pick<Services, 'store'>, body: Obj): Promise<{
 /** Enter `running`: the hypervisor powers the guest on (DHCP leases, the power-on clock). */
 async function enterRunning(tx: Tx, s: Services, row: Resource): Promise<void> {
   const nics = (row.body.nics as Nic[] | undefined) ?? [];
-  await hypervisor.powerOn(tx, s, row.uuid, { dhcpMacs: dhcpMacs(nics), disks: await disksOf(tx, s, row.body), firewallPolicies: publicPolicies(nics) });
+  const dhcp = new Set(dhcpMacs(nics));
+  const asking = await dhcpGetsThrough(
+    tx,
+    s,
+    row.owner_uuid,
+    nics.filter((n) => dhcp.has(n.mac)),
+  );
+  await hypervisor.powerOn(tx, s, row.uuid, { dhcpMacs: asking, disks: await disksOf(tx, s, row.body), firewallPolicies: publicPolicies(nics) });
   await saveServer(tx, s, row, { ...row.body, status: 'running' });
 }
 
