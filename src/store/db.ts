@@ -49,7 +49,7 @@ export class Store {
     location: string,
     private readonly counter: { n: number },
     cacheMiB: number,
-    direct?: (text: string, parameters: readonly unknown[]) => unknown[],
+    direct?: (text: string, parameters: readonly unknown[], outside?: boolean) => unknown[] | undefined,
     anchorStep?: number,
   ) {
     this.presented = new VersionedCache(cacheMiB * 1024 * 1024);
@@ -83,6 +83,8 @@ export class Store {
         redact(url),
         counter,
         cacheMiB,
+        undefined,
+        opts.anchorStep,
       );
     } else {
       if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
@@ -93,9 +95,10 @@ export class Store {
       sqlite.pragma('busy_timeout = 5000');
       sqlite.pragma('foreign_keys = ON');
       const statements = withStatementCache(sqlite);
-      const direct = (text: string, parameters: readonly unknown[]): unknown[] => {
-        counter.n++;
+      const direct = (text: string, parameters: readonly unknown[], outside = false): unknown[] | undefined => {
         const stmt = statements.prepare(text);
+        if (outside && (!stmt.reader || sqlite.inTransaction)) return undefined;
+        counter.n++;
         if (stmt.reader) return stmt.all(parameters) as unknown[];
         stmt.run(parameters);
         return [];
