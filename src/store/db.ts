@@ -8,7 +8,7 @@ import { byCodePoint } from '../core/order.js';
 import type { Database } from './schema.js';
 import { migrationProvider } from './migrations/index.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
-import { shapeName } from './shapes.js';
+import { shapeName, statementName } from './shapes.js';
 import { VersionedCache } from './object-cache.js';
 
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
@@ -208,7 +208,7 @@ function preparingShapes(pool: Pg.Pool): PostgresPool {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
     (client as { query: unknown }).query = (text: unknown, values?: unknown) => {
       const name = typeof text === 'string' ? shapeName(text) : undefined;
-      return name ? query({ name, text, values }) : query(text, values);
+      return name ? query({ name: statementName(name), text, values }) : query(text, values);
     };
     return client;
   };
