@@ -1,7 +1,7 @@
 import type { Ctx, Services } from './context.js';
 import { permission as forbidden, validation } from './errors.js';
 import type { Db, Tx } from '../store/db.js';
-import type { Resource, ResourceRepository } from '../store/repository.js';
+import type { Resource } from '../store/repository.js';
 import { byCodePoint } from './order.js';
 
 /**
@@ -80,43 +80,6 @@ export async function effectivePermissions(
 export interface GranteeEntry {
   permissions: Permission[];
   user: { email: string | null; resource_uri: string; uuid: string };
-}
-
-/** Who holds which applicable permissions on each resource (the owner's `grantees` view), one query. */
-export async function granteesOf(
-  repo: ResourceRepository,
-  db: Db | Tx,
-  kind: string,
-  uuids: string[],
-  applicable: readonly Permission[],
-): Promise<Map<string, GranteeEntry[]>> {
-  const out = new Map<string, GranteeEntry[]>();
-  if (!uuids.length || !applicable.length) return out;
-  const rows = await repo.shaped<{ res_uuid: string; grantee_uuid: string; email: string | null; permission: string }, 'kind' | 'uuids' | 'perms'>(
-    db,
-    'acl.grantees',
-    (arg) =>
-      db
-        .selectFrom('tag_members as tm')
-        .innerJoin('acl_tags as t', 't.tag_uuid', 'tm.tag_uuid')
-        .innerJoin('acl_grantees as g', 'g.acl_uuid', 't.acl_uuid')
-        .innerJoin('acl_rules as r', 'r.acl_uuid', 't.acl_uuid')
-        .innerJoin('users as u', 'u.uuid', 'g.grantee_uuid')
-        .select(['tm.res_uuid', 'g.grantee_uuid', 'u.email', 'r.permission'])
-        .where('tm.res_type', '=', arg('kind'))
-        .where(repo.inList('tm.res_uuid', arg('uuids')))
-        .where(repo.inList('r.permission', arg('perms'))),
-    { kind, uuids: repo.listArg(uuids), perms: repo.listArg(applicable) },
-  );
-  // Repeats (one per ACL and tag giving the same grant) are folded by granteeEntries.
-  const byRes = new Map<string, typeof rows>();
-  for (const r of rows) {
-    const list = byRes.get(r.res_uuid);
-    if (list) list.push(r);
-    else byRes.set(r.res_uuid, [r]);
-  }
-  for (const [res, grants] of byRes) out.set(res, granteeEntries(grants, applicable));
-  return out;
 }
 
 /**

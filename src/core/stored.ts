@@ -1,7 +1,7 @@
 import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import type { Database } from '../store/schema.js';
 import type { Db, Tx } from '../store/db.js';
-import { ownerRef, ref, resourceUri, type AnyQuery, type Resource, type VisibleSet } from '../store/repository.js';
+import { ownerRef, ref, resourceUri, type AnyQuery, type Relations, type Resource, type VisibleSet } from '../store/repository.js';
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
 import { copyOf, frozen } from './json.js';
@@ -10,18 +10,8 @@ import Type from 'typebox';
 import { f, NO_DEFAULT, type Field } from './fields.js';
 import type { CollectionDecl, CollectionService, ListQuery, ListResult } from './resource.js';
 import { sharedRows, visibleRows } from './visibility.js';
-import { attachTags, setTagsOf } from './tagging.js';
-import {
-  declareApplicable,
-  effectivePermissions,
-  grantedUuids,
-  granteeEntries,
-  granteesOf,
-  heldPermissions,
-  requirePermission,
-  type GranteeEntry,
-  type Permission,
-} from './permissions.js';
+import { setTagsOf } from './tagging.js';
+import { declareApplicable, grantedUuids, granteeEntries, heldPermissions, requirePermission, type GranteeEntry, type Permission } from './permissions.js';
 import { byCodePoint } from './order.js';
 
 /** A stored object: its indexed columns and its body as data. */
@@ -71,6 +61,8 @@ export interface StoredHooks {
    * It returns a new object; `object` is the body with owner, resource_uri and uuid.
    */
   presentStatic?(object: Obj): Obj;
+  /** Relations beyond tags and sharing that `decorate` reads from `rows[i].related` (read with the rows). */
+  reads?: Pick<Relations, 'members'>;
   /**
    * Adds computed fields that change without the row changing (other rows, time, the simulator) to a page
    * of objects in one batch (never one query per object); `rows[i]` is the stored row of `objects[i]`.
@@ -168,37 +160,35 @@ export class StoredCollection implements CollectionService {
     return copyOf(shown);
   }
 
-  /**
-   * Objects as the caller sees them. `permissions`/`grantees` are read through `db`, the same snapshot
-   * the rows came from, so a grantee never sees an object with permissions of another moment.
-   */
-  private async presentAll(ctx: Ctx, rows: Row[], db: Db | Tx, wants: (key: string) => boolean = all): Promise<Obj[]> {
-    const objects = rows.map((r) => this.present(ctx.store, r));
-    if (!objects.length) return objects;
-    if (this.shows && this.permissions && (wants('grantees') || wants('permissions'))) await this.attachSharing(ctx, rows, objects, this.permissions, db);
-    // In the same snapshot too: one read transaction for everything stored (and, on SQLite, no second turn).
-    if (this.taggable && wants('tags')) await attachTags(ctx, this.kind, objects, db);
-    return objects;
+  /** The relations a read brings along with this kind's rows, for the keys the caller will see. */
+  private relations(wants: (key: string) => boolean = all): Relations {
+    return {
+      tags: this.taggable && wants('tags'),
+      sharing: this.shows && this.permissions !== undefined && (wants('grantees') || wants('permissions')),
+      members: this.hooks.reads?.members === true,
+    };
   }
 
-  /** Computed fields that need no snapshot with the rows (the kind's decorations). */
-  private async decorate(ctx: Ctx, objects: Obj[], rows: Row[]): Promise<Obj[]> {
-    if (!objects.length) return objects;
+  /**
+   * Objects as the caller sees them, from rows read with their relations (`relations()`): the caller's tags,
+   * and `grantees` (who holds what, shown to the owner only, so a grantee never learns who else shares the
+   * resource) or `permissions` (the caller's effective grants, empty for the owner). Then the kind's
+   * decorations (computed fields that need no snapshot with the rows).
+   */
+  private async shown(ctx: Ctx, rows: Row[], rel: Relations): Promise<Obj[]> {
+    if (!rows.length) return [];
+    const objects = rows.map((row) => {
+      const object = this.present(ctx.store, row);
+      const related = row.related!;
+      if (rel.sharing && this.permissions) {
+        const own = row.owner_uuid === ctx.caller.uuid;
+        showSharing(object, own, own ? granteeEntries(related.grants, this.permissions) : [], own ? [] : heldPermissions(related.held, this.permissions));
+      }
+      if (rel.tags) object.tags = related.tags.map((t) => ref('tags', t));
+      return object;
+    });
     if (this.hooks.decorate) await this.hooks.decorate(ctx, objects, rows);
     return objects;
-  }
-
-  /**
-   * `permissions` (the caller's effective grants, empty for the owner) and `grantees` (who holds what,
-   * shown to the owner only, so a grantee never learns who else shares the resource).
-   */
-  private async attachSharing(ctx: Ctx, rows: Row[], objects: Obj[], applicable: readonly Permission[], db: Db | Tx): Promise<void> {
-    const me = ctx.caller.uuid;
-    const mine = rows.filter((r) => r.owner_uuid === me).map((r) => r.uuid);
-    const theirs = rows.filter((r) => r.owner_uuid !== me).map((r) => r.uuid);
-    const grantees = await granteesOf(ctx.store.resources, db, this.kind, mine, applicable);
-    const perms = await effectivePermissions(db, me, this.kind, theirs, applicable);
-    objects.forEach((o, i) => showSharing(o, rows[i].owner_uuid === me, grantees.get(rows[i].uuid) ?? [], perms.get(rows[i].uuid) ?? []));
   }
 
   /** The visible rows of this kind matching the query's filters (no paging). */
@@ -213,18 +203,16 @@ export class StoredCollection implements CollectionService {
   }
 
   async list(ctx: Ctx, query: ListQuery): Promise<ListResult> {
-    // A short list (or `fields=`) shows a few keys: decorations for the others are skipped.
+    // A short list (or `fields=`) shows a few keys: relations for the others are not read.
     const fields = query.fields && new Set(query.fields);
-    const wants = fields ? (key: string) => fields.has(key) : all;
-    const { total, objects, rows } = await ctx.store.snapshot(async (db) => {
-      const page = await ctx.store.resources.listPage(this.filtered(ctx, query, db), {
-        order: this.spec.order ?? 'created',
-        limit: query.limit,
-        offset: query.offset,
-      });
-      return { total: page.total, objects: await this.presentAll(ctx, page.rows, db, wants), rows: page.rows };
-    });
-    return { total, objects: await this.decorate(ctx, objects, rows) };
+    const rel = this.relations(fields ? (key: string) => fields.has(key) : all);
+    const page = { order: this.spec.order ?? 'created', limit: query.limit, offset: query.offset } as const;
+    const set = this.filtered(ctx, query);
+    // Usually one statement (its own snapshot); a deep page takes several, read in one snapshot.
+    const { rows, total } = ctx.store.resources.pagesInSteps(set, page)
+      ? await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, rel))
+      : await ctx.store.resources.listPage(set, page, rel);
+    return { total, objects: await this.shown(ctx, rows, rel) };
   }
 
   /**
@@ -261,19 +249,14 @@ export class StoredCollection implements CollectionService {
    * snapshot, one round trip); the kind's decorations follow.
    */
   async get(ctx: Ctx, uuid: string): Promise<Obj> {
-    const found = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid);
-    if (!found) {
+    const rel = this.relations();
+    const row = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid, rel);
+    if (!row) {
       const elsewhere = await this.hooks.fallbackGet?.(ctx, uuid);
       if (elsewhere) return elsewhere;
       throw notFound(uuid);
     }
-    const object = this.present(ctx.store, found.row);
-    if (this.shows && this.permissions) {
-      const grants = found.grants.map(([grantee_uuid, email, permission]) => ({ grantee_uuid, email, permission }));
-      showSharing(object, found.row.owner_uuid === ctx.caller.uuid, granteeEntries(grants, this.permissions), heldPermissions(found.held, this.permissions));
-    }
-    if (this.taggable) object.tags = found.tags.map((t) => ref('tags', t));
-    return (await this.decorate(ctx, [object], [found.row]))[0];
+    return (await this.shown(ctx, [row], rel))[0];
   }
 
   private validated(input: Obj, mode: 'create' | 'update'): Obj {
@@ -352,14 +335,10 @@ export class StoredCollection implements CollectionService {
     return s.store.resources.insert(tx, s.clock.now(), { kind: this.kind, uuid, owner, body });
   }
 
-  /** Present objects by uuid (any owner) as `ctx.caller` sees them, in the given order. */
+  /** Present objects by uuid (any owner) as `ctx.caller` sees them, in the given order: one statement. */
   async presentUuids(ctx: Ctx, uuids: string[]): Promise<Obj[]> {
-    if (!uuids.length) return [];
-    const { rows, objects } = await ctx.store.snapshot(async (db) => {
-      const found = await ctx.store.resources.getMany(db, this.kind, uuids);
-      return { rows: found, objects: await this.presentAll(ctx, found, db) };
-    });
-    return this.decorate(ctx, objects, rows);
+    const rel = this.relations();
+    return this.shown(ctx, await ctx.store.resources.findManyWith(ctx.store.db, this.kind, uuids, ctx.caller.uuid, rel), rel);
   }
 
   /**

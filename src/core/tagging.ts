@@ -1,13 +1,12 @@
 import type { Ctx } from './context.js';
 import { validation } from './errors.js';
-import { relatedId, type Obj } from './input.js';
-import type { Db, Tx } from '../store/db.js';
-import { ref } from '../store/repository.js';
+import { relatedId } from './input.js';
+import type { Tx } from '../store/db.js';
 
 /**
  * The resource side of tagging: a taggable kind's `tags` field. Writing it replaces the set of the
- * caller's tags that carry the resource; reading it lists them. Tag membership lives in `tag_members`,
- * the same rows the tag's own `resources` field shows.
+ * caller's tags that carry the resource; reads bring them along with the rows (the repository's
+ * relations). Tag membership lives in `tag_members`, the same rows the tag's own `resources` field shows.
  */
 export async function setTagsOf(tx: Tx, ctx: Ctx, kind: string, uuid: string, refs: unknown[]): Promise<void> {
   const ids = [...new Set(refs.map((r) => relatedId(r, 'tags')))];
@@ -16,18 +15,4 @@ export async function setTagsOf(tx: Tx, ctx: Ctx, kind: string, uuid: string, re
   const missing = ids.find((id) => !have.has(id));
   if (missing !== undefined) throw validation('tags', `Tag ${missing} does not exist`);
   await ctx.store.resources.setResourceTags(tx, ctx.caller.uuid, kind, uuid, ids);
-}
-
-/**
- * Fill `tags` ([{resource_uri, uuid}]) for a page of objects of one kind, in one query. Only the
- * caller's own tags show: a grantee does not see how the owner organises a shared resource.
- */
-export async function attachTags(ctx: Ctx, kind: string, objects: Obj[], db: Db | Tx = ctx.store.db): Promise<void> {
-  const byResource = await ctx.store.resources.tagsOn(
-    db,
-    ctx.caller.uuid,
-    kind,
-    objects.map((o) => o.uuid as string),
-  );
-  for (const o of objects) o.tags = (byResource.get(o.uuid as string) ?? []).map((t) => ref('tags', t));
 }

@@ -43,7 +43,37 @@ export interface Resource {
   version: number;
   created_at: string;
   updated_at: string;
+  /** The relations a read brought along with the row (see `Relations`), when it asked for any. */
+  related?: Related;
 }
+
+/**
+ * Which relations of its rows a read brings along, each as a JSON column of the same statement: one
+ * statement is one snapshot and, on PostgreSQL, one round trip.
+ */
+export interface Relations {
+  /** The caller's tags on each row (another user's tags on it are never read). */
+  tags?: boolean;
+  /** The ACL grants on the rows the caller owns (their `grantees`), the permissions the caller holds on the others. */
+  sharing?: boolean;
+  /** A tag's members with their owners. */
+  members?: boolean;
+}
+
+/** A row's relations as read with it; those not asked for are empty. */
+export interface Related {
+  /** Tag uuids, in tagging order. */
+  tags: string[];
+  /** Repeats allowed: one per ACL and tag that gives the grant. Only on rows the caller owns. */
+  grants: { grantee_uuid: string; email: string | null; permission: string }[];
+  /** Permissions the caller's grants give (repeats allowed). Only on rows the caller does not own. */
+  held: string[];
+  /** In tagging order. */
+  members: { res_type: string; res_uuid: string; owner_uuid: string | null }[];
+}
+
+/** A key naming which relations a shape reads (part of its shape key). */
+const relKey = (rel: Relations): string => (rel.tags ? 't' : '') + (rel.sharing ? 's' : '') + (rel.members ? 'm' : '') || 'none';
 
 /** A reference as the API shows it. */
 export interface Ref {
@@ -59,6 +89,22 @@ export const ownerRef = (uuid: string | null): Ref | null => (uuid ? ref('user',
 
 type Row = { seq: number; kind: string; uuid: string; owner_uuid: string | null; body: string; version: number; created_at: string; updated_at: string };
 const COLUMNS = ['seq', 'kind', 'uuid', 'owner_uuid', 'body', 'version', 'created_at', 'updated_at'] as const;
+/** A row with the JSON columns of its relations (those a shape reads). */
+type RelRow = Row & { rel_tags?: string; rel_grants?: string; rel_held?: string; rel_members?: string };
+
+/** The relations of a row read with `relationColumns`. */
+function relatedOf(r: RelRow): Related {
+  const list = (text: string | undefined): unknown[] => (text ? (JSON.parse(text) as unknown[]) : []);
+  return {
+    tags: list(r.rel_tags) as string[],
+    grants: (list(r.rel_grants) as [string, string | null, string][]).map(([grantee_uuid, email, permission]) => ({ grantee_uuid, email, permission })),
+    held: list(r.rel_held) as string[],
+    members: (list(r.rel_members) as [string, string, string | null][]).map(([res_type, res_uuid, owner_uuid]) => ({ res_type, res_uuid, owner_uuid })),
+  };
+}
+
+/** A row read with relation columns, as data with its relations. */
+const withRelated = (r: RelRow): Resource => Object.assign(toResource(r), { related: relatedOf(r) });
 
 /** A row as data; the body is parsed when first read. */
 function toResource(r: Row): Resource {
@@ -98,11 +144,14 @@ export class ResourceRepository {
   /**
    * `direct` runs a statement on SQLite's one connection synchronously. A transaction holds that
    * connection until it ends, so inside one a compiled shape can skip Kysely's executor (its connection
-   * hand-off and promises cost more than the statement) with the same result.
+   * hand-off and promises cost more than the statement) with the same result. Outside one (`outside`), it
+   * runs only a read, and only while no transaction is open on the connection (else it answers undefined):
+   * a read that runs to its end synchronously, between transactions, sees what is committed, as through
+   * Kysely.
    */
   constructor(
     readonly dialect: Dialect,
-    private readonly direct?: (text: string, parameters: readonly unknown[]) => unknown[],
+    private readonly direct?: (text: string, parameters: readonly unknown[], outside?: boolean) => unknown[] | undefined,
     /** Positions between anchors (see `ownWindow`); small in tests, so deep pages are exercised on small lists. */
     private readonly anchorStep = 1000,
   ) {}
@@ -153,11 +202,18 @@ export class ResourceRepository {
 
   /**
    * A deep page of an unfiltered list in creation order: own rows found from the anchors, merged in memory
-   * with the shared rows (all of them are in hand, and they are bounded by what is shared), then read by seq.
-   * The own window starts where the page can start at the earliest (every shared row before it) and ends
-   * where it can end at the latest, so it is at most (shared rows + limit) long.
+   * with the shared rows (all of them are in hand, and they are bounded by what is shared), then read by seq
+   * with their relations. The own window starts where the page can start at the earliest (every shared row
+   * before it) and ends where it can end at the latest, so it is at most (shared rows + limit) long.
+   * Several statements: the caller runs it in one snapshot.
    */
-  private async deepPage(set: VisibleSet, shared: readonly number[], offset: number, limit: number): Promise<{ rows: Resource[]; total: number }> {
+  private async deepPage(
+    set: VisibleSet,
+    shared: readonly number[],
+    offset: number,
+    limit: number,
+    rel: Relations,
+  ): Promise<{ rows: Resource[]; total: number }> {
     const db = set.db;
     const count = await this.countRow(db, set.kind, set.owner);
     const theirs = [...shared].sort((a, b) => a - b);
@@ -174,23 +230,24 @@ export class ResourceRepository {
       if (pos >= offset) page.push(next);
     }
     if (!page.length) return { rows: [], total };
-    const rows = await this.shaped<Row, 'seqs'>(
+    const rows = await this.shaped<RelRow, 'seqs' | 'me'>(
       db,
-      'resources.by-seq',
+      `resources.by-seq:${relKey(rel)}`,
       (arg) =>
         db
           .selectFrom('resources')
-          .select([...COLUMNS])
+          .select([...COLUMNS, ...this.relationColumns(rel, arg('me'))])
           .where(this.inList('seq', arg('seqs')))
           .orderBy('seq'),
-      { seqs: this.listArg(page) },
+      { seqs: this.listArg(page), me: set.owner },
     );
-    return { rows: rows.map(toResource), total };
+    return { rows: rows.map((r) => withRelated(r)), total };
   }
 
-  /** Runs a compiled shape: directly inside an SQLite transaction, through Kysely otherwise. */
+  /** Runs a compiled shape: directly on SQLite when it may (see `direct`), through Kysely otherwise. */
   private async exec<R>(db: Db | Tx, compiled: CompiledQuery): Promise<R[]> {
-    if (this.direct && db.isTransaction) return this.direct(compiled.sql, compiled.parameters) as R[];
+    const rows = this.direct?.(compiled.sql, compiled.parameters, !db.isTransaction);
+    if (rows) return rows as R[];
     return (await db.executeQuery<R>(compiled)).rows;
   }
 
@@ -517,45 +574,6 @@ export class ResourceRepository {
         .execute();
   }
 
-  /** `owner`'s tags on each of a page of resources of one kind, in tagging order. */
-  async tagsOn(db: Db | Tx, owner: string, kind: string, uuids: readonly string[]): Promise<Map<string, string[]>> {
-    const out = new Map<string, string[]>();
-    if (!uuids.length) return out;
-    const rows = await this.shaped<{ res_uuid: string; tag_uuid: string }, 'owner' | 'kind' | 'uuids'>(
-      db,
-      'tags.on',
-      (arg) =>
-        db
-          .selectFrom('tag_members')
-          .innerJoin('resources as t', (j) => j.onRef('t.uuid', '=', 'tag_members.tag_uuid').on('t.kind', '=', 'tags'))
-          .select(['res_uuid', 'tag_uuid'])
-          .where('t.owner_uuid', '=', arg('owner'))
-          .where('res_type', '=', arg('kind'))
-          .where(this.inList('res_uuid', arg('uuids')))
-          .orderBy('tag_members.seq'),
-      { owner, kind, uuids: this.listArg(uuids) },
-    );
-    for (const r of rows) out.set(r.res_uuid, [...(out.get(r.res_uuid) ?? []), r.tag_uuid]);
-    return out;
-  }
-
-  /** The members of a page of tags (with their owners), in tagging order. */
-  async membersOf(db: Db | Tx, tags: readonly string[]) {
-    if (!tags.length) return [];
-    return this.shaped<{ tag_uuid: string; res_type: string; res_uuid: string; owner_uuid: string | null }, 'tags'>(
-      db,
-      'tags.members',
-      (arg) =>
-        db
-          .selectFrom('tag_members as tm')
-          .innerJoin('resources as r', (j) => j.onRef('r.uuid', '=', 'tm.res_uuid').onRef('r.kind', '=', 'tm.res_type'))
-          .select(['tm.tag_uuid', 'tm.res_type', 'tm.res_uuid', 'r.owner_uuid'])
-          .where(this.inList('tm.tag_uuid', arg('tags')))
-          .orderBy('tm.seq'),
-      { tags: this.listArg(tags) },
-    );
-  }
-
   /** A deleted tag stops carrying resources and stops sharing them through ACLs. */
   async dropTag(tx: Tx, tag: string): Promise<void> {
     await tx.deleteFrom('tag_members').where('tag_uuid', '=', tag).execute();
@@ -660,34 +678,20 @@ export class ResourceRepository {
   }
 
   /**
-   * One visible row by uuid with what a presenter shows of its relations, in one statement (a statement is
-   * its own snapshot: no transaction, and on PostgreSQL one round trip instead of five): the caller's tags
-   * on it (in tagging order), every grant on it through ACLs as [grantee, e-mail, permission] (the owner's
-   * `grantees`), and the permissions the caller holds on it (a grantee's `permissions`).
+   * One visible row by uuid with the relations `rel` asks for, in one statement (a statement is its own
+   * snapshot: no transaction, and on PostgreSQL one round trip).
    */
-  async findVisibleWith(
-    set: VisibleSet,
-    uuid: string,
-  ): Promise<{ row: Resource; tags: string[]; grants: [string, string | null, string][]; held: string[] } | undefined> {
+  async findVisibleWith(set: VisibleSet, uuid: string, rel: Relations): Promise<Resource | undefined> {
     const db = set.db;
-    const rows = await this.run<Row & { rel_tags: string; rel_grants: string; rel_held: string }, 'kind' | 'me' | 'uuid'>(
-      this.shapeKey('visible.one-with', set),
+    const rows = await this.run<RelRow, 'kind' | 'me' | 'uuid'>(
+      this.shapeKey('visible.one-with', set, relKey(rel)),
       db,
       (arg) => {
         const me = arg('me');
-        const tags = sql`select tm.tag_uuid as v, tm.seq as s from tag_members as tm inner join resources as t on t.uuid = tm.tag_uuid and t.kind = 'tags' where t.owner_uuid = ${me} and tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
-        const grants = sql`select ${this.dialect === 'postgres' ? sql`json_build_array` : sql`json_array`}(g.grantee_uuid, u.email, r.permission) as v, 0 as s from tag_members as tm inner join acl_tags as t on t.tag_uuid = tm.tag_uuid inner join acl_grantees as g on g.acl_uuid = t.acl_uuid inner join acl_rules as r on r.acl_uuid = t.acl_uuid inner join users as u on u.uuid = g.grantee_uuid where tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
-        // CROSS JOINs in this order: SQLite starts from the caller's grants, as grantedUuids does.
-        const held = sql`select r.permission as v, 0 as s from acl_grantees as g cross join acl_rules as r cross join acl_tags as t cross join tag_members as tm where g.grantee_uuid = ${me} and r.acl_uuid = g.acl_uuid and t.acl_uuid = g.acl_uuid and tm.tag_uuid = t.tag_uuid and tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
         return this.withWhere(
           db
             .selectFrom('resources')
-            .select([
-              ...COLUMNS,
-              this.jsonList(tags).as('rel_tags'),
-              this.jsonList(grants, { json: true }).as('rel_grants'),
-              this.jsonList(held).as('rel_held'),
-            ])
+            .select([...COLUMNS, ...this.relationColumns(rel, me)])
             .where('resources.kind', '=', arg('kind'))
             .where('resources.uuid', '=', arg('uuid'))
             .where((eb) =>
@@ -698,96 +702,220 @@ export class ResourceRepository {
       },
       { kind: set.kind, me: set.owner, uuid },
     );
-    const r = rows[0];
-    if (!r) return undefined;
-    return { row: toResource(r), tags: JSON.parse(r.rel_tags), grants: JSON.parse(r.rel_grants), held: JSON.parse(r.rel_held) };
+    return rows[0] && withRelated(rows[0]);
   }
 
   /**
-   * A subquery's values (its column `v`, in the order of its column `s`) as JSON array text, `[]` when it has
-   * none. `json`: the values are JSON arrays themselves (SQLite loses that across a subquery without `json()`).
+   * Rows of a kind by uuid (any owner), in the order asked (missing ones left out), with the relations `rel`
+   * asks for as `me` sees them: one statement.
    */
-  private jsonList(sub: RawBuilder<unknown>, opts: { json?: boolean } = {}): RawBuilder<string> {
-    if (this.dialect === 'postgres') return sql<string>`(select coalesce(json_agg(x.v order by x.s), '[]'::json)::text from (${sub}) as x)`;
-    return sql<string>`(select json_group_array(${opts.json ? sql`json(x.v)` : sql`x.v`}) from (${sub} order by s) as x)`;
-  }
-
-  /**
-   * A page of a visible set, in creation order (or most recently changed first), and its total.
-   *
-   * The shared half is read first, whole and unsorted: it is bounded by what others share with the caller,
-   * and usually empty, in which case the page is one index range of the caller's own rows. Otherwise the
-   * own half, cut at the page's end, and the shared half are merged and paged in SQL. Either way the work
-   * is bounded by the page's end and by what is shared, never by the size of the account. The total is
-   * the kept count of the owner's rows (counted when filtered) plus the shared rows just read.
-   */
-  async listPage(set: VisibleSet, p: { order: Order; limit: number; offset: number }): Promise<{ rows: Resource[]; total: number }> {
-    const db = set.db;
-    const limited = p.limit > 0;
-    const skipped = p.offset > 0;
-    const args = { kind: set.kind, me: set.owner, end: p.offset + p.limit, limit: p.limit, offset: p.offset };
-    type A = keyof typeof args;
-    // No ORDER BY/LIMIT here: SQLite sorts with a bound LIMIT at a fixed cost of tens of microseconds.
-    const shared = set.shared
-      ? await this.run<{ seq: number; updated_at: string }, A>(this.shapeKey('visible.theirs', set), db, (arg) => this.theirHalf(set, arg), args)
-      : [];
-    if (limited && p.order === 'created' && !set.where.length && p.offset >= this.anchorStep)
-      return this.deepPage(
-        set,
-        shared.map((r) => Number(r.seq)),
-        p.offset,
-        p.limit,
-      );
-    // Only the shared rows that can reach the page take part in the merge.
-    const theirs = limited ? shared.sort(JS_ORDER[p.order]).slice(0, args.end) : shared;
-    const pageOf = (arg: ArgOf<A | 'theirs'>): AnyQuery => {
-      const limit = limited ? 'limit' : undefined;
-      const offset = skipped ? 'offset' : undefined;
-      const own = this.sorted(this.ownHalf(set, arg), p.order, 'resources.');
-      if (!theirs.length)
-        return this.paged(own, arg, limit, offset)
-          .clearSelect()
-          .select([...COLUMNS]);
-      // Both sides ordered: SQLite merges them without sorting, so a deep page costs the index walk only.
-      const their = this.sorted(
+  async findManyWith(db: Db | Tx, kind: string, uuids: readonly string[], me: string, rel: Relations): Promise<Resource[]> {
+    if (!uuids.length) return [];
+    const rows = await this.shaped<RelRow, 'kind' | 'uuids' | 'me'>(
+      db,
+      `resources.many-with:${relKey(rel)}`,
+      (arg) =>
         db
           .selectFrom('resources')
-          .select(['resources.seq', 'resources.updated_at'])
-          .where(this.inList('resources.seq', arg('theirs'))),
+          .select([...COLUMNS, ...this.relationColumns(rel, arg('me'))])
+          .where('resources.kind', '=', arg('kind'))
+          .where(this.inList('resources.uuid', arg('uuids'))),
+      { kind, uuids: this.listArg(uuids), me },
+    );
+    const order = new Map(uuids.map((u, i) => [u, i]));
+    return rows.map((r) => withRelated(r)).sort((a, b) => order.get(a.uuid)! - order.get(b.uuid)!);
+  }
+
+  /**
+   * The JSON columns of the relations `rel` asks for, on rows of `resources` (the outer query's table, not
+   * aliased) as the caller `me` sees them. Each is a subquery per row, run only for the rows the statement
+   * returns, and each is a walk down indexes from that row, whatever the plan's estimates.
+   */
+  private relationColumns(rel: Relations, me: unknown) {
+    const pg = this.dialect === 'postgres';
+    const array = pg ? sql`json_build_array` : sql`json_array`;
+    const cols = [];
+    if (rel.tags) {
+      const tags = sql`select tm.tag_uuid as v, tm.seq as s from tag_members as tm inner join resources as t on t.uuid = tm.tag_uuid and t.kind = 'tags' where t.owner_uuid = ${me} and tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
+      cols.push(this.jsonList(tags).as('rel_tags'));
+    }
+    if (rel.sharing) {
+      // In no particular order: granteeEntries and heldPermissions fold repeats and sort.
+      const grants = sql`select ${array}(g.grantee_uuid, u.email, r.permission) as v from tag_members as tm inner join acl_tags as t on t.tag_uuid = tm.tag_uuid inner join acl_grantees as g on g.acl_uuid = t.acl_uuid inner join acl_rules as r on r.acl_uuid = t.acl_uuid inner join users as u on u.uuid = g.grantee_uuid where tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
+      // CROSS JOINs in this order: SQLite starts from the caller's grants, as grantedUuids does.
+      const held = sql`select r.permission as v from acl_grantees as g cross join acl_rules as r cross join acl_tags as t cross join tag_members as tm where g.grantee_uuid = ${me} and r.acl_uuid = g.acl_uuid and t.acl_uuid = g.acl_uuid and tm.tag_uuid = t.tag_uuid and tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
+      // Grants show to the owner only, held permissions to everyone else: each is read only where it shows.
+      cols.push(
+        sql<string>`case when resources.owner_uuid = ${me} then ${this.jsonList(grants, { json: true, ordered: false })} else '[]' end`.as('rel_grants'),
+      );
+      cols.push(sql<string>`case when resources.owner_uuid = ${me} then '[]' else ${this.jsonList(held, { ordered: false })} end`.as('rel_held'));
+    }
+    if (rel.members) {
+      // PostgreSQL plans a compiled shape once, for any tag: it guesses hundreds of members per tag and would
+      // rather hash them against a scan of every resource. The LATERAL lookup (OFFSET 0 keeps it a subquery)
+      // finds each member's row by its index instead. SQLite joins by the index anyway.
+      const members = pg
+        ? sql`select json_build_array(tm.res_type, tm.res_uuid, o.owner_uuid) as v, tm.seq as s from tag_members as tm cross join lateral (select r.owner_uuid from resources as r where r.uuid = tm.res_uuid and r.kind = tm.res_type offset 0) as o where tm.tag_uuid = resources.uuid`
+        : sql`select json_array(tm.res_type, tm.res_uuid, r.owner_uuid) as v, tm.seq as s from tag_members as tm inner join resources as r on r.uuid = tm.res_uuid and r.kind = tm.res_type where tm.tag_uuid = resources.uuid`;
+      cols.push(this.jsonList(members, { json: true }).as('rel_members'));
+    }
+    return cols;
+  }
+
+  /**
+   * A subquery's values (its column `v`, in the order of its column `s` when it has one) as JSON array text,
+   * `[]` when it has none. `json`: the values are JSON arrays themselves (SQLite loses that across a subquery
+   * without `json()`).
+   */
+  private jsonList(sub: RawBuilder<unknown>, opts: { json?: boolean; ordered?: boolean } = {}): RawBuilder<string> {
+    const ordered = opts.ordered ?? true;
+    if (this.dialect === 'postgres')
+      return sql<string>`(select coalesce(json_agg(x.v${ordered ? sql` order by x.s` : sql``}), '[]'::json)::text from (${sub}) as x)`;
+    return sql<string>`(select json_group_array(${opts.json ? sql`json(x.v)` : sql`x.v`}) from (${sub}${ordered ? sql` order by s` : sql``}) as x)`;
+  }
+
+  /** Whether `listPage` reads this page in several statements (a deep page, from anchors): then it needs one snapshot. */
+  pagesInSteps(set: VisibleSet, p: { order: Order; limit: number; offset: number }): boolean {
+    return p.limit > 0 && p.order === 'created' && !set.where.length && p.offset >= this.anchorStep;
+  }
+
+  /**
+   * A page of a visible set, in creation order (or most recently changed first), with the relations `rel`
+   * asks for, and its total.
+   *
+   * On PostgreSQL one statement (see `pageQuery`): every statement is a round trip there. SQLite has none,
+   * and there the shared rows (bounded by what others share with the caller, usually none) are read first:
+   * the page is then a plain index range of the caller's own rows, which SQLite runs several times faster
+   * than the merge of both halves in one statement. A deep page (`pagesInSteps`) starts from anchors
+   * (`deepPage`). Either way the work is bounded by the page's end and by what is shared, never by the size
+   * of the account.
+   */
+  async listPage(set: VisibleSet, p: { order: Order; limit: number; offset: number }, rel: Relations = {}): Promise<{ rows: Resource[]; total: number }> {
+    const db = set.db;
+    const args = { kind: set.kind, me: set.owner, end: p.offset + p.limit, limit: p.limit, offset: p.offset };
+    type A = keyof typeof args;
+    const deep = this.pagesInSteps(set, p);
+    // No ORDER BY/LIMIT here: SQLite sorts with a bound LIMIT at a fixed cost of tens of microseconds.
+    const first =
+      set.shared && (deep || this.dialect === 'sqlite')
+        ? await this.run<{ seq: number; updated_at: string }, A>(this.shapeKey('visible.theirs', set), db, (arg) => this.theirHalf(set, arg), args)
+        : undefined;
+    if (deep)
+      return this.deepPage(
+        set,
+        (first ?? []).map((r) => Number(r.seq)),
+        p.offset,
+        p.limit,
+        rel,
+      );
+    // Only the shared rows that can reach the page take part in the merge.
+    const theirs = first && p.limit > 0 ? first.sort(JS_ORDER[p.order]).slice(0, args.end) : first;
+    const mode: SharedIn = !set.shared ? 'none' : !theirs ? 'cte' : theirs.length ? 'list' : 'none';
+    const found = await this.run<RelRow & { rel_own: number | null; rel_theirs?: number | null }, A | 'theirs'>(
+      this.shapeKey('visible.page-with', set, p.order, p.limit > 0, p.offset > 0, relKey(rel), mode),
+      db,
+      (arg) => this.pageQuery(set, p, rel, arg, mode),
+      { ...args, theirs: this.listArg((theirs ?? []).map((t) => t.seq)) },
+    );
+    const rows = found.map((r) => withRelated(r));
+    // A page that is not full holds everything from the offset on.
+    if ((p.offset === 0 || rows.length > 0) && (p.limit === 0 || rows.length < p.limit)) return { rows, total: p.offset + rows.length };
+    const shared = (counted: { rel_theirs?: number | null } | undefined) => (first ? first.length : Number(counted?.rel_theirs ?? 0));
+    if (found.length) return { rows, total: Number(found[0].rel_own ?? 0) + shared(found[0]) };
+    // Past the end: only the totals.
+    const totals = await this.run<{ rel_own: number | null; rel_theirs?: number | null }, A>(
+      this.shapeKey('visible.total', set, first !== undefined),
+      db,
+      (arg) => db.selectNoFrom(this.totalColumns(set, arg, first ? undefined : 'half')) as unknown as AnyQuery,
+      args,
+    );
+    return { rows, total: Number(totals[0]?.rel_own ?? 0) + shared(totals[0]) };
+  }
+
+  /**
+   * A page as one statement: the page's seqs, then its rows by seq with their relation columns and the
+   * set's totals (`rel_own`, and `rel_theirs` when the statement reads the shared rows itself) as columns
+   * computed once for the statement.
+   *
+   * The seqs come from one index range of the caller's own rows (the index alone: PostgreSQL's plan for any
+   * owner stays on it), merged in order, up to the page's end, with the shared rows: `none` (there are
+   * none), `list` (read first, their seqs as the argument `theirs`), or `cte` (read by this statement once,
+   * in a materialised CTE, and counted).
+   */
+  private pageQuery(
+    set: VisibleSet,
+    p: { order: Order; limit: number; offset: number },
+    rel: Relations,
+    arg: ArgOf<'kind' | 'me' | 'end' | 'limit' | 'offset' | 'theirs'>,
+    shared: SharedIn,
+  ) {
+    const db = set.db;
+    const limit = p.limit > 0 ? 'limit' : undefined;
+    const offset = p.offset > 0 ? 'offset' : undefined;
+    // Only the order's columns: in creation order the own half is then read from the index alone.
+    const cols = ORDER_BY[p.order].map(([col]) => col);
+    const own = this.sorted(
+      this.ownHalf(set, arg)
+        .clearSelect()
+        .select(cols.map((c) => `resources.${c}`) as never[]) as AnyQuery,
+      p.order,
+      'resources.',
+    );
+    const rowsOf = (q: Db, seqs: AnyQuery, totals: ReturnType<ResourceRepository['totalColumns']>) =>
+      this.sorted(
+        q
+          .selectFrom('resources')
+          .select([...COLUMNS, ...this.relationColumns(rel, arg('me')), ...totals])
+          .where(this.seqIn(seqs)),
         p.order,
         'resources.',
       );
-      const merged = db
-        .selectFrom(this.paged(own, arg, limited ? 'end' : undefined, undefined).as('a'))
-        .select(['a.seq', 'a.updated_at'])
-        .unionAll(db.selectFrom(their.as('b')).select(['b.seq', 'b.updated_at'])) as unknown as AnyQuery;
-      const seqs = db.selectFrom(this.paged(this.sorted(merged, p.order, ''), arg, limit, offset).as('m')).select('m.seq');
-      const rows: AnyQuery = db
-        .selectFrom('resources')
-        .select([...COLUMNS])
-        .where('resources.seq', 'in', seqs);
-      return this.sorted(rows, p.order, 'resources.');
-    };
-    const rows = (
-      await this.run<Row, A | 'theirs'>(this.shapeKey('visible.page', set, p.order, limited, skipped, theirs.length > 0), db, pageOf, {
-        ...args,
-        theirs: this.listArg(theirs.map((t) => t.seq)),
-      })
-    ).map(toResource);
-    const short = (p.offset === 0 || rows.length > 0) && (p.limit === 0 || rows.length < p.limit);
-    if (short) return { rows, total: p.offset + rows.length };
-    return { rows, total: (set.where.length ? await this.count(set) : await this.countOf(db, set.kind, set.owner)) + shared.length };
+    if (shared === 'none') return rowsOf(db as Db, this.paged(own, arg, limit, offset).clearSelect().select('resources.seq'), this.totalColumns(set, arg));
+    const theirs =
+      shared === 'cte'
+        ? (db.selectFrom(sql<{ seq: number; updated_at: string }>`theirs`.as('t')).select(['t.seq', 't.updated_at']) as AnyQuery)
+        : (db
+            .selectFrom('resources as t')
+            .select(['t.seq', 't.updated_at'])
+            .where(this.inList('t.seq', arg('theirs'))) as AnyQuery);
+    const end = p.limit > 0 ? 'end' : undefined;
+    // Both sides ordered and cut at the page's end: SQLite merges them without sorting.
+    const merged = db
+      .selectFrom(this.paged(own, arg, end, undefined).as('a'))
+      .select(cols.map((c) => `a.${c}`) as never[])
+      .unionAll(
+        db
+          .selectFrom(this.paged(this.sorted(theirs, p.order, 't.'), arg, shared === 'cte' ? end : undefined, undefined).as('b'))
+          .select(cols.map((c) => `b.${c}`) as never[]),
+      ) as unknown as AnyQuery;
+    const seqs = db.selectFrom(this.paged(this.sorted(merged, p.order, ''), arg, limit, offset).as('m')).select('m.seq') as unknown as AnyQuery;
+    if (shared === 'list') return rowsOf(db as Db, seqs, this.totalColumns(set, arg));
+    const withTheirs = db.with(
+      (cte) => cte('theirs').materialized(),
+      () => this.theirHalf(set, arg),
+    );
+    return rowsOf(withTheirs as unknown as Db, seqs, this.totalColumns(set, arg, 'cte'));
   }
 
-  /** Counts the caller's own rows of a filtered set (an unfiltered one has its kept count). */
-  private async count(set: VisibleSet): Promise<number> {
-    const rows = await this.run<{ n: number }, 'kind' | 'me'>(
-      undefined,
-      set.db,
-      (arg) => set.db.selectFrom(this.ownHalf(set, arg).as('c')).select((eb) => eb.fn.countAll<number>().as('n')),
-      { kind: set.kind, me: set.owner },
-    );
-    return Number(rows[0]?.n ?? 0);
+  /**
+   * `resources.seq` is one of the seqs `seqs` selects. On PostgreSQL as an array: each row is then looked up
+   * by its key, where a plan made once for any caller could choose to merge against the whole table.
+   */
+  private seqIn(seqs: AnyQuery): RawBuilder<SqlBool> {
+    return this.dialect === 'postgres' ? sql<SqlBool>`resources.seq = any(array(${seqs}))` : sql<SqlBool>`resources.seq in (${seqs})`;
+  }
+
+  /**
+   * The set's totals as columns: `rel_own` the caller's own rows (the kept count; counted when filtered),
+   * and `rel_theirs` the shared ones, counted from the statement's `theirs` CTE or from the shared half itself.
+   */
+  private totalColumns(set: VisibleSet, arg: ArgOf<'kind' | 'me'>, theirs?: 'cte' | 'half') {
+    const own = set.where.length
+      ? sql<number>`(select count(*) from (${this.ownHalf(set, arg)}) as c)`
+      : sql<number>`(select n from resource_counts where kind = ${arg('kind')} and owner_uuid = ${arg('me')})`;
+    if (!set.shared || !theirs) return [own.as('rel_own')];
+    const shared = theirs === 'cte' ? sql<number>`(select count(*) from theirs)` : sql<number>`(select count(*) from (${this.theirHalf(set, arg)}) as c)`;
+    return [own.as('rel_own'), shared.as('rel_theirs')];
   }
 
   /** The case-insensitive LIKE operator of this engine. */
@@ -863,6 +991,9 @@ const JS_ORDER: Record<Order, (a: { seq: number; updated_at: string }, b: { seq:
   created: (a, b) => a.seq - b.seq,
   recent: (a, b) => (a.updated_at === b.updated_at ? b.seq - a.seq : a.updated_at < b.updated_at ? 1 : -1),
 };
+
+/** How a page's statement gets the rows shared with the caller (see `pageQuery`). */
+type SharedIn = 'none' | 'list' | 'cte';
 
 /** A condition on a `resources` row (a filter). */
 export type Condition = (eb: ExpressionBuilder<Database, 'resources'>) => Expression<SqlBool>;

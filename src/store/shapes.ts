@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { CompiledQuery, Compilable } from 'kysely';
 
 /**
@@ -29,6 +30,20 @@ interface Shape {
 export const SHAPE_PREFIX = '/* shape ';
 const SHAPE_NAME = /^\/\* shape ([\w.:-]+) \*\//;
 export const shapeName = (text: string): string | undefined => (text.startsWith(SHAPE_PREFIX) ? SHAPE_NAME.exec(text)?.[1] : undefined);
+
+/**
+ * The name a shape's prepared statement gets on PostgreSQL: its key, or, when the key is longer than the
+ * 63 bytes PostgreSQL keeps of a name (two keys alike in their first 63 would be one statement there), its
+ * start and a hash of the whole key. Keys are few and fixed by the code: the names are kept.
+ */
+export function statementName(key: string): string {
+  if (key.length <= MAX_NAME) return key;
+  let name = longNames.get(key);
+  if (!name) longNames.set(key, (name = `${key.slice(0, MAX_NAME - 17)}~${createHash('sha256').update(key).digest('hex').slice(0, 16)}`));
+  return name;
+}
+const MAX_NAME = 63;
+const longNames = new Map<string, string>();
 
 export class Shapes {
   private readonly cache = new Map<string, Shape>();

@@ -122,3 +122,116 @@ describe('list pages and total_count', () => {
     await countsMatchRows();
   });
 });
+
+/**
+ * A page reads its rows' relations with them (the caller's tags, grants on owned rows, held permissions on
+ * shared ones): each object must show what the caller may see of it, on every page, whichever path the
+ * page took (one statement, or anchors for a deep page), and the same as a single GET and a create show.
+ */
+describe('relations read with a page', () => {
+  type Shown = { uuid: string; owner: { uuid: string }; tags: { uuid: string }[]; grantees: unknown[]; permissions: string[] };
+
+  test('own and shared rows interleaved: tags, grantees and permissions as the caller may see them', async () => {
+    const [erin, fred, gina] = [await srv.user(), await srv.user(), await srv.user()];
+    // Fred shares every server carrying his tag with Erin (LIST, START, and EDIT through a second ACL).
+    const fredTag = await one(fred, 'tags/', { name: 'fred-shares' });
+    await one(fred, 'acls/', {
+      name: 'list',
+      grantees: [{ uuid: erin.uuid }],
+      rules: [{ permission: 'LIST' }, { permission: 'START' }],
+      tags: [{ uuid: fredTag.uuid }],
+    });
+    await one(fred, 'acls/', { name: 'edit', grantees: [{ uuid: erin.uuid }], rules: [{ permission: 'EDIT' }], tags: [{ uuid: fredTag.uuid }] });
+    // Erin shares her servers carrying her first tag with Gina (LIST, STOP); her second tag shares nothing.
+    const [erinTag, erinOther] = [await one(erin, 'tags/', { name: 'erin-shares' }), await one(erin, 'tags/', { name: 'erin-own' })];
+    await one(erin, 'acls/', {
+      name: 'to gina',
+      grantees: [{ uuid: gina.uuid }],
+      rules: [{ permission: 'LIST' }, { permission: 'STOP' }],
+      tags: [{ uuid: erinTag.uuid }],
+    });
+    const expected = new Map<string, { owner: string; tags: string[]; grantees: unknown[]; permissions: string[] }>();
+    const ginaGrant = [{ permissions: ['LIST', 'STOP'], user: { email: gina.email, resource_uri: `/api/2.0/user/${gina.uuid}/`, uuid: gina.uuid } }];
+    for (let i = 0; i < 4; i++) {
+      const tags = i % 2 ? [erinTag.uuid, erinOther.uuid] : i === 0 ? [] : [erinOther.uuid];
+      const mine = await newServer(erin, { name: `e${i}`, tags });
+      expected.set(mine, { owner: erin.uuid, tags, grantees: tags.includes(erinTag.uuid) ? ginaGrant : [], permissions: [] });
+      // Fred's own second tag on his shared server is his business: Erin never sees it.
+      const fredOwn = await one(fred, 'tags/', { name: `fred-${i}` });
+      const theirs = await newServer(fred, { name: `f${i}`, tags: [fredTag.uuid, fredOwn.uuid] });
+      expected.set(theirs, { owner: fred.uuid, tags: [], grantees: [], permissions: ['EDIT', 'LIST', 'START'] });
+    }
+    const check = (o: Shown, where: string) => {
+      const want = expected.get(o.uuid);
+      assert.ok(want, `${where}: ${o.uuid} is not one of Erin's or shared with her`);
+      assert.deepEqual({ owner: o.owner.uuid, tags: o.tags.map((t) => t.uuid), grantees: o.grantees, permissions: o.permissions }, want, `${where}: ${o.uuid}`);
+    };
+    const whole: string[] = [];
+    for (const size of [0, 1, 3, 5]) {
+      const seen: string[] = [];
+      for (let offset = 0; offset < expected.size; offset += size || expected.size) {
+        const res = await erin.get(`servers/detail/?limit=${size}&offset=${offset}`);
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.json.meta.total_count, expected.size);
+        for (const o of res.json.objects as Shown[]) check(o, `detail limit=${size} offset=${offset}`);
+        seen.push(...res.json.objects.map((o: Shown) => o.uuid));
+      }
+      if (!whole.length) whole.push(...seen);
+      assert.deepEqual(seen, whole, `pages of ${size} give the whole list`);
+    }
+    assert.deepEqual(new Set(whole), new Set(expected.keys()));
+    for (const uuid of expected.keys()) check((await erin.get(`servers/${uuid}/`)).json, 'single GET');
+    // A short list reads no relations, and shows none.
+    const short = await erin.get('servers/?limit=0');
+    assert.deepEqual(Object.keys(short.json.objects[0]).sort(), ['name', 'owner', 'resource_uri', 'runtime', 'status', 'uuid']);
+    // Gina sees Erin's shared servers with her own permissions and without Erin's tags or grantees.
+    const ginas = (await gina.get('servers/detail/?limit=0')).json.objects as Shown[];
+    assert.equal(ginas.length, 2);
+    for (const o of ginas) assert.deepEqual([o.owner.uuid, o.tags, o.grantees, o.permissions], [erin.uuid, [], [], ['LIST', 'STOP']]);
+  });
+
+  test('a created object shows its tags; a tag shows its members in tagging order, with their owners', async () => {
+    const [hank] = [await srv.user()];
+    const tag = await one(hank, 'tags/', { name: 'members' });
+    const made = await hank.post('servers/', {
+      objects: [0, 1, 2].map((i) => ({ name: `h${i}`, cpu: 1000, mem: 536_870_912, vnc_password: 'v', tags: [tag.uuid] })),
+    });
+    assert.equal(made.status, 201, made.text);
+    const uuids: string[] = made.json.objects.map((o: Shown) => o.uuid);
+    for (const o of made.json.objects as Shown[]) assert.deepEqual([o.tags.map((t) => t.uuid), o.grantees, o.permissions], [[tag.uuid], [], []]);
+    const drive = await newDrive(hank);
+    await hank.put(`tags/${tag.uuid}/`, { resources: [uuids[2], drive, uuids[0]] });
+    const want = [
+      ['servers', uuids[2]],
+      ['drives', drive],
+      ['servers', uuids[0]],
+    ].map(([res_type, uuid]) => ({
+      owner: { resource_uri: `/api/2.0/user/${hank.uuid}/`, uuid: hank.uuid },
+      res_type,
+      resource_uri: `/api/2.0/${res_type}/${uuid}/`,
+      uuid,
+    }));
+    assert.deepEqual((await hank.get(`tags/${tag.uuid}/`)).json.resources, want);
+    const listed = (await hank.get('tags/?limit=0')).json.objects;
+    assert.deepEqual(
+      listed.map((t: { uuid: string; resources: unknown[] }) => [t.uuid, t.resources]),
+      [[tag.uuid, want]],
+    );
+  });
+
+  test('a page past the end still counts the whole set, own and shared, filtered or not', async () => {
+    const [ivan, jane] = [await srv.user(), await srv.user()];
+    const tag = await one(jane, 'tags/', { name: 'to ivan' });
+    await one(jane, 'acls/', { name: 'to ivan', grantees: [{ uuid: ivan.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: tag.uuid }] });
+    await newServer(ivan, { name: 'mine' });
+    await newServer(jane, { name: 'theirs', tags: [tag.uuid] });
+    // Offsets below the anchor step (3 here): the page's own statement, then the totals alone.
+    for (const path of ['servers/?limit=1&offset=2', 'servers/?limit=1&offset=2&name__contains=i']) {
+      const res = await ivan.get(path);
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual([res.json.meta.total_count, res.json.objects.length], [2, 0], path);
+    }
+    const filtered = await ivan.get('servers/?limit=1&offset=0&name__contains=e');
+    assert.deepEqual([filtered.json.meta.total_count, filtered.json.objects.length], [2, 1]);
+  });
+});

@@ -3,7 +3,7 @@ import { relatedId, type Obj } from '../../core/input.js';
 import type { Ctx } from '../../core/context.js';
 import { ownerRef, resourceUri } from '../../store/repository.js';
 import { validation } from '../../core/errors.js';
-import { storedDecl } from '../../core/stored.js';
+import { storedDecl, type Row } from '../../core/stored.js';
 import type { CollectionDecl } from '../../core/resource.js';
 import type { Tx } from '../../store/db.js';
 
@@ -33,19 +33,16 @@ async function setMembers(tx: Tx, ctx: Ctx, tagUuid: string, refs: unknown[]): P
   );
 }
 
-/** Fill `resources` for a page of tags with one query. */
-async function attachMembers(ctx: Ctx, tags: Obj[]): Promise<void> {
-  const rows = await ctx.store.resources.membersOf(
-    ctx.store.db,
-    tags.map((t) => t.uuid as string),
-  );
-  const byTag = new Map<string, Obj[]>();
-  for (const r of rows) {
-    const list = byTag.get(r.tag_uuid) ?? [];
-    list.push({ owner: ownerRef(r.owner_uuid), res_type: r.res_type, resource_uri: resourceUri(r.res_type, r.res_uuid), uuid: r.res_uuid });
-    byTag.set(r.tag_uuid, list);
-  }
-  for (const t of tags) t.resources = byTag.get(t.uuid as string) ?? [];
+/** Fill `resources` for a page of tags from the members read with them (`reads: { members: true }`). */
+async function attachMembers(_ctx: Ctx, tags: Obj[], rows: Row[]): Promise<void> {
+  tags.forEach((t, i) => {
+    t.resources = rows[i].related!.members.map((m) => ({
+      owner: ownerRef(m.owner_uuid),
+      res_type: m.res_type,
+      resource_uri: resourceUri(m.res_type, m.res_uuid),
+      uuid: m.res_uuid,
+    }));
+  });
 }
 
 export const tags: CollectionDecl = storedDecl(
@@ -65,6 +62,7 @@ export const tags: CollectionDecl = storedDecl(
     async beforeDelete(tx, ctx, uuid) {
       await ctx.store.resources.dropTag(tx, uuid);
     },
+    reads: { members: true },
     decorate: attachMembers,
   },
 );
