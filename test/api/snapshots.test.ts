@@ -73,10 +73,11 @@ describe('snapshot lifecycle', () => {
     assert.deepEqual(withOne.snapshots, [{ resource_uri: s.resource_uri, uuid: s.uuid }]);
     sameShape(withOne, golden('response_drive_with_one_snapshot'));
 
-    srv.clock.advance(SNAPSHOT_MS - 500);
+    // The clock also follows real time: leave a loaded machine 1.5 s of it before the delay ends.
+    srv.clock.advance(SNAPSHOT_MS - 1_500);
     await srv.scheduler.runDue();
     assert.equal((await get(alice, s.resource_uri)).status, 'creating', 'not before the delay');
-    await srv.advance(500);
+    await srv.advance(1_500);
     const done = await get(alice, s.resource_uri);
     assert.equal(done.status, 'available');
     assert.equal(done.allocated_size, 0, 'nothing changed since');
