@@ -47,6 +47,12 @@ export interface Config {
   ipPool: IpPoolBlock[];
   /** Nameservers every pool IP shows. */
   nameservers: string[];
+  /** The `--ci` preset: other settings' defaults become what a test pipeline wants (no limits, no delays). */
+  ci: boolean;
+  /** The demo account's e-mail and password, set by the operator (a pipeline knows them); null = generated on first start. */
+  demoLogin: { email: string; password: string } | null;
+  /** Where `serve` writes `{url, email, password, admin_token, pid}` once it answers; null = nowhere. */
+  readyFile: string | null;
 }
 
 /** Every setting: flag name, environment variable, default, and how to read it. */
@@ -55,8 +61,13 @@ interface Setting<K extends keyof Config> {
   flag: string;
   env: string;
   help: string;
-  parse(raw: string): Config[K];
+  /** `ci`: whether the `--ci` preset is on (a few settings read their value against its defaults). */
+  parse(raw: string, ctx: { ci: boolean }): Config[K];
   fallback: () => Config[K];
+  /** The default under `--ci`, when it differs. */
+  ci?: () => Config[K];
+  /** A switch: `--flag` alone means `true` (the environment variable takes 1/0, true/false). */
+  boolean?: true;
 }
 
 class ConfigError extends Error {}
@@ -138,6 +149,31 @@ function readPromoCodes(raw: string): string[] {
     if (!/^[\x21-\x7e]{1,64}$/.test(c)) throw new ConfigError(`promo-codes: "${c}" is not a promo code (1-64 printable characters, no spaces)`);
   return codes;
 }
+
+/** A switch's value from the environment (or `true` from a bare flag). */
+const readSwitch = (name: string) => (raw: string) => {
+  const v = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+  throw new ConfigError(`${name} must be 1 or 0 (true or false), got "${raw}"`);
+};
+
+/** `EMAIL:PASSWORD` (split at the first colon: an e-mail has none, a password may). */
+function readDemoLogin(raw: string): { email: string; password: string } {
+  const at = raw.indexOf(':');
+  const email = at < 0 ? '' : raw.slice(0, at).trim().toLowerCase();
+  const password = at < 0 ? '' : raw.slice(at + 1);
+  if (!/^[^\s@:]+@[^\s@:]+$/.test(email) || email.length > 254) throw new ConfigError('demo-login must be EMAIL:PASSWORD, e.g. ci@example.com:s3cret');
+  if (password.length < 1 || password.length > 256 || /[\0\r\n]/.test(password))
+    throw new ConfigError('demo-login: the password must be 1 to 256 characters on one line');
+  return { email, password };
+}
+
+/** Under `--ci` every simulated duration is 0 (`drive.write_rate` is a rate, not a duration: it stays). */
+const CI_DELAYS: Delays = {
+  ...(Object.fromEntries(Object.keys(DEFAULT_DELAYS).map((k) => [k, 0])) as Delays),
+  'drive.write_rate': DEFAULT_DELAYS['drive.write_rate'],
+};
 
 /** A parser from another module whose errors become ConfigErrors. */
 const wrapped =
@@ -268,20 +304,22 @@ export const SETTINGS: Setting<keyof Config>[] = [
     help: 'off | default | rules (GET=100/min,...) | JSON rule file',
     parse: readRateLimits,
     fallback: () => DEFAULT_RULES,
+    ci: () => null,
   },
   {
     key: 'delays',
     flag: 'delays',
     env: 'STRATUS_DELAYS',
     help: 'simulated operation durations, e.g. drive.create=0,drive.clone=30000 (ms)',
-    parse: (raw) => {
+    parse: (raw, { ci }) => {
       try {
-        return parseDelays(raw);
+        return parseDelays(raw, ci ? CI_DELAYS : DEFAULT_DELAYS);
       } catch (e) {
         throw new ConfigError((e as Error).message);
       }
     },
     fallback: () => ({ ...DEFAULT_DELAYS }),
+    ci: () => ({ ...CI_DELAYS }),
   },
   {
     key: 'libdrives',
@@ -336,17 +374,51 @@ export const SETTINGS: Setting<keyof Config>[] = [
     parse: wrapped(parseNameservers),
     fallback: () => parseNameservers(DEFAULT_NAMESERVERS),
   },
+  {
+    key: 'ci',
+    flag: 'ci',
+    env: 'STRATUS_CI',
+    help: 'preset for test pipelines: rate limits off, simulated delays 0 (each still settable on its own)',
+    parse: readSwitch('ci'),
+    fallback: () => false,
+    boolean: true,
+  },
+  {
+    key: 'demoLogin',
+    flag: 'demo-login',
+    env: 'STRATUS_DEMO_LOGIN',
+    help: 'EMAIL:PASSWORD of the demo account (created or its password set at start)',
+    parse: readDemoLogin,
+    fallback: () => null,
+  },
+  {
+    key: 'readyFile',
+    flag: 'ready-file',
+    env: 'STRATUS_READY_FILE',
+    help: 'file serve writes {url, email, password, admin_token, pid} to (JSON) once it answers',
+    parse: (raw) => {
+      if (!raw.trim()) throw new ConfigError('ready-file must be a file path');
+      return raw;
+    },
+    fallback: () => null,
+  },
 ];
 
 /**
  * One typed config from flags, then environment, then defaults. Anything invalid throws a ConfigError
  * whose message names the setting, and start-up stops.
  */
-export function loadConfig(flags: Record<string, string | undefined>, env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(flags: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv = process.env): Config {
   const out: Partial<Record<keyof Config, unknown>> = {};
+  const rawOf = (s: Setting<keyof Config>): string | undefined => {
+    const flag = flags[s.flag];
+    return typeof flag === 'boolean' ? String(flag) : (flag ?? env[s.env]);
+  };
+  const ciRaw = rawOf(SETTINGS.find((s) => s.key === 'ci')!);
+  const ci = ciRaw === undefined ? false : readSwitch('ci')(ciRaw);
   for (const s of SETTINGS) {
-    const raw = flags[s.flag] ?? env[s.env];
-    out[s.key] = raw === undefined ? s.fallback() : s.parse(raw);
+    const raw = rawOf(s);
+    out[s.key] = raw === undefined ? (ci && s.ci ? s.ci() : s.fallback()) : s.parse(raw, { ci });
   }
   return out as Config;
 }

@@ -2,8 +2,10 @@
  * `stratus serve`: the API server in this process (src/main.ts loads this module only for `serve`), with
  * its scheduler loop and signal handling.
  */
+import { accessSync, constants, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { buildApp } from './app.js';
-import type { Config } from './config.js';
+import { ConfigError, type Config } from './config.js';
 import { randomPassword } from './core/passwords.js';
 import { openServices as open } from './cli/index.js';
 import { timerHandlers } from './registry.js';
@@ -11,9 +13,11 @@ import { Scheduler } from './sim/scheduler.js';
 import { ensureDemoLogin } from './resources/users/users.js';
 
 export async function serve(config: Config): Promise<void> {
+  // A ready file left by an earlier run must not tell a pipeline this one is up: it goes first.
+  if (config.readyFile) clearReadyFile(config.readyFile);
   const services = await open(config);
   // The demo login's password hash or check (scrypt, ~60 ms on the thread pool) runs while the app is built.
-  const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword()), buildApp(services)]);
+  const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword(), config.demoLogin), buildApp(services)]);
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   const scheduler = new Scheduler(services, timerHandlers(), app.log);
@@ -26,6 +30,9 @@ export async function serve(config: Config): Promise<void> {
     lines.push(`Try: curl -u '${demo.email}:${demo.password}' ${base}capabilities/`);
   }
   process.stdout.write(lines.join('\n') + '\n');
+  if (config.readyFile) {
+    writeReadyFile(config.readyFile, { url: base, email: demo?.email ?? null, password: demo?.password ?? null, admin_token: null, pid: process.pid });
+  }
 
   // SIGTERM/SIGINT: stop accepting, let in-flight requests finish, then close the database.
   let closing = false;
@@ -33,6 +40,7 @@ export async function serve(config: Config): Promise<void> {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
+    if (config.readyFile) rmSync(config.readyFile, { force: true });
     await app.close();
     await scheduler.stop();
     await services.store.close();
@@ -40,4 +48,24 @@ export async function serve(config: Config): Promise<void> {
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
+}
+
+/** Removes a stale ready file and checks that its folder takes a new one, before anything else starts. */
+function clearReadyFile(path: string): void {
+  try {
+    rmSync(path, { force: true });
+    accessSync(dirname(resolve(path)), constants.W_OK);
+  } catch (e) {
+    throw new ConfigError(`ready-file: cannot write ${path} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); give a path in a writable folder`);
+  }
+}
+
+/**
+ * Written once the server answers, readable only by its owner (it holds a password), and atomically (a
+ * temporary file renamed over it), so a pipeline polling for it never reads half of it.
+ */
+function writeReadyFile(path: string, content: Record<string, unknown>): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(content, null, 2) + '\n', { mode: 0o600 });
+  renameSync(tmp, path);
 }

@@ -66,7 +66,7 @@ export async function openServices(config: Config): Promise<Services> {
 }
 
 const OPTIONS = Object.fromEntries([
-  ...SETTINGS.map((s) => [s.flag, { type: 'string' as const }]),
+  ...SETTINGS.map((s) => [s.flag, { type: s.boolean ? ('boolean' as const) : ('string' as const) }]),
   ['password', { type: 'string' as const }],
   ['state', { type: 'string' as const }],
   ['help', { type: 'boolean' as const }],
