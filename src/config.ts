@@ -3,6 +3,7 @@ import { assetPath } from './assets.js';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
 import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './http/ratelimit/rules.js';
 import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources/libdrives/catalogue.js';
+import { DEFAULT_LOGIN_PROTECTION, LoginRuleError, parseLoginProtection, type LoginProtection } from './resources/accounts/login-rules.js';
 import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './sim/ip-pool.js';
 
 export interface Config {
@@ -47,6 +48,8 @@ export interface Config {
   ipPool: IpPoolBlock[];
   /** Nameservers every pool IP shows. */
   nameservers: string[];
+  /** Login protection against password guessing (resources/accounts/login-guard.ts), or null when off. */
+  loginProtection: LoginProtection | null;
   /** The `--ci` preset: other settings' defaults become what a test pipeline wants (no limits, no delays). */
   ci: boolean;
   /** The demo account's e-mail and password, set by the operator (a pipeline knows them); null = generated on first start. */
@@ -307,6 +310,22 @@ export const SETTINGS: Setting<keyof Config>[] = [
     ci: () => null,
   },
   {
+    key: 'loginProtection',
+    flag: 'login-protection',
+    env: 'STRATUS_LOGIN_PROTECTION',
+    help: 'off | default | rules (pair=5,address=20,account=50,window=15m,lock=15m)',
+    parse: (raw) => {
+      try {
+        return parseLoginProtection(raw);
+      } catch (e) {
+        if (e instanceof LoginRuleError) throw new ConfigError(`login-protection: ${e.message}`);
+        throw e;
+      }
+    },
+    fallback: () => ({ ...DEFAULT_LOGIN_PROTECTION }),
+    ci: () => null,
+  },
+  {
     key: 'delays',
     flag: 'delays',
     env: 'STRATUS_DELAYS',
@@ -378,7 +397,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     key: 'ci',
     flag: 'ci',
     env: 'STRATUS_CI',
-    help: 'preset for test pipelines: rate limits off, simulated delays 0 (each still settable on its own)',
+    help: 'preset for test pipelines: rate limits and login protection off, simulated delays 0 (each still settable)',
     parse: readSwitch('ci'),
     fallback: () => false,
     boolean: true,

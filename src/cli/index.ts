@@ -32,6 +32,9 @@ Commands:
                                      show an account's rate limits; --off exempts it, --reset
                                      returns it to the deployment's, --set overrides rules, e.g.
                                      --set 'GET=1000/min,POST=200/min,POST:/servers/=5000/day,PUT=off'
+  users unlock EMAIL | --address IP | --all
+                                     clear failed logins (login protection) of an account from
+                                     every address, of an address for every account, or all
   ips assign EMAIL [--count N]       give an account N free addresses of the --ip-pool (default 1)
   ips release ADDRESS                take an address back into the pool
   ips list [EMAIL]                   addresses in use (assigned and DHCP leases)
@@ -74,6 +77,8 @@ const OPTIONS = Object.fromEntries([
   ['reset', { type: 'boolean' as const }],
   ['set', { type: 'string' as const }],
   ['count', { type: 'string' as const }],
+  ['address', { type: 'string' as const }],
+  ['all', { type: 'boolean' as const }],
   ['written', { type: 'string' as const }],
 ]);
 
