@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { assetPath } from './assets.js';
+import { ConfigError } from './core/errors.js';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
 import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './http/ratelimit/rules.js';
 import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources/libdrives/catalogue.js';
@@ -72,8 +73,6 @@ interface Setting<K extends keyof Config> {
   /** A switch: `--flag` alone means `true` (the environment variable takes 1/0, true/false). */
   boolean?: true;
 }
-
-class ConfigError extends Error {}
 
 const int = (name: string, min: number, max: number) => (raw: string) => {
   if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
@@ -201,6 +200,9 @@ export const SETTINGS: Setting<keyof Config>[] = [
     help: 'SQLite file, :memory:, or postgres://user@host/db',
     parse: (s) => {
       if (!s) throw new ConfigError('db must not be empty');
+      const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(s)?.[1];
+      if (scheme && !/^postgres(ql)?$/.test(scheme))
+        throw new ConfigError(`db: "${scheme}://" databases are not supported; give a SQLite file path, :memory:, or postgres://user@host/db`);
       return s;
     },
     fallback: () => './data/stratus.db',

@@ -21,7 +21,14 @@ export async function serve(config: Config): Promise<void> {
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   const scheduler = new Scheduler(services, timerHandlers(), app.log);
-  const address = await app.listen({ host: config.host, port: config.port });
+  let address: string;
+  try {
+    address = await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    await app.close();
+    await services.store.close();
+    throw listenError(config, err);
+  }
   scheduler.start();
   const base = `${address}/api/2.0/`;
   const lines = [`Stratus listening at ${base} (database: ${services.store.dialect} ${services.store.location})`];
@@ -48,6 +55,22 @@ export async function serve(config: Config): Promise<void> {
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
+}
+
+/** Why the server could not listen, as one line naming the setting (exit code 2); anything unexpected as it is. */
+function listenError(config: Config, err: unknown): unknown {
+  const at = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
+  switch ((err as NodeJS.ErrnoException)?.code) {
+    case 'EADDRINUSE':
+      return new ConfigError(`port: ${at} is already in use (another Stratus?): stop it or choose another --port (0 = any free port)`);
+    case 'EACCES':
+      return new ConfigError(`port: no permission to listen on ${at} (ports below 1024 need privileges): choose --port 1024 or above`);
+    case 'EADDRNOTAVAIL':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new ConfigError(`host: ${config.host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 or one of its addresses`);
+  }
+  return err;
 }
 
 /** Removes a stale ready file and checks that its folder takes a new one, before anything else starts. */
