@@ -15,7 +15,7 @@ import { ensureDemoLogin } from './resources/users/users.js';
 export async function serve(config: Config): Promise<void> {
   // A ready file left by an earlier run must not tell a pipeline this one is up: it goes first.
   if (config.readyFile) clearReadyFile(config.readyFile);
-  const services = await open(config);
+  const services = await open(config, 'migrate');
   // The demo login's password hash or check (scrypt, ~60 ms on the thread pool) runs while the app is built.
   const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword(), config.demoLogin), buildApp(services)]);
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers

@@ -21,7 +21,9 @@ import { usersCommand } from './users.js';
 export const USAGE = `Usage: stratus <command> [options]
 
 Commands:
-  serve                              start the API server
+  serve                              start the API server (creates or upgrades the schema)
+  migrate                            create or upgrade the schema of --db (other commands only
+                                     use a database that is current)
   users add EMAIL [--password P] [--state S]
                                      create a user (a password is generated when none is given)
   users list                         list users
@@ -62,9 +64,12 @@ export interface CliOptions {
   serve?: (config: Config) => Promise<void>;
 }
 
-/** The services an operator command (or the server) works with: the store of `--db`, the real clock. */
-export async function openServices(config: Config): Promise<Services> {
-  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB });
+/**
+ * The services an operator command (or the server) works with: the store of `--db`, the real clock.
+ * `schema`: the server and `stratus migrate` create or upgrade the schema; other commands only check it.
+ */
+export async function openServices(config: Config, schema: 'migrate' | 'check'): Promise<Services> {
+  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, schema });
   return { store, clock: systemClock, ids: randomIds, config, events: new EventSubscriptions() };
 }
 
@@ -103,13 +108,32 @@ async function dispatch(argv: string[], io: CliIo, opts: CliOptions): Promise<vo
     if (!opts.serve) throw new ConfigError('serve runs only as its own process (bin/stratus.js serve)');
     return opts.serve(config);
   }
+  if (command === 'migrate') return migrateCommand(config, rest, io);
   const run = COMMANDS[command];
   if (!run) throw new ConfigError(`unknown command "${command}"\n\n${USAGE}`);
-  const services = await openServices(config);
+  const services = await openServices(config, 'check');
   try {
     io.out(await run(services, rest, flags, USAGE));
   } finally {
     await services.store.close();
+  }
+}
+
+/** `stratus migrate`: creates the schema of `--db`, or upgrades it to this version's; says which it did. */
+async function migrateCommand(config: Config, args: string[], io: CliIo): Promise<void> {
+  if (args.length) throw new ConfigError(`migrate takes no arguments, got "${args.join(' ')}"`);
+  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, schema: 'migrate' });
+  try {
+    const { known } = await store.schemaStatus();
+    const where = `${store.dialect} ${store.location}`;
+    const n = store.migrated.length;
+    io.out(
+      n === 0
+        ? `schema of ${where} is current (${known.at(-1)})\n`
+        : `schema of ${where} ${n === known.length ? 'created' : 'upgraded'}: ${n} migration(s) applied, now at ${known.at(-1)}\n`,
+    );
+  } finally {
+    await store.close();
   }
 }
 

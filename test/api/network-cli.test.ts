@@ -28,6 +28,7 @@ const run = (...args: string[]) => cli([...args, '--db', db.url]);
 
 describe('stratus ips / vlans', () => {
   test('assign, list, release: an operator hands out addresses and VLANs that the API then shows', async () => {
+    assert.equal((await run('migrate')).status, 0);
     assert.equal((await run('users', 'add', 'net@example.com', '--password', 'net-secret-1')).status, 0);
 
     const ips = await run('ips', 'assign', 'net@example.com', '--count', '2');

@@ -62,7 +62,7 @@ describe('one line, exit code 2', () => {
   test('a SQLite path that cannot be created, and a file that is not a SQLite database', async () => {
     const file = join(dir, 'plain-file');
     writeFileSync(file, 'not a folder');
-    const res = await cli(['users', 'list', '--db', join(file, 'stratus.db')]);
+    const res = await cli(['migrate', '--db', join(file, 'stratus.db')]);
     assertOneLine(
       res,
       /db: cannot create the SQLite file .*plain-file\/stratus\.db \((ENOTDIR|EEXIST): .*\): give --db a path in a writable folder/,
