@@ -4,7 +4,13 @@ import { ConfigError } from './core/errors.js';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
 import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './http/ratelimit/rules.js';
 import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources/libdrives/catalogue.js';
-import { DEFAULT_LOGIN_PROTECTION, LoginRuleError, parseLoginProtection, type LoginProtection } from './resources/accounts/login-rules.js';
+import {
+  DEFAULT_LOGIN_PROTECTION,
+  describeLoginProtection,
+  LoginRuleError,
+  parseLoginProtection,
+  type LoginProtection,
+} from './resources/accounts/login-rules.js';
 import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './sim/ip-pool.js';
 
 export interface Config {
@@ -72,6 +78,8 @@ interface Setting<K extends keyof Config> {
   ci?: () => Config[K];
   /** A switch: `--flag` alone means `true` (the environment variable takes 1/0, true/false). */
   boolean?: true;
+  /** The default as help shows it, where the value itself does not say it (a file, a rule table). */
+  shown?: string;
 }
 
 const int = (name: string, min: number, max: number) => (raw: string) => {
@@ -300,6 +308,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_CAPABILITIES',
     help: 'JSON file with the location capabilities',
     parse: readCapabilities,
+    shown: 'built-in (src/resources/capabilities/defaults.json)',
     fallback: () => readCapabilities(DEFAULT_CAPABILITIES),
   },
   {
@@ -308,6 +317,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_RATE_LIMITS',
     help: 'off | default | rules (GET=100/min,...) | JSON rule file',
     parse: readRateLimits,
+    shown: "default (the spec's table; off under --ci)",
     fallback: () => DEFAULT_RULES,
     ci: () => null,
   },
@@ -324,6 +334,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
         throw e;
       }
     },
+    shown: `default (${describeLoginProtection(DEFAULT_LOGIN_PROTECTION)}; off under --ci)`,
     fallback: () => ({ ...DEFAULT_LOGIN_PROTECTION }),
     ci: () => null,
   },
@@ -339,6 +350,9 @@ export const SETTINGS: Setting<keyof Config>[] = [
         throw new ConfigError((e as Error).message);
       }
     },
+    shown: `${Object.entries(DEFAULT_DELAYS)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',')} (durations 0 under --ci)`,
     fallback: () => ({ ...DEFAULT_DELAYS }),
     ci: () => ({ ...CI_DELAYS }),
   },
@@ -354,6 +368,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
         throw new ConfigError(`libdrives: ${(e as Error).message}`);
       }
     },
+    shown: 'built-in (src/resources/libdrives/catalogue.json)',
     fallback: () => readCatalogue(BUILTIN_CATALOGUE),
   },
   {
@@ -385,6 +400,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_IP_POOL',
     help: 'public IP pool: CIDR[@GATEWAY],...',
     parse: wrapped(parseIpPool),
+    shown: DEFAULT_IP_POOL,
     fallback: () => parseIpPool(DEFAULT_IP_POOL),
   },
   {
@@ -393,6 +409,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_NAMESERVERS',
     help: 'nameservers of pool IPs, comma list',
     parse: wrapped(parseNameservers),
+    shown: DEFAULT_NAMESERVERS,
     fallback: () => parseNameservers(DEFAULT_NAMESERVERS),
   },
   {
@@ -410,6 +427,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_DEMO_LOGIN',
     help: 'EMAIL:PASSWORD of the demo account (created or its password set at start)',
     parse: readDemoLogin,
+    shown: 'demo@stratus.local with a generated password, on a database without users',
     fallback: () => null,
   },
   {
@@ -424,6 +442,15 @@ export const SETTINGS: Setting<keyof Config>[] = [
     fallback: () => null,
   },
 ];
+
+/** A setting's default as `--help` shows it. */
+export function settingDefault(s: Setting<keyof Config>): string {
+  if (s.shown !== undefined) return s.shown;
+  const v = s.fallback();
+  if (v === null || (Array.isArray(v) && v.length === 0)) return 'none';
+  if (typeof v === 'boolean') return v ? 'on' : 'off';
+  return String(v);
+}
 
 /**
  * One typed config from flags, then environment, then defaults. Anything invalid throws a ConfigError
