@@ -40,6 +40,13 @@ export class Store {
   readonly resources: ResourceRepository;
   /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
   readonly presented: VersionedCache<Record<string, unknown>>;
+  /** PostgreSQL's connection pool (metrics read its counts); null on SQLite (one connection). */
+  private pgPool: Pg.Pool | null = null;
+  /** Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. */
+  poolStats(): { total: number; idle: number; waiting: number } | null {
+    const p = this.pgPool;
+    return p ? { total: p.totalCount, idle: p.idleCount, waiting: p.waitingCount } : null;
+  }
   /** The migrations opening it applied (`schema: 'migrate'`); none when the schema was current. */
   migrated: string[] = [];
   /** Statements run since the store opened (the bench prints statements per request). */
@@ -138,13 +145,15 @@ export class Store {
     } finally {
       clearTimeout(timer);
     }
-    return new Store(
+    const store = new Store(
       new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingShapes(pool) }), log }),
       'postgres',
       redact(url),
       counter,
       opts.cacheMiB ?? DEFAULT_CACHE_MIB,
     );
+    store.pgPool = pool;
+    return store;
   }
 
   private static openSqlite(url: string, opts: { cacheMiB?: number; anchorStep?: number; mustExist?: boolean }, cleanup: (() => unknown)[]): Store {

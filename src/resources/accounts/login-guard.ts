@@ -53,6 +53,8 @@ export const LOGIN_LIMITS = {
 } as const;
 
 type Kind = keyof typeof LOGIN_LIMITS;
+/** How a refusal by login protection begins (metrics tell it from a rate-limit refusal by it). */
+export const LOGIN_LOCK_MESSAGE = 'Too many failed logins';
 export type LoginKeys = Record<Kind, string>;
 
 const PRUNE_EVERY_MS = 60_000;
@@ -95,7 +97,7 @@ async function readState(s: Services, p: LoginProtection, keys: LoginKeys, now: 
 
 function refused(until: number, now: number): ApiError {
   const seconds = Math.max(1, Math.ceil((until - now) / 1000));
-  return new ApiError('ratelimit', `Too many failed logins; try again in ${seconds} seconds`, null, { 'Retry-After': String(seconds) });
+  return new ApiError('ratelimit', `${LOGIN_LOCK_MESSAGE}; try again in ${seconds} seconds`, null, { 'Retry-After': String(seconds) });
 }
 
 /**
