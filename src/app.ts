@@ -20,6 +20,7 @@ import { createMailer } from './notify/mailer.js';
 import type { RawQuery } from './http/query.js';
 import { RateLimiter } from './http/ratelimit/limiter.js';
 import { registerOps } from './http/ops.js';
+import { Faults, registerAdmin } from './http/admin.js';
 import { LOGIN_LOCK_MESSAGE } from './resources/accounts/login-guard.js';
 import { registerMetrics, type Metrics, type RejectionReason } from './http/metrics.js';
 
@@ -77,6 +78,7 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
   guardUnusedBodies(app, config.bodyLimit);
 
   app.decorateRequest('format', 'json');
+  const faults = new Faults();
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
@@ -86,6 +88,8 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
     const q = req.query as RawQuery;
     req.format = negotiate(q.format, req.headers.accept);
     if (closing) throw new ApiError('concurrency', 'The service is shutting down; retry the request', null, { Connection: 'close' });
+    // Faults injected through the admin plane: one boolean per request while none is in force.
+    if (faults.active) faults.check(req.method, req.url);
   });
 
   // Set once the routes are in (below); the error handler counts refusals on it.
@@ -114,6 +118,13 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
   // Health, readiness, version and the API index: public, never limited (http/ops.ts).
   registerOps(app, services, kinds);
   metrics = registerMetrics(app, services);
+  // The admin plane (http/admin.ts): absent with --admin-token off, or when no token was given to this app.
+  if (config.adminToken && config.adminToken !== 'off')
+    registerAdmin(app, services, config.adminToken, config.adminAccess, faults, {
+      runDue: async () => (await app.schedulerProbe?.runDue?.()) ?? 0,
+      forgetCredentials: () => auth.cache.clear(),
+      log: app.log,
+    });
 
   return app;
 }

@@ -61,6 +61,10 @@ export interface Config {
   ci: boolean;
   /** The demo account's e-mail and password, set by the operator (a pipeline knows them); null = generated on first start. */
   demoLogin: { email: string; password: string } | null;
+  /** The admin plane's token (`Authorization: Bearer …`); null = generated at start; 'off' = no admin plane. */
+  adminToken: string | null;
+  /** Who may reach the admin plane: loopback addresses only (default) or any client that has the token. */
+  adminAccess: 'loopback' | 'any';
   /** Where `serve` writes `{url, email, password, admin_token, pid}` once it answers; null = nowhere. */
   readyFile: string | null;
 }
@@ -429,6 +433,30 @@ export const SETTINGS: Setting<keyof Config>[] = [
     parse: readDemoLogin,
     shown: 'demo@stratus.local with a generated password, on a database without users',
     fallback: () => null,
+  },
+  {
+    key: 'adminToken',
+    flag: 'admin-token',
+    env: 'STRATUS_ADMIN_TOKEN',
+    help: 'token of the admin plane /_stratus/admin/ (16+ characters), or off; unset: generated and printed at start',
+    parse: (raw) => {
+      if (raw === 'off') return 'off';
+      if (!/^[\x21-\x7e]{16,256}$/.test(raw)) throw new ConfigError('admin-token must be 16 to 256 printable characters without spaces, or off');
+      return raw;
+    },
+    fallback: () => null,
+    shown: 'generated at every start',
+  },
+  {
+    key: 'adminAccess',
+    flag: 'admin-access',
+    env: 'STRATUS_ADMIN_ACCESS',
+    help: 'who may reach the admin plane: loopback (clients on this machine) or any (anyone with the token)',
+    parse: (raw) => {
+      if (raw !== 'loopback' && raw !== 'any') throw new ConfigError('admin-access must be loopback or any');
+      return raw;
+    },
+    fallback: () => 'loopback',
   },
   {
     key: 'readyFile',

@@ -6,7 +6,8 @@ import { accessSync, constants, renameSync, rmSync, writeFileSync } from 'node:f
 import { dirname, resolve } from 'node:path';
 import { buildApp } from './app.js';
 import { ConfigError, type Config } from './config.js';
-import { randomPassword } from './core/passwords.js';
+import { randomAlnum, randomPassword } from './core/passwords.js';
+import { AdjustableClock } from './core/clock.js';
 import { openServices as open } from './cli/index.js';
 import { timerHandlers } from './registry.js';
 import { Scheduler } from './sim/scheduler.js';
@@ -16,6 +17,11 @@ export async function serve(config: Config): Promise<void> {
   // A ready file left by an earlier run must not tell a pipeline this one is up: it goes first.
   if (config.readyFile) clearReadyFile(config.readyFile);
   const services = await open(config, 'migrate');
+  // The injected clock the admin plane can move (real time plus an offset).
+  services.clock = new AdjustableClock();
+  // An admin token, generated for this run when none is configured (printed below, and in the ready file).
+  const adminToken = config.adminToken ?? randomAlnum(32);
+  services.config = { ...config, adminToken };
   // The demo login's password hash or check (scrypt, ~60 ms on the thread pool) runs while the app is built.
   const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword(), config.demoLogin), buildApp(services)]);
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
@@ -37,9 +43,20 @@ export async function serve(config: Config): Promise<void> {
     lines.push(`Demo login: ${demo.email} / ${demo.password}`);
     lines.push(`Try: curl -u '${demo.email}:${demo.password}' ${base}capabilities/`);
   }
+  if (adminToken !== 'off') {
+    const who = config.adminAccess === 'any' ? 'any client' : 'loopback only';
+    // A generated token is printed (it exists nowhere else); a configured one is the operator's already.
+    lines.push(`Admin plane: ${address}/_stratus/admin/ (${who}); token ${config.adminToken === null ? adminToken : 'from --admin-token'}`);
+  }
   process.stdout.write(lines.join('\n') + '\n');
   if (config.readyFile) {
-    writeReadyFile(config.readyFile, { url: base, email: demo?.email ?? null, password: demo?.password ?? null, admin_token: null, pid: process.pid });
+    writeReadyFile(config.readyFile, {
+      url: base,
+      email: demo?.email ?? null,
+      password: demo?.password ?? null,
+      admin_token: adminToken === 'off' ? null : adminToken,
+      pid: process.pid,
+    });
   }
 
   // SIGTERM/SIGINT: stop accepting, let in-flight requests finish, then close the database.

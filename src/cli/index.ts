@@ -9,7 +9,7 @@ import { EventSubscriptions } from '../core/events.js';
 import { fromDatabaseError } from '../store/errors.js';
 import { ipsCommand, vlansCommand } from './network.js';
 import { simCommand } from './sim.js';
-import { usersCommand } from './users.js';
+import { resetCommand, usersCommand } from './users.js';
 import { VERSION } from '../version.js';
 
 /**
@@ -116,6 +116,10 @@ export const COMMANDS: Record<string, CommandDef> = {
       { name: 'drive', args: 'UUID', min: 1, max: 1, options: ['written'], help: 'show or set (--written) the data written on a simulated drive' },
     ],
   },
+  reset: {
+    summary: 'empty the service: every account and everything in it (the library, settings and demo login stay)',
+    subs: [{ args: '', min: 0, max: 0, help: 'as POST /_stratus/admin/reset: a running server sees it at once (its cached logins end within 2 s)' }],
+  },
   help: {
     summary: 'show the help of a command',
     subs: [{ args: '[COMMAND]', min: 0, max: 1, help: 'the commands, or one command with its options and settings' }],
@@ -185,6 +189,7 @@ const OPTIONS = {
 
 type Command = (s: Services, args: string[], opts: Record<string, string | undefined>, usage: string) => Promise<string>;
 const OPERATOR: Record<string, Command> = {
+  reset: resetCommand,
   users: usersCommand as Command,
   ips: ipsCommand,
   vlans: vlansCommand,

@@ -3,7 +3,8 @@ import { ConfigError } from '../config.js';
 import { ApiError } from '../core/errors.js';
 import type { Services } from '../core/context.js';
 import { randomPassword } from '../core/passwords.js';
-import { createUser, findUserByEmail, listUsers, setPassword, setState, USER_STATES } from '../resources/users/users.js';
+import { createUser, ensureDemoLogin, findUserByEmail, listUsers, savedDemoLogin, setPassword, setState, USER_STATES } from '../resources/users/users.js';
+import { resetAll } from '../admin/reset.js';
 import { limitsCommand, type LimitsOptions } from './limits.js';
 import { unlockLogins } from '../resources/accounts/login-guard.js';
 import { describeLoginProtection } from '../resources/accounts/login-rules.js';
@@ -57,4 +58,13 @@ async function unlockCommand(s: Services, email: string | undefined, opts: Users
   const cleared = await unlockLogins(s, opts.all ? 'all' : { email, address: opts.address });
   const what = opts.all ? 'every account and address' : [email, opts.address].filter(Boolean).join(' and ');
   return `unlocked ${what}: ${cleared} failed-login counter(s) cleared (login protection: ${describeLoginProtection(s.config.loginProtection)})\n`;
+}
+
+/** `stratus reset`: the admin plane's reset on the database (the demo login is put back with its credentials). */
+export async function resetCommand(s: Services): Promise<string> {
+  const keep = s.config.demoLogin ?? (await savedDemoLogin(s));
+  const deleted = await resetAll(s);
+  const demo = await ensureDemoLogin(s, randomPassword(), keep);
+  const rows = Object.values(deleted).reduce((a, b) => a + b, 0);
+  return `reset: ${deleted.users} user(s) and ${rows - deleted.users} other row(s) deleted${demo ? `; demo login ${demo.email} kept` : ''}\n`;
 }

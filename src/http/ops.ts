@@ -26,6 +26,8 @@ export const READY_MAX_LAG_MS = 60_000;
 export interface SchedulerProbe {
   readonly polling: boolean;
   backlog(): Promise<{ due: number; lagMs: number }>;
+  /** Runs the timers due now (the admin clock moves time, then this). */
+  runDue?(): Promise<number>;
 }
 
 declare module 'fastify' {

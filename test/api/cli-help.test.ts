@@ -60,7 +60,7 @@ describe('stratus help', () => {
       [['serve', 'now'], /unexpected argument "now": stratus serve/],
       [['migrate', 'now'], /unexpected argument "now": stratus migrate/],
       [['sim', 'server', 'uuid'], /missing argument: stratus sim server UUID EVENT/],
-      [['help', 'nope'], /unknown command "nope"; the commands are serve, migrate, users, ips, vlans, sim, help/],
+      [['help', 'nope'], /unknown command "nope"; the commands are serve, migrate, users, ips, vlans, sim, reset, help/],
       [['help', 'users', 'more'], /unexpected argument "more"/],
       [['frobnicate'], /unknown command "frobnicate"/],
       [['users', 'list', '--bogus'], /Unknown option '--bogus'/],

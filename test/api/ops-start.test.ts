@@ -85,6 +85,10 @@ describe('a pipeline starts stratus and waits on its ready file', () => {
       assert.equal(info.url, `${srv.base}/api/2.0/`);
       assert.equal(info.email, 'ci@example.com');
       assert.equal(info.password, 'ci:secret');
+      assert.match(info.admin_token, /^[A-Za-z0-9]{32}$/, 'a generated admin token');
+      assert.match(srv.stdout(), new RegExp(`Admin plane: ${srv.base}/_stratus/admin/ \\(loopback only\\); token ${info.admin_token}`));
+      const clock = await fetch(`${srv.base}/_stratus/admin/clock`, { headers: { authorization: `Bearer ${info.admin_token}` } });
+      assert.equal(clock.status, 200);
       assert.equal(statSync(ready).mode & 0o777, 0o600, 'it holds a password: owner only');
       assert.match(srv.stdout(), /Demo login: ci@example\.com \/ ci:secret/);
       const c = new Client(srv.base, { email: info.email, password: info.password });

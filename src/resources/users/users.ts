@@ -117,6 +117,12 @@ export async function ensureDemoLogin(
   return login;
 }
 
+/** The demo login kept in settings (printed at every start), or null. */
+export async function savedDemoLogin(s: Services): Promise<{ email: string; password: string } | null> {
+  const saved = await s.store.db.selectFrom('settings').select('value').where('key', '=', 'demo_login').executeTakeFirst();
+  return saved ? (JSON.parse(saved.value) as { email: string; password: string }) : null;
+}
+
 async function ensureConfiguredLogin(s: Services, login: { email: string; password: string }): Promise<{ email: string; password: string }> {
   const user = await findUserByEmail(s, login.email);
   if (!user) await createUser(s, login);
