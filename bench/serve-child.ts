@@ -67,7 +67,7 @@ async function stratus(db: string): Promise<void> {
   // As production would run it; only the simulated drive creation is instant, so the template drive the
   // bench makes through the API is usable without waiting (no request path depends on it).
   const config = loadConfig({ db, host: '127.0.0.1', port: '0', 'log-level': 'warn', delays: 'drive.create=0' }, {});
-  const services = await openServices(config);
+  const services = await openServices(config, 'migrate');
   const app = await buildApp(services);
   const scheduler = new Scheduler(services, timerHandlers(), app.log);
   const base = await app.listen({ host: config.host, port: config.port });

@@ -19,6 +19,10 @@ import { registerConfirmPage } from './http/accounts/confirm-page.js';
 import { createMailer } from './notify/mailer.js';
 import type { RawQuery } from './http/query.js';
 import { RateLimiter } from './http/ratelimit/limiter.js';
+import { registerOps } from './http/ops.js';
+import { Faults, registerAdmin } from './http/admin.js';
+import { LOGIN_LOCK_MESSAGE } from './resources/accounts/login-guard.js';
+import { registerMetrics, type Metrics, type RejectionReason } from './http/metrics.js';
 
 /** Turn anything thrown into an ApiError: our own pass through, Fastify's keep their status, the rest is a 500. */
 function toApiError(err: unknown, req: FastifyRequest): ApiError {
@@ -74,6 +78,7 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
   guardUnusedBodies(app, config.bodyLimit);
 
   app.decorateRequest('format', 'json');
+  const faults = new Faults();
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
@@ -83,10 +88,15 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
     const q = req.query as RawQuery;
     req.format = negotiate(q.format, req.headers.accept);
     if (closing) throw new ApiError('concurrency', 'The service is shutting down; retry the request', null, { Connection: 'close' });
+    // Faults injected through the admin plane: one boolean per request while none is in force.
+    if (faults.active) faults.check(req.method, req.url);
   });
 
+  // Set once the routes are in (below); the error handler counts refusals on it.
+  let metrics: Metrics | null = null;
   app.setErrorHandler((err, req, reply) => {
     const e = toApiError(err, req);
+    if (metrics && (e.type === 'ratelimit' || e.type === 'auth')) metrics.rejected(rejectionReason(e));
     return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: e.headers });
   });
   app.setNotFoundHandler((req, reply) => {
@@ -105,8 +115,24 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
   app.decorate('rateLimiter', limiter);
   if (limiter) app.addHook('onClose', () => limiter.close());
   for (const spec of [...resourcePaths(kinds, services), ...accounts]) registerPath(app, spec, auth.authenticate, limiter);
+  // Health, readiness, version and the API index: public, never limited (http/ops.ts).
+  registerOps(app, services, kinds);
+  metrics = registerMetrics(app, services);
+  // The admin plane (http/admin.ts): absent with --admin-token off, or when no token was given to this app.
+  if (config.adminToken && config.adminToken !== 'off')
+    registerAdmin(app, services, config.adminToken, config.adminAccess, faults, {
+      runDue: async () => (await app.schedulerProbe?.runDue?.()) ?? 0,
+      forgetCredentials: () => auth.cache.clear(),
+      log: app.log,
+    });
 
   return app;
+}
+
+/** Which guard refused a request: rate limits and login protection both answer 429 `ratelimit`. */
+function rejectionReason(e: ApiError): RejectionReason {
+  if (e.type === 'auth') return 'auth';
+  return e.message.startsWith(LOGIN_LOCK_MESSAGE) ? 'login_protection' : 'rate_limit';
 }
 
 /** `http://<host>:<port>` of this server as configured (the actual port when it was 0): the default base of e-mailed links. */

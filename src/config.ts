@@ -1,8 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { assetPath } from './assets.js';
+import { ConfigError } from './core/errors.js';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
 import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './http/ratelimit/rules.js';
 import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources/libdrives/catalogue.js';
+import {
+  DEFAULT_LOGIN_PROTECTION,
+  describeLoginProtection,
+  LoginRuleError,
+  parseLoginProtection,
+  type LoginProtection,
+} from './resources/accounts/login-rules.js';
 import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './sim/ip-pool.js';
 
 export interface Config {
@@ -47,6 +55,18 @@ export interface Config {
   ipPool: IpPoolBlock[];
   /** Nameservers every pool IP shows. */
   nameservers: string[];
+  /** Login protection against password guessing (resources/accounts/login-guard.ts), or null when off. */
+  loginProtection: LoginProtection | null;
+  /** The `--ci` preset: other settings' defaults become what a test pipeline wants (no limits, no delays). */
+  ci: boolean;
+  /** The demo account's e-mail and password, set by the operator (a pipeline knows them); null = generated on first start. */
+  demoLogin: { email: string; password: string } | null;
+  /** The admin plane's token (`Authorization: Bearer …`); null = generated at start; 'off' = no admin plane. */
+  adminToken: string | null;
+  /** Who may reach the admin plane: loopback addresses only (default) or any client that has the token. */
+  adminAccess: 'loopback' | 'any';
+  /** Where `serve` writes `{url, email, password, admin_token, pid}` once it answers; null = nowhere. */
+  readyFile: string | null;
 }
 
 /** Every setting: flag name, environment variable, default, and how to read it. */
@@ -55,11 +75,16 @@ interface Setting<K extends keyof Config> {
   flag: string;
   env: string;
   help: string;
-  parse(raw: string): Config[K];
+  /** `ci`: whether the `--ci` preset is on (a few settings read their value against its defaults). */
+  parse(raw: string, ctx: { ci: boolean }): Config[K];
   fallback: () => Config[K];
+  /** The default under `--ci`, when it differs. */
+  ci?: () => Config[K];
+  /** A switch: `--flag` alone means `true` (the environment variable takes 1/0, true/false). */
+  boolean?: true;
+  /** The default as help shows it, where the value itself does not say it (a file, a rule table). */
+  shown?: string;
 }
-
-class ConfigError extends Error {}
 
 const int = (name: string, min: number, max: number) => (raw: string) => {
   if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
@@ -139,6 +164,31 @@ function readPromoCodes(raw: string): string[] {
   return codes;
 }
 
+/** A switch's value from the environment (or `true` from a bare flag). */
+const readSwitch = (name: string) => (raw: string) => {
+  const v = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+  throw new ConfigError(`${name} must be 1 or 0 (true or false), got "${raw}"`);
+};
+
+/** `EMAIL:PASSWORD` (split at the first colon: an e-mail has none, a password may). */
+function readDemoLogin(raw: string): { email: string; password: string } {
+  const at = raw.indexOf(':');
+  const email = at < 0 ? '' : raw.slice(0, at).trim().toLowerCase();
+  const password = at < 0 ? '' : raw.slice(at + 1);
+  if (!/^[^\s@:]+@[^\s@:]+$/.test(email) || email.length > 254) throw new ConfigError('demo-login must be EMAIL:PASSWORD, e.g. ci@example.com:s3cret');
+  if (password.length < 1 || password.length > 256 || /[\0\r\n]/.test(password))
+    throw new ConfigError('demo-login: the password must be 1 to 256 characters on one line');
+  return { email, password };
+}
+
+/** Under `--ci` every simulated duration is 0 (`drive.write_rate` is a rate, not a duration: it stays). */
+const CI_DELAYS: Delays = {
+  ...(Object.fromEntries(Object.keys(DEFAULT_DELAYS).map((k) => [k, 0])) as Delays),
+  'drive.write_rate': DEFAULT_DELAYS['drive.write_rate'],
+};
+
 /** A parser from another module whose errors become ConfigErrors. */
 const wrapped =
   <T>(parse: (raw: string) => T) =>
@@ -162,6 +212,9 @@ export const SETTINGS: Setting<keyof Config>[] = [
     help: 'SQLite file, :memory:, or postgres://user@host/db',
     parse: (s) => {
       if (!s) throw new ConfigError('db must not be empty');
+      const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(s)?.[1];
+      if (scheme && !/^postgres(ql)?$/.test(scheme))
+        throw new ConfigError(`db: "${scheme}://" databases are not supported; give a SQLite file path, :memory:, or postgres://user@host/db`);
       return s;
     },
     fallback: () => './data/stratus.db',
@@ -259,6 +312,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_CAPABILITIES',
     help: 'JSON file with the location capabilities',
     parse: readCapabilities,
+    shown: 'built-in (src/resources/capabilities/defaults.json)',
     fallback: () => readCapabilities(DEFAULT_CAPABILITIES),
   },
   {
@@ -267,21 +321,44 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_RATE_LIMITS',
     help: 'off | default | rules (GET=100/min,...) | JSON rule file',
     parse: readRateLimits,
+    shown: "default (the spec's table; off under --ci)",
     fallback: () => DEFAULT_RULES,
+    ci: () => null,
+  },
+  {
+    key: 'loginProtection',
+    flag: 'login-protection',
+    env: 'STRATUS_LOGIN_PROTECTION',
+    help: 'off | default | rules (pair=5,address=20,account=50,window=15m,lock=15m)',
+    parse: (raw) => {
+      try {
+        return parseLoginProtection(raw);
+      } catch (e) {
+        if (e instanceof LoginRuleError) throw new ConfigError(`login-protection: ${e.message}`);
+        throw e;
+      }
+    },
+    shown: `default (${describeLoginProtection(DEFAULT_LOGIN_PROTECTION)}; off under --ci)`,
+    fallback: () => ({ ...DEFAULT_LOGIN_PROTECTION }),
+    ci: () => null,
   },
   {
     key: 'delays',
     flag: 'delays',
     env: 'STRATUS_DELAYS',
     help: 'simulated operation durations, e.g. drive.create=0,drive.clone=30000 (ms)',
-    parse: (raw) => {
+    parse: (raw, { ci }) => {
       try {
-        return parseDelays(raw);
+        return parseDelays(raw, ci ? CI_DELAYS : DEFAULT_DELAYS);
       } catch (e) {
         throw new ConfigError((e as Error).message);
       }
     },
+    shown: `${Object.entries(DEFAULT_DELAYS)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',')} (durations 0 under --ci)`,
     fallback: () => ({ ...DEFAULT_DELAYS }),
+    ci: () => ({ ...CI_DELAYS }),
   },
   {
     key: 'libdrives',
@@ -295,6 +372,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
         throw new ConfigError(`libdrives: ${(e as Error).message}`);
       }
     },
+    shown: 'built-in (src/resources/libdrives/catalogue.json)',
     fallback: () => readCatalogue(BUILTIN_CATALOGUE),
   },
   {
@@ -326,6 +404,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_IP_POOL',
     help: 'public IP pool: CIDR[@GATEWAY],...',
     parse: wrapped(parseIpPool),
+    shown: DEFAULT_IP_POOL,
     fallback: () => parseIpPool(DEFAULT_IP_POOL),
   },
   {
@@ -334,19 +413,88 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_NAMESERVERS',
     help: 'nameservers of pool IPs, comma list',
     parse: wrapped(parseNameservers),
+    shown: DEFAULT_NAMESERVERS,
     fallback: () => parseNameservers(DEFAULT_NAMESERVERS),
   },
+  {
+    key: 'ci',
+    flag: 'ci',
+    env: 'STRATUS_CI',
+    help: 'preset for test pipelines: rate limits and login protection off, simulated delays 0 (each still settable)',
+    parse: readSwitch('ci'),
+    fallback: () => false,
+    boolean: true,
+  },
+  {
+    key: 'demoLogin',
+    flag: 'demo-login',
+    env: 'STRATUS_DEMO_LOGIN',
+    help: 'EMAIL:PASSWORD of the demo account (created or its password set at start)',
+    parse: readDemoLogin,
+    shown: 'demo@stratus.local with a generated password, on a database without users',
+    fallback: () => null,
+  },
+  {
+    key: 'adminToken',
+    flag: 'admin-token',
+    env: 'STRATUS_ADMIN_TOKEN',
+    help: 'token of the admin plane /_stratus/admin/ (16+ characters), or off; unset: generated and printed at start',
+    parse: (raw) => {
+      if (raw === 'off') return 'off';
+      if (!/^[\x21-\x7e]{16,256}$/.test(raw)) throw new ConfigError('admin-token must be 16 to 256 printable characters without spaces, or off');
+      return raw;
+    },
+    fallback: () => null,
+    shown: 'generated at every start',
+  },
+  {
+    key: 'adminAccess',
+    flag: 'admin-access',
+    env: 'STRATUS_ADMIN_ACCESS',
+    help: 'who may reach the admin plane: loopback (clients on this machine) or any (anyone with the token)',
+    parse: (raw) => {
+      if (raw !== 'loopback' && raw !== 'any') throw new ConfigError('admin-access must be loopback or any');
+      return raw;
+    },
+    fallback: () => 'loopback',
+  },
+  {
+    key: 'readyFile',
+    flag: 'ready-file',
+    env: 'STRATUS_READY_FILE',
+    help: 'file serve writes {url, email, password, admin_token, pid} to (JSON) once it answers',
+    parse: (raw) => {
+      if (!raw.trim()) throw new ConfigError('ready-file must be a file path');
+      return raw;
+    },
+    fallback: () => null,
+  },
 ];
+
+/** A setting's default as `--help` shows it. */
+export function settingDefault(s: Setting<keyof Config>): string {
+  if (s.shown !== undefined) return s.shown;
+  const v = s.fallback();
+  if (v === null || (Array.isArray(v) && v.length === 0)) return 'none';
+  if (typeof v === 'boolean') return v ? 'on' : 'off';
+  return String(v);
+}
 
 /**
  * One typed config from flags, then environment, then defaults. Anything invalid throws a ConfigError
  * whose message names the setting, and start-up stops.
  */
-export function loadConfig(flags: Record<string, string | undefined>, env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(flags: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv = process.env): Config {
   const out: Partial<Record<keyof Config, unknown>> = {};
+  const rawOf = (s: Setting<keyof Config>): string | undefined => {
+    const flag = flags[s.flag];
+    return typeof flag === 'boolean' ? String(flag) : (flag ?? env[s.env]);
+  };
+  const ciRaw = rawOf(SETTINGS.find((s) => s.key === 'ci')!);
+  const ci = ciRaw === undefined ? false : readSwitch('ci')(ciRaw);
   for (const s of SETTINGS) {
-    const raw = flags[s.flag] ?? env[s.env];
-    out[s.key] = raw === undefined ? s.fallback() : s.parse(raw);
+    const raw = rawOf(s);
+    out[s.key] = raw === undefined ? (ci && s.ci ? s.ci() : s.fallback()) : s.parse(raw, { ci });
   }
   return out as Config;
 }

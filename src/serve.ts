@@ -2,30 +2,62 @@
  * `stratus serve`: the API server in this process (src/main.ts loads this module only for `serve`), with
  * its scheduler loop and signal handling.
  */
+import { accessSync, constants, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { buildApp } from './app.js';
-import type { Config } from './config.js';
-import { randomPassword } from './core/passwords.js';
+import { ConfigError, type Config } from './config.js';
+import { randomAlnum, randomPassword } from './core/passwords.js';
+import { AdjustableClock } from './core/clock.js';
 import { openServices as open } from './cli/index.js';
 import { timerHandlers } from './registry.js';
 import { Scheduler } from './sim/scheduler.js';
 import { ensureDemoLogin } from './resources/users/users.js';
 
 export async function serve(config: Config): Promise<void> {
-  const services = await open(config);
+  // A ready file left by an earlier run must not tell a pipeline this one is up: it goes first.
+  if (config.readyFile) clearReadyFile(config.readyFile);
+  const services = await open(config, 'migrate');
+  // The injected clock the admin plane can move (real time plus an offset).
+  services.clock = new AdjustableClock();
+  // An admin token, generated for this run when none is configured (printed below, and in the ready file).
+  const adminToken = config.adminToken ?? randomAlnum(32);
+  services.config = { ...config, adminToken };
   // The demo login's password hash or check (scrypt, ~60 ms on the thread pool) runs while the app is built.
-  const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword()), buildApp(services)]);
+  const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword(), config.demoLogin), buildApp(services)]);
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   const scheduler = new Scheduler(services, timerHandlers(), app.log);
-  const address = await app.listen({ host: config.host, port: config.port });
+  let address: string;
+  try {
+    address = await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    await app.close();
+    await services.store.close();
+    throw listenError(config, err);
+  }
   scheduler.start();
+  app.schedulerProbe = scheduler;
   const base = `${address}/api/2.0/`;
   const lines = [`Stratus listening at ${base} (database: ${services.store.dialect} ${services.store.location})`];
   if (demo) {
     lines.push(`Demo login: ${demo.email} / ${demo.password}`);
     lines.push(`Try: curl -u '${demo.email}:${demo.password}' ${base}capabilities/`);
   }
+  if (adminToken !== 'off') {
+    const who = config.adminAccess === 'any' ? 'any client' : 'loopback only';
+    // A generated token is printed (it exists nowhere else); a configured one is the operator's already.
+    lines.push(`Admin plane: ${address}/_stratus/admin/ (${who}); token ${config.adminToken === null ? adminToken : 'from --admin-token'}`);
+  }
   process.stdout.write(lines.join('\n') + '\n');
+  if (config.readyFile) {
+    writeReadyFile(config.readyFile, {
+      url: base,
+      email: demo?.email ?? null,
+      password: demo?.password ?? null,
+      admin_token: adminToken === 'off' ? null : adminToken,
+      pid: process.pid,
+    });
+  }
 
   // SIGTERM/SIGINT: stop accepting, let in-flight requests finish, then close the database.
   let closing = false;
@@ -33,6 +65,7 @@ export async function serve(config: Config): Promise<void> {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
+    if (config.readyFile) rmSync(config.readyFile, { force: true });
     await app.close();
     await scheduler.stop();
     await services.store.close();
@@ -40,4 +73,40 @@ export async function serve(config: Config): Promise<void> {
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
+}
+
+/** Why the server could not listen, as one line naming the setting (exit code 2); anything unexpected as it is. */
+function listenError(config: Config, err: unknown): unknown {
+  const at = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
+  switch ((err as NodeJS.ErrnoException)?.code) {
+    case 'EADDRINUSE':
+      return new ConfigError(`port: ${at} is already in use (another Stratus?): stop it or choose another --port (0 = any free port)`);
+    case 'EACCES':
+      return new ConfigError(`port: no permission to listen on ${at} (ports below 1024 need privileges): choose --port 1024 or above`);
+    case 'EADDRNOTAVAIL':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new ConfigError(`host: ${config.host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 or one of its addresses`);
+  }
+  return err;
+}
+
+/** Removes a stale ready file and checks that its folder takes a new one, before anything else starts. */
+function clearReadyFile(path: string): void {
+  try {
+    rmSync(path, { force: true });
+    accessSync(dirname(resolve(path)), constants.W_OK);
+  } catch (e) {
+    throw new ConfigError(`ready-file: cannot write ${path} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); give a path in a writable folder`);
+  }
+}
+
+/**
+ * Written once the server answers, readable only by its owner (it holds a password), and atomically (a
+ * temporary file renamed over it), so a pipeline polling for it never reads half of it.
+ */
+function writeReadyFile(path: string, content: Record<string, unknown>): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(content, null, 2) + '\n', { mode: 0o600 });
+  renameSync(tmp, path);
 }

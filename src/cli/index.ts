@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, SETTINGS, type Config } from '../config.js';
+import { ConfigError, loadConfig, settingDefault, SETTINGS, type Config } from '../config.js';
 import { systemClock } from '../core/clock.js';
 import type { Services } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
@@ -9,7 +9,8 @@ import { EventSubscriptions } from '../core/events.js';
 import { fromDatabaseError } from '../store/errors.js';
 import { ipsCommand, vlansCommand } from './network.js';
 import { simCommand } from './sim.js';
-import { usersCommand } from './users.js';
+import { resetCommand, usersCommand } from './users.js';
+import { VERSION } from '../version.js';
 
 /**
  * The `stratus` command line: argument parsing and the operator commands (`users`, `ips`, `vlans`, `sim`),
@@ -17,35 +18,146 @@ import { usersCommand } from './users.js';
  * hands it in as `serve`; without it (in-process) a valid `serve` is refused. Output goes through `io`;
  * the result is the exit code: 0, 2 for bad configuration or operator input (a message, no stack trace),
  * 1 for anything unexpected (with its stack).
+ *
+ * Every command and subcommand is a row of COMMANDS below (its arguments, its own options, its help), so
+ * `stratus help CMD`, `stratus CMD --help` and the refusal of arguments a command does not take come from
+ * one place. The settings (src/config.ts SETTINGS) are accepted by every command.
  */
-export const USAGE = `Usage: stratus <command> [options]
+interface Sub {
+  /** The subcommand's word (none for a command without subcommands). */
+  name?: string;
+  /** Its positional arguments as shown, e.g. `EMAIL [STATE]`, and how many it takes. */
+  args: string;
+  min: number;
+  max: number;
+  /** Its own options (names of OWN_OPTIONS). */
+  options?: string[];
+  help: string;
+}
+
+interface CommandDef {
+  summary: string;
+  subs: Sub[];
+}
+
+/** Options that belong to some commands only (each is refused elsewhere). */
+const OWN_OPTIONS: Record<string, { type: 'string' | 'boolean'; value?: string; help: string }> = {
+  password: { type: 'string', value: 'P', help: 'the password (generated and printed when not given)' },
+  state: { type: 'string', value: 'S', help: 'account state: REGULAR (default), TRIAL, GUEST or NEW_USER' },
+  off: { type: 'boolean', help: 'exempt the account from rate limits' },
+  reset: { type: 'boolean', help: "drop the account's override: the deployment's rules apply" },
+  set: { type: 'string', value: 'RULES', help: "override rules, e.g. 'GET=1000/min,POST:/servers/=5000/day,PUT=off'" },
+  count: { type: 'string', value: 'N', help: 'how many (default 1)' },
+  written: { type: 'string', value: 'BYTES', help: 'set the bytes of data written on the drive' },
+  address: { type: 'string', value: 'IP', help: 'a client address (IPv4 or IPv6)' },
+  all: { type: 'boolean', help: 'every account and address' },
+};
+
+export const COMMANDS: Record<string, CommandDef> = {
+  serve: {
+    summary: 'start the API server (creates or upgrades the schema of --db)',
+    subs: [{ args: '', min: 0, max: 0, help: 'serve the API at http://HOST:PORT/api/2.0/ until SIGTERM or SIGINT' }],
+  },
+  migrate: {
+    summary: 'create or upgrade the schema of --db (other commands only use a current one)',
+    subs: [{ args: '', min: 0, max: 0, help: 'create the schema, or upgrade it to this version; says which it did' }],
+  },
+  users: {
+    summary: 'accounts: add, list, passwords, states, rate limits, login locks',
+    subs: [
+      { name: 'add', args: 'EMAIL', min: 1, max: 1, options: ['password', 'state'], help: 'create a user (a password is generated when none is given)' },
+      { name: 'list', args: '', min: 0, max: 0, help: 'list users' },
+      { name: 'set-password', args: 'EMAIL', min: 1, max: 1, options: ['password'], help: "set a user's password (generated when none is given)" },
+      { name: 'set-state', args: 'EMAIL STATE', min: 2, max: 2, help: "set an account's state (REGULAR, TRIAL, GUEST, NEW_USER)" },
+      {
+        name: 'limits',
+        args: 'EMAIL',
+        min: 1,
+        max: 1,
+        options: ['off', 'reset', 'set'],
+        help: "show an account's rate limits; --off exempts it, --reset returns it to the deployment's, --set overrides rules",
+      },
+      {
+        name: 'unlock',
+        args: '[EMAIL]',
+        min: 0,
+        max: 1,
+        options: ['address', 'all'],
+        help: 'clear failed logins (login protection) of an account from every address, of an --address for every account, or --all',
+      },
+    ],
+  },
+  ips: {
+    summary: 'public IP addresses of the --ip-pool',
+    subs: [
+      { name: 'assign', args: 'EMAIL', min: 1, max: 1, options: ['count'], help: 'give an account N free addresses of the --ip-pool' },
+      { name: 'release', args: 'ADDRESS', min: 1, max: 1, help: 'take an address back into the pool' },
+      { name: 'list', args: '[EMAIL]', min: 0, max: 1, help: 'addresses in use (assigned and DHCP leases)' },
+    ],
+  },
+  vlans: {
+    summary: 'private VLANs',
+    subs: [
+      { name: 'assign', args: 'EMAIL', min: 1, max: 1, options: ['count'], help: 'give an account N new private VLANs' },
+      { name: 'release', args: 'UUID', min: 1, max: 1, help: 'remove a VLAN' },
+      { name: 'list', args: '[EMAIL]', min: 0, max: 1, help: 'VLANs and their owners' },
+    ],
+  },
+  sim: {
+    summary: 'make the simulated infrastructure act',
+    subs: [
+      {
+        name: 'server',
+        args: 'UUID EVENT',
+        min: 2,
+        max: 2,
+        help: 'make the simulated guest/host act: poweroff, crash, fail_next_boot, acpi_ignore, acpi_obey, host_failure',
+      },
+      { name: 'drive', args: 'UUID', min: 1, max: 1, options: ['written'], help: 'show or set (--written) the data written on a simulated drive' },
+    ],
+  },
+  reset: {
+    summary: 'empty the service: every account and everything in it (the library, settings and demo login stay)',
+    subs: [{ args: '', min: 0, max: 0, help: 'as POST /_stratus/admin/reset: a running server sees it at once (its cached logins end within 2 s)' }],
+  },
+  help: {
+    summary: 'show the help of a command',
+    subs: [{ args: '[COMMAND]', min: 0, max: 1, help: 'the commands, or one command with its options and settings' }],
+  },
+};
+
+const subLine = (cmd: string, sub: Sub) =>
+  ['stratus', cmd, sub.name, sub.args, ...(sub.options ?? []).map((o) => `[--${o}${OWN_OPTIONS[o].value ? ` ${OWN_OPTIONS[o].value}` : ''}]`)]
+    .filter(Boolean)
+    .join(' ');
+
+export const USAGE = `Usage: stratus <command> [arguments] [options]
 
 Commands:
-  serve                              start the API server
-  users add EMAIL [--password P] [--state S]
-                                     create a user (a password is generated when none is given)
-  users list                         list users
-  users set-state EMAIL STATE        set an account's state (REGULAR, TRIAL, GUEST, NEW_USER)
-  users set-password EMAIL [--password P]
-                                     set a user's password (generated when none is given)
-  users limits EMAIL [--off | --reset | --set RULES]
-                                     show an account's rate limits; --off exempts it, --reset
-                                     returns it to the deployment's, --set overrides rules, e.g.
-                                     --set 'GET=1000/min,POST=200/min,POST:/servers/=5000/day,PUT=off'
-  ips assign EMAIL [--count N]       give an account N free addresses of the --ip-pool (default 1)
-  ips release ADDRESS                take an address back into the pool
-  ips list [EMAIL]                   addresses in use (assigned and DHCP leases)
-  vlans assign EMAIL [--count N]     give an account N new private VLANs (default 1)
-  vlans release UUID                 remove a VLAN
-  vlans list [EMAIL]                 VLANs and their owners
-  sim server UUID EVENT              make the simulated guest/host act: poweroff, crash,
-                                     fail_next_boot, acpi_ignore, acpi_obey, host_failure
-  sim drive UUID [--written BYTES]   show or set the data written on a simulated drive
+${Object.entries(COMMANDS)
+  .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`)
+  .join('\n')}
 
-Options (every command; flags win over environment variables):
-${SETTINGS.map((s) => `  --${s.flag.padEnd(20)} ${s.env.padEnd(30)} ${s.help}`).join('\n')}
-  --password P, --state S            for the users commands
-  --help`;
+\`stratus help COMMAND\` or \`stratus COMMAND --help\` shows a command's arguments, options and settings
+(with their defaults); \`stratus --version\` the version. Settings are flags or STRATUS_* environment variables.`;
+
+/** One command's help: its forms, its own options, and every setting with its environment variable and default. */
+export function commandHelp(name: string): string {
+  const c = COMMANDS[name];
+  const own = [...new Set(c.subs.flatMap((s) => s.options ?? []))];
+  const lines = [`Usage (${c.summary}):`, ''];
+  for (const sub of c.subs) lines.push(`  ${subLine(name, sub)}`, `      ${sub.help}`);
+  if (own.length) {
+    lines.push('', 'Options:');
+    for (const o of own) lines.push(`  --${`${o}${OWN_OPTIONS[o].value ? ` ${OWN_OPTIONS[o].value}` : ''}`.padEnd(16)} ${OWN_OPTIONS[o].help}`);
+  }
+  if (name !== 'help') {
+    lines.push('', 'Settings (flags win over environment variables; every command takes them):');
+    for (const s of SETTINGS) lines.push(`  --${s.flag.padEnd(20)} ${s.env.padEnd(30)} default: ${settingDefault(s)}`, `      ${s.help}`);
+    lines.push('  -h, --help              this help');
+  }
+  return lines.join('\n');
+}
 
 export interface CliIo {
   out(s: string): void;
@@ -59,52 +171,102 @@ export interface CliOptions {
   serve?: (config: Config) => Promise<void>;
 }
 
-/** The services an operator command (or the server) works with: the store of `--db`, the real clock. */
-export async function openServices(config: Config): Promise<Services> {
-  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB });
+/**
+ * The services an operator command (or the server) works with: the store of `--db`, the real clock.
+ * `schema`: the server and `stratus migrate` create or upgrade the schema; other commands only check it.
+ */
+export async function openServices(config: Config, schema: 'migrate' | 'check'): Promise<Services> {
+  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, schema });
   return { store, clock: systemClock, ids: randomIds, config, events: new EventSubscriptions() };
 }
 
-const OPTIONS = Object.fromEntries([
-  ...SETTINGS.map((s) => [s.flag, { type: 'string' as const }]),
-  ['password', { type: 'string' as const }],
-  ['state', { type: 'string' as const }],
-  ['help', { type: 'boolean' as const }],
-  ['off', { type: 'boolean' as const }],
-  ['reset', { type: 'boolean' as const }],
-  ['set', { type: 'string' as const }],
-  ['count', { type: 'string' as const }],
-  ['written', { type: 'string' as const }],
-]);
+const OPTIONS = {
+  ...Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: s.boolean ? ('boolean' as const) : ('string' as const) }])),
+  ...Object.fromEntries(Object.entries(OWN_OPTIONS).map(([k, o]) => [k, { type: o.type }])),
+  help: { type: 'boolean' as const, short: 'h' },
+  version: { type: 'boolean' as const },
+};
 
 type Command = (s: Services, args: string[], opts: Record<string, string | undefined>, usage: string) => Promise<string>;
-const COMMANDS: Record<string, Command> = {
+const OPERATOR: Record<string, Command> = {
+  reset: resetCommand,
   users: usersCommand as Command,
   ips: ipsCommand,
   vlans: vlansCommand,
   sim: simCommand,
 };
 
+/**
+ * The command line checked against COMMANDS before anything runs: a known command and subcommand, as many
+ * arguments as it takes, and only options that apply to it. Returns the subcommand.
+ */
+function checkLine(command: string, rest: string[], flags: Record<string, unknown>): Sub {
+  const c = COMMANDS[command];
+  if (!c) throw new ConfigError(`unknown command "${command}"; the commands are ${Object.keys(COMMANDS).join(', ')} (stratus --help)`);
+  const named = c.subs[0].name !== undefined;
+  const sub = named ? c.subs.find((s) => s.name === rest[0]) : c.subs[0];
+  if (!sub)
+    throw new ConfigError(
+      `${command}: ${rest[0] === undefined ? 'a subcommand is needed' : `unknown subcommand "${rest[0]}"`}; one of ${c.subs.map((s) => s.name).join(', ')} (stratus help ${command})`,
+    );
+  const args = named ? rest.slice(1) : rest;
+  const form = subLine(command, sub);
+  if (args.length > sub.max) throw new ConfigError(`unexpected argument "${args[sub.max]}": ${form} (stratus help ${command})`);
+  if (args.length < sub.min) throw new ConfigError(`missing argument: ${form} (stratus help ${command})`);
+  for (const o of Object.keys(OWN_OPTIONS))
+    if (flags[o] !== undefined && !(sub.options ?? []).includes(o))
+      throw new ConfigError(`--${o} does not apply to "${[command, sub.name].filter(Boolean).join(' ')}": ${form} (stratus help ${command})`);
+  return sub;
+}
+
 async function dispatch(argv: string[], io: CliIo, opts: CliOptions): Promise<void> {
   const { values, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
-  const flags = values as Record<string, string | undefined>;
-  if (flags.help || positionals.length === 0) {
+  const flags = values as Record<string, string | boolean | undefined>;
+  if (flags.version) {
+    io.out(`stratus ${VERSION}\n`);
+    return;
+  }
+  const [command, ...rest] = positionals;
+  if (command === undefined) {
     io.out(USAGE + '\n');
     return;
   }
+  if (command === 'help' || flags.help) {
+    const topic = command === 'help' ? (rest[0] ?? (flags.help ? 'help' : undefined)) : command;
+    if (command === 'help') checkLine('help', rest, {});
+    if (topic !== undefined && !COMMANDS[topic]) throw new ConfigError(`unknown command "${topic}"; the commands are ${Object.keys(COMMANDS).join(', ')}`);
+    io.out((topic === undefined ? USAGE : commandHelp(topic)) + '\n');
+    return;
+  }
+  checkLine(command, rest, flags);
   const config = loadConfig(flags, opts.env ?? process.env);
-  const [command, ...rest] = positionals;
   if (command === 'serve') {
     if (!opts.serve) throw new ConfigError('serve runs only as its own process (bin/stratus.js serve)');
     return opts.serve(config);
   }
-  const run = COMMANDS[command];
-  if (!run) throw new ConfigError(`unknown command "${command}"\n\n${USAGE}`);
-  const services = await openServices(config);
+  if (command === 'migrate') return migrateCommand(config, io);
+  const services = await openServices(config, 'check');
   try {
-    io.out(await run(services, rest, flags, USAGE));
+    io.out(await OPERATOR[command](services, rest, flags as Record<string, string | undefined>, commandHelp(command)));
   } finally {
     await services.store.close();
+  }
+}
+
+/** `stratus migrate`: creates the schema of `--db`, or upgrades it to this version's; says which it did. */
+async function migrateCommand(config: Config, io: CliIo): Promise<void> {
+  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, schema: 'migrate' });
+  try {
+    const { known } = await store.schemaStatus();
+    const where = `${store.dialect} ${store.location}`;
+    const n = store.migrated.length;
+    io.out(
+      n === 0
+        ? `schema of ${where} is current (${known.at(-1)})\n`
+        : `schema of ${where} ${n === known.length ? 'created' : 'upgraded'}: ${n} migration(s) applied, now at ${known.at(-1)}\n`,
+    );
+  } finally {
+    await store.close();
   }
 }
 

@@ -1,12 +1,19 @@
+import { isIP } from 'node:net';
 import { ConfigError } from '../config.js';
+import { ApiError } from '../core/errors.js';
 import type { Services } from '../core/context.js';
 import { randomPassword } from '../core/passwords.js';
-import { createUser, listUsers, setPassword, setState, USER_STATES } from '../resources/users/users.js';
+import { createUser, ensureDemoLogin, findUserByEmail, listUsers, savedDemoLogin, setPassword, setState, USER_STATES } from '../resources/users/users.js';
+import { resetAll } from '../admin/reset.js';
 import { limitsCommand, type LimitsOptions } from './limits.js';
+import { unlockLogins } from '../resources/accounts/login-guard.js';
+import { describeLoginProtection } from '../resources/accounts/login-rules.js';
 
 export interface UsersOptions extends LimitsOptions {
   password?: string;
   state?: string;
+  address?: string;
+  all?: boolean;
 }
 
 /**
@@ -35,5 +42,29 @@ export async function usersCommand(s: Services, args: string[], opts: UsersOptio
     return `state of ${user.email} set to ${state}\n`;
   }
   if (sub === 'limits' && email) return limitsCommand(s, email, opts);
+  if (sub === 'unlock') return unlockCommand(s, email, opts);
   throw new ConfigError(usage);
+}
+
+/**
+ * `users unlock EMAIL | --address IP | EMAIL --address IP | --all`: forgets the failed logins that lock an
+ * account (from every address) or an address (for every account), at once for every API process.
+ */
+async function unlockCommand(s: Services, email: string | undefined, opts: UsersOptions): Promise<string> {
+  if (opts.address !== undefined && isIP(opts.address) === 0) throw new ConfigError(`--address must be an IPv4 or IPv6 address, got "${opts.address}"`);
+  if (opts.all && (email || opts.address)) throw new ConfigError('users unlock: give EMAIL and/or --address IP, or --all alone');
+  if (!opts.all && !email && opts.address === undefined) throw new ConfigError('users unlock: give EMAIL, --address IP, or --all');
+  if (email && !(await findUserByEmail(s, email))) throw new ApiError('notexist', `No user with e-mail ${email}`, 'email');
+  const cleared = await unlockLogins(s, opts.all ? 'all' : { email, address: opts.address });
+  const what = opts.all ? 'every account and address' : [email, opts.address].filter(Boolean).join(' and ');
+  return `unlocked ${what}: ${cleared} failed-login counter(s) cleared (login protection: ${describeLoginProtection(s.config.loginProtection)})\n`;
+}
+
+/** `stratus reset`: the admin plane's reset on the database (the demo login is put back with its credentials). */
+export async function resetCommand(s: Services): Promise<string> {
+  const keep = s.config.demoLogin ?? (await savedDemoLogin(s));
+  const deleted = await resetAll(s);
+  const demo = await ensureDemoLogin(s, randomPassword(), keep);
+  const rows = Object.values(deleted).reduce((a, b) => a + b, 0);
+  return `reset: ${deleted.users} user(s) and ${rows - deleted.users} other row(s) deleted${demo ? `; demo login ${demo.email} kept` : ''}\n`;
 }

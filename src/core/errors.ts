@@ -80,3 +80,9 @@ export class ApiError extends Error {
 export const validation = (point: string | null, message: string) => new ApiError('validation', message, point);
 export const notFound = (uuid: string) => new ApiError('notexist', `Object with uuid ${uuid} does not exist`);
 export const permission = (message: string, point: string | null = null) => new ApiError('permission', message, point);
+
+/**
+ * A bad setting or a problem of the environment (a database that cannot be reached, a port in use): the
+ * command line prints its message, one line naming the setting and what to do, and exits with code 2.
+ */
+export class ConfigError extends Error {}

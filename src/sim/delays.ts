@@ -28,8 +28,9 @@ export type Delays = Record<DelayName, number>;
 
 export class DelaysError extends Error {}
 
-export function parseDelays(raw: string): Delays {
-  const out: Delays = { ...DEFAULT_DELAYS };
+/** `name=ms,…` over `base` (the defaults, or the `--ci` preset's zeros). */
+export function parseDelays(raw: string, base: Delays = DEFAULT_DELAYS): Delays {
+  const out: Delays = { ...base };
   for (const part of raw
     .split(',')
     .map((p) => p.trim())

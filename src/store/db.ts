@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type PostgresPool, type Transaction } from 'kysely';
@@ -7,6 +7,8 @@ import { lazyPackage } from '../core/lazy.js';
 import { byCodePoint } from '../core/order.js';
 import type { Database } from './schema.js';
 import { migrationProvider } from './migrations/index.js';
+import { databaseOpenError } from './errors.js';
+import { ConfigError } from '../core/errors.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
 import { shapeName, statementName } from './shapes.js';
 import { VersionedCache } from './object-cache.js';
@@ -38,6 +40,15 @@ export class Store {
   readonly resources: ResourceRepository;
   /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
   readonly presented: VersionedCache<Record<string, unknown>>;
+  /** PostgreSQL's connection pool (metrics read its counts); null on SQLite (one connection). */
+  private pgPool: Pg.Pool | null = null;
+  /** Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. */
+  poolStats(): { total: number; idle: number; waiting: number } | null {
+    const p = this.pgPool;
+    return p ? { total: p.totalCount, idle: p.idleCount, waiting: p.waitingCount } : null;
+  }
+  /** The migrations opening it applied (`schema: 'migrate'`); none when the schema was current. */
+  migrated: string[] = [];
   /** Statements run since the store opened (the bench prints statements per request). */
   get statements(): number {
     return this.counter.n;
@@ -59,79 +70,168 @@ export class Store {
     this.resources = new ResourceRepository(dialect, direct, anchorStep);
   }
 
-  /** `postgres://…` opens PostgreSQL; `:memory:` an in-memory SQLite; anything else a SQLite file (created). */
-  static async open(url: string, opts: { poolSize?: number; cacheMiB?: number; anchorStep?: number } = {}): Promise<Store> {
-    const cacheMiB = opts.cacheMiB ?? DEFAULT_CACHE_MIB;
-    let store: Store;
+  /**
+   * `postgres://…` opens PostgreSQL; `:memory:` an in-memory SQLite; anything else a SQLite file.
+   * `schema: 'migrate'` (the default: `serve`, `stratus migrate`, tests) creates the schema or upgrades it
+   * to this version's; `'check'` (operator commands) changes nothing: a missing file, an empty or older
+   * schema is a ConfigError that says to run `stratus migrate`. A schema of a newer Stratus is refused either
+   * way. A database that cannot be opened (unreachable, missing, refused, not a SQLite file, not writable)
+   * is a ConfigError naming the setting (store/errors.ts), with whatever was opened closed again.
+   */
+  static async open(
+    url: string,
+    opts: { poolSize?: number; cacheMiB?: number; anchorStep?: number; connectTimeoutMs?: number; schema?: 'migrate' | 'check' } = {},
+  ): Promise<Store> {
+    let store: Store | undefined;
+    const cleanup: (() => unknown)[] = [];
+    const check = opts.schema === 'check';
+    try {
+      if (check && !isPostgresUrl(url) && (url === ':memory:' || !existsSync(url)))
+        throw new ConfigError(
+          url === ':memory:'
+            ? 'db: an in-memory database belongs to the one process that made it: give this command the --db of the running server (a file or postgres://)'
+            : `db: there is no database at ${url}: run \`stratus migrate --db ${url}\` (or start \`stratus serve\`) to create it, or fix --db`,
+        );
+      store = isPostgresUrl(url) ? await Store.openPostgres(url, opts, cleanup) : Store.openSqlite(url, { ...opts, mustExist: check }, cleanup);
+      const status = await store.schemaStatus();
+      if (status.unknown.length)
+        throw new ConfigError(
+          `db: ${store.location} was upgraded by a newer Stratus (schema ${status.unknown.at(-1)}; this one knows up to ${status.known.at(-1)}): run that version, or restore a backup`,
+        );
+      if (!check) store.migrated = await store.migrate();
+      else if (status.applied.length === 0)
+        throw new ConfigError(
+          `db: ${store.location} has no Stratus schema: run \`stratus migrate --db …\` (or start \`stratus serve\`) to create it, or fix --db`,
+        );
+      else if (status.pending.length)
+        throw new ConfigError(
+          `db: ${store.location} has an older Stratus schema (${status.applied.at(-1)}; this version needs ${status.known.at(-1)}): run \`stratus migrate --db …\` (or start \`stratus serve\`) to upgrade it`,
+        );
+      return store;
+    } catch (err) {
+      await Promise.allSettled(store ? [store.close()] : cleanup.map(async (fn) => fn()));
+      throw databaseOpenError(url, err) ?? err;
+    }
+  }
+
+  private static async openPostgres(
+    url: string,
+    opts: { poolSize?: number; cacheMiB?: number; anchorStep?: number; connectTimeoutMs?: number },
+    cleanup: (() => unknown)[],
+  ): Promise<Store> {
     // Kysely calls `log` after every statement; counting is all it does here.
     const counter = { n: 0 };
     const log = () => void counter.n++;
-    if (isPostgresUrl(url)) {
-      const { Pool } = loadPg();
-      const pool = new Pool({ connectionString: url, max: opts.poolSize ?? 10 });
-      // The named statements are the compiled shapes (index lookups whose best plan does not depend on the
-      // values): planned once per connection. Left to choose, PostgreSQL re-plans the larger ones (a single
-      // GET with its relations) on every run: measured 1.2 ms of planning against 0.03 ms of execution.
-      // Unnamed statements (one-off SQL) are planned for their values as before.
-      // No JIT either: a plan made for any caller costs its per-row subqueries (a tag's members) from
-      // averages, and once the total passes jit_above_cost every run compiles: a page of 20 tags with a member
-      // each, beside an account of 100k tagged servers, took 20 ms of JIT for 0.35 ms of execution. Stratus's
-      // statements are small indexed reads that JIT never pays back.
-      pool.on('connect', (c) => void c.query('set plan_cache_mode = force_generic_plan; set jit = off').catch(() => undefined));
-      // Fail fast with a clear message instead of on the first request.
-      const client = await pool.connect();
+    const { Pool } = loadPg();
+    const pool = new Pool({ connectionString: url, max: opts.poolSize ?? 10 });
+    cleanup.push(() => pool.end());
+    // An idle client that loses its server (PostgreSQL restarted) must not crash the process: the pool drops it.
+    pool.on('error', () => undefined);
+    // The named statements are the compiled shapes (index lookups whose best plan does not depend on the
+    // values): planned once per connection. Left to choose, PostgreSQL re-plans the larger ones (a single
+    // GET with its relations) on every run: measured 1.2 ms of planning against 0.03 ms of execution.
+    // Unnamed statements (one-off SQL) are planned for their values as before.
+    // No JIT either: a plan made for any caller costs its per-row subqueries (a tag's members) from
+    // averages, and once the total passes jit_above_cost every run compiles: a page of 20 tags with a member
+    // each, beside an account of 100k tagged servers, took 20 ms of JIT for 0.35 ms of execution. Stratus's
+    // statements are small indexed reads that JIT never pays back.
+    pool.on('connect', (c) => void c.query('set plan_cache_mode = force_generic_plan; set jit = off').catch(() => undefined));
+    // Fail fast with a clear message instead of on the first request; a host that never answers is given
+    // up on after connectTimeoutMs (the pool's own timeout would also cut requests queueing for a client).
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(Object.assign(new Error('no answer'), { code: 'CONNECT_TIMEOUT' })), opts.connectTimeoutMs ?? 10_000);
+      timer.unref();
+    });
+    try {
+      const client = await Promise.race([pool.connect(), timeout]);
       client.release();
-      store = new Store(
-        new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingShapes(pool) }), log }),
-        'postgres',
-        redact(url),
-        counter,
-        cacheMiB,
-        undefined,
-        opts.anchorStep,
-      );
-    } else {
-      if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
-      const sqlite = new SQLite(url);
-      // WAL + NORMAL: an acknowledged commit survives a process kill; readers never block the writer.
-      sqlite.pragma('journal_mode = WAL');
-      sqlite.pragma('synchronous = NORMAL');
-      sqlite.pragma('busy_timeout = 5000');
-      sqlite.pragma('foreign_keys = ON');
-      const statements = withStatementCache(sqlite);
-      const direct = (text: string, parameters: readonly unknown[], outside = false): unknown[] | undefined => {
-        const stmt = statements.prepare(text);
-        if (outside && (!stmt.reader || sqlite.inTransaction)) return undefined;
-        counter.n++;
-        if (stmt.reader) return stmt.all(parameters) as unknown[];
-        stmt.run(parameters);
-        return [];
-      };
-      store = new Store(
-        new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }), log }),
-        'sqlite',
-        url,
-        counter,
-        cacheMiB,
-        direct,
-        opts.anchorStep,
-      );
+    } finally {
+      clearTimeout(timer);
     }
-    await store.migrate();
+    const store = new Store(
+      new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingShapes(pool) }), log }),
+      'postgres',
+      redact(url),
+      counter,
+      opts.cacheMiB ?? DEFAULT_CACHE_MIB,
+      undefined,
+      opts.anchorStep,
+    );
+    store.pgPool = pool;
     return store;
   }
 
-  async migrate(): Promise<void> {
+  private static openSqlite(url: string, opts: { cacheMiB?: number; anchorStep?: number; mustExist?: boolean }, cleanup: (() => unknown)[]): Store {
+    const counter = { n: 0 };
+    const log = () => void counter.n++;
+    if (url !== ':memory:' && !opts.mustExist) mkdirSync(dirname(url), { recursive: true });
+    const sqlite = new SQLite(url, { fileMustExist: opts.mustExist ?? false });
+    cleanup.push(() => sqlite.close());
+    // WAL + NORMAL: an acknowledged commit survives a process kill; readers never block the writer.
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.pragma('synchronous = NORMAL');
+    sqlite.pragma('busy_timeout = 5000');
+    sqlite.pragma('foreign_keys = ON');
+    const statements = withStatementCache(sqlite);
+    const direct = (text: string, parameters: readonly unknown[], outside = false): unknown[] | undefined => {
+      const stmt = statements.prepare(text);
+      if (outside && (!stmt.reader || sqlite.inTransaction)) return undefined;
+      counter.n++;
+      if (stmt.reader) return stmt.all(parameters) as unknown[];
+      stmt.run(parameters);
+      return [];
+    };
+    return new Store(
+      new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }), log }),
+      'sqlite',
+      url,
+      counter,
+      opts.cacheMiB ?? DEFAULT_CACHE_MIB,
+      direct,
+      opts.anchorStep,
+    );
+  }
+
+  /** Creates or upgrades the schema; returns the names of the migrations it applied (none: it was current). */
+  async migrate(): Promise<string[]> {
+    const { error, results } = await (await this.migrator()).migrateToLatest();
+    if (error) {
+      const failed = results?.find((r) => r.status === 'Error')?.migrationName;
+      // The engine's code (a permission, a full disk) stays on the error, for databaseOpenError.
+      throw Object.assign(new Error(`database migration ${failed ?? ''} failed: ${(error as Error).message ?? error}`), {
+        code: (error as { code?: unknown }).code,
+      });
+    }
+    return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+  }
+
+  /**
+   * Where the schema stands, read without changing anything: the migrations this version knows (in
+   * order), those the database has, those it lacks, and those it has that this version does not know (it
+   * was upgraded by a newer Stratus).
+   */
+  async schemaStatus(): Promise<{ known: string[]; applied: string[]; pending: string[]; unknown: string[] }> {
+    const known = Object.keys(await migrationProvider(this.dialect).getMigrations()).sort(byCodePoint);
+    let applied: string[] = [];
+    try {
+      // The bookkeeping table of this connection's schema (search_path on PostgreSQL), as migrate() pins it.
+      applied = (await sql<{ name: string }>`select name from kysely_migration`.execute(this.db)).rows.map((r) => r.name).sort(byCodePoint);
+    } catch (err) {
+      // No such table: nothing was ever migrated here.
+      if (!/no such table|does not exist/.test((err as Error).message)) throw err;
+    }
+    const has = new Set(applied);
+    const knows = new Set(known);
+    return { known, applied, pending: known.filter((n) => !has.has(n)), unknown: applied.filter((n) => !knows.has(n)) };
+  }
+
+  private async migrator(): Promise<Migrator> {
     // On PostgreSQL, pin the bookkeeping tables to our own schema: Kysely otherwise finds a
     // `kysely_migration` table in any schema of the database and skips creating ours.
     const schema = this.dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(this.db)).rows[0]?.s : undefined;
     // Names sort by code point (`0001_…` < `0002_…`): Kysely's default, localeCompare, loads ICU's collation data.
-    const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.dialect), migrationTableSchema: schema, nameComparator: byCodePoint });
-    const { error, results } = await migrator.migrateToLatest();
-    if (error) {
-      const failed = results?.find((r) => r.status === 'Error')?.migrationName;
-      throw new Error(`database migration ${failed ?? ''} failed: ${(error as Error).message ?? error}`);
-    }
+    return new Migrator({ db: this.db, provider: migrationProvider(this.dialect), migrationTableSchema: schema, nameComparator: byCodePoint });
   }
 
   /** A read-write transaction; the repository's kept counts are written last, just before commit. */

@@ -1,4 +1,4 @@
-import { ApiError } from '../core/errors.js';
+import { ApiError, ConfigError } from '../core/errors.js';
 
 /**
  * Database failures that mean something to a client, from either engine, as API errors:
@@ -27,4 +27,85 @@ const clash = () => new ApiError('conflict', 'An object with the same unique val
 export function fromDatabaseError(err: unknown): ApiError | null {
   const code = (err as { code?: unknown })?.code;
   return typeof code === 'string' && BY_CODE[code] ? BY_CODE[code]() : null;
+}
+
+/**
+ * Why a database could not be opened, as one line naming the setting and what to do (ConfigError: exit
+ * code 2), for the failures of the environment an operator meets: PostgreSQL unreachable, a missing
+ * database or role, refused credentials; a SQLite path that cannot be created, or a file that is not a
+ * SQLite database. Null for anything else (a bug, shown with its stack).
+ */
+export function databaseOpenError(url: string, err: unknown): ConfigError | null {
+  if (err instanceof ConfigError) return err;
+  const e = err as { code?: string; message?: string; address?: string; port?: number; hostname?: string };
+  const code = typeof e?.code === 'string' ? e.code : '';
+  const reason = String(e?.message ?? err).split('\n')[0];
+  if (/^postgres(ql)?:\/\//.test(url)) {
+    let target: { host: string; port: string; user: string; database: string };
+    try {
+      const u = new URL(url);
+      target = {
+        host: u.hostname || 'localhost',
+        port: u.port || '5432',
+        user: decodeURIComponent(u.username) || 'the default user',
+        database: decodeURIComponent(u.pathname.slice(1)) || 'the default database',
+      };
+    } catch {
+      return new ConfigError(`db: "${redactUrl(url)}" is not a valid postgres:// URL; give postgres://user:password@host:5432/database`);
+    }
+    const at = `${target.host}:${target.port}`;
+    switch (code) {
+      case 'ECONNREFUSED':
+        return new ConfigError(`db: cannot connect to PostgreSQL at ${at} (connection refused): is it running, and is --db (STRATUS_DATABASE_URL) right?`);
+      case 'ENOTFOUND':
+      case 'EAI_AGAIN':
+        return new ConfigError(`db: the PostgreSQL host "${target.host}" is not known: check the host in --db (STRATUS_DATABASE_URL)`);
+      case 'ETIMEDOUT':
+      case 'EHOSTUNREACH':
+      case 'ENETUNREACH':
+      case 'CONNECT_TIMEOUT':
+        return new ConfigError(`db: PostgreSQL at ${at} does not answer (${code}): check the host, port and firewall in --db (STRATUS_DATABASE_URL)`);
+      case '3D000':
+        return new ConfigError(
+          `db: PostgreSQL at ${at} has no database "${target.database}": create it (createdb -h ${target.host} -p ${target.port} ${target.database}) or fix --db`,
+        );
+      case '28P01':
+      case '28000':
+        return new ConfigError(`db: PostgreSQL at ${at} refused user "${target.user}" (${reason}): check the user and password in --db`);
+      case '57P03':
+        return new ConfigError(`db: PostgreSQL at ${at} is starting up or shutting down (${reason}): retry in a moment`);
+      case '53300':
+        return new ConfigError(`db: PostgreSQL at ${at} has no free connections (${reason}): raise max_connections or stop other clients`);
+      case '42501':
+        return new ConfigError(
+          `db: user "${target.user}" may not create Stratus's tables in database "${target.database}" (${reason}): grant it CREATE or use another user`,
+        );
+    }
+    if (/^(08|28|3D|57P)/.test(code)) return new ConfigError(`db: cannot use PostgreSQL at ${at}: ${reason}`);
+    return null;
+  }
+  switch (code) {
+    case 'EACCES':
+    case 'EPERM':
+    case 'EROFS':
+    case 'ENOTDIR':
+    case 'EEXIST':
+    case 'ENOENT':
+      return new ConfigError(`db: cannot create the SQLite file ${url} (${code}: ${reason.replace(/^[A-Z]+: /, '')}): give --db a path in a writable folder`);
+    case 'SQLITE_CANTOPEN':
+    case 'SQLITE_READONLY':
+    case 'SQLITE_READONLY_DIRECTORY':
+    case 'SQLITE_IOERR':
+      return new ConfigError(`db: cannot open the SQLite file ${url} for writing (${reason}): check that it and its folder are writable`);
+    case 'SQLITE_NOTADB':
+    case 'SQLITE_CORRUPT':
+      return new ConfigError(`db: ${url} is not a SQLite database, or is damaged (${reason}): restore it from a backup or give --db another file`);
+    case 'SQLITE_FULL':
+      return new ConfigError(`db: the disk holding ${url} is full`);
+  }
+  return null;
+}
+
+function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
 }

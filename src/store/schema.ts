@@ -100,6 +100,9 @@ export interface LoginFailuresTable {
   window_start_ms: number;
   failures: number;
   locked_until_ms: number;
+  /** On pair counters: the keys of their account and address counters (for unlocking); null otherwise. */
+  account_key: string | null;
+  address_key: string | null;
 }
 
 /** One fixed window of one rate-limit rule for one user or client address (see src/http/ratelimit/). */

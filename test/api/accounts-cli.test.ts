@@ -25,6 +25,7 @@ after(async () => {
 
 describe('stratus users', () => {
   test('add, set-state, set-password, list: an operator runs accounts without SQL', async () => {
+    assert.equal((await cli(['migrate', '--db', db.url])).status, 0);
     const add = await cli(['users', 'add', 'ci@example.com', '--password', 'ci-secret-1', '--db', db.url]);
     assert.equal(add.status, 0, add.stderr);
 

@@ -133,7 +133,8 @@ describe('OPTIONS, 405 and 404', () => {
     assert.equal(res.status, 401);
   });
   test('unknown paths give 404 notexist', async () => {
-    for (const path of ['nothing/', 'tags/x/y/z/', '/api/1.0/tags/', '/']) {
+    // (`/api/2.0/` itself is the API's index: test/api/ops-health.test.ts.)
+    for (const path of ['nothing/', 'tags/x/y/z/', '/api/1.0/tags/', '/api/', '/_stratus/nothing']) {
       const res = await alice.get(path);
       assert.equal(res.status, 404, path);
       isErrorArray(res.json, 'notexist');

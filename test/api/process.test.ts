@@ -28,7 +28,10 @@ after(async () => {
 
 // These tests share nothing (the first has the database to itself): their process start-ups overlap.
 describe('stratus command', { concurrency: true }, () => {
-  test('users add then serve on the same --db: the added user can log in; the demo login is printed and works', async () => {
+  test('migrate, users add, then serve on the same --db: the added user can log in; the demo login is printed and works', async () => {
+    const migrate = stratus(['migrate', '--db', db.url]);
+    assert.equal(migrate.status, 0, migrate.stderr);
+    assert.match(migrate.stdout, /^schema of (sqlite|postgres) .* created: \d+ migration\(s\) applied, now at \d{4}_\w+\n$/);
     const add = stratus(['users', 'add', 'ops@example.com', '--password', 'ops-secret', '--db', db.url]);
     assert.equal(add.status, 0, add.stderr);
     assert.match(add.stdout, /created ops@example\.com [0-9a-f-]{36}/);

@@ -343,6 +343,7 @@ describe('processes', () => {
     const target = engine === 'sqlite' ? { url: join(dir, 'cli.db'), drop: async () => {} } : await freshDatabase();
     const db = ['--db', target.url];
     try {
+      assert.equal((await cli(['migrate', ...db])).status, 0);
       assert.equal((await cli(['users', 'add', 'ci@example.com', '--password', 'ci-secret', ...db])).status, 0);
       assert.equal((await cli(['users', 'add', 'dev@example.com', '--password', 'dev-secret', ...db])).status, 0);
 
@@ -413,6 +414,7 @@ describe('processes', () => {
       const target = await freshDatabase();
       const db = ['--db', target.url];
       try {
+        assert.equal((await cli(['migrate', ...db])).status, 0);
         assert.equal((await cli(['users', 'add', 'shared@example.com', '--password', 'shared-secret', ...db])).status, 0);
         // Day windows: a test of a few seconds does not straddle a window boundary (unless run at midnight UTC).
         const limits = ['--rate-limits', 'GET=6/day'];

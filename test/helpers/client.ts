@@ -32,7 +32,8 @@ export class Client {
     /** `localAddress` sends from another loopback address (127.0.0.2, …): a different client address. */
     opts: { body?: unknown; raw?: string | Buffer; headers?: Record<string, string>; localAddress?: string } = {},
   ): Promise<Response> {
-    const url = new URL(path.startsWith('/api/') ? path : `/api/2.0/${path.replace(/^\//, '')}`, this.base);
+    // Paths are under /api/2.0/ unless they say otherwise (`/api/…`, the service's own `/_stratus/…`).
+    const url = new URL(/^\/(api|_stratus)\//.test(path) ? path : `/api/2.0/${path.replace(/^\//, '')}`, this.base);
     const headers: Record<string, string> = { ...this.authHeader(), ...opts.headers };
     let payload: Buffer | undefined;
     if (opts.raw !== undefined) payload = Buffer.isBuffer(opts.raw) ? opts.raw : Buffer.from(opts.raw);

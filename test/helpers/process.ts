@@ -24,9 +24,12 @@ export interface Running {
   exited: Promise<number | null>;
 }
 
-/** Start `stratus serve` as a real process and wait until it prints where it listens. */
-export function serveProcess(args: string[]): Promise<Running> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'warn', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Start `stratus serve` as a real process (`env` adds environment variables) and wait until it prints where it listens. */
+export function serveProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Running> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'warn', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
   let out = '';
   let err = '';
   live.add(child);

@@ -74,6 +74,7 @@ function observed(kind: 'drives' | 'tags', body: any): State {
 test(`acknowledged writes survive kill -9 (${engine}, ${KILLS} kills over ${SECONDS} s, ${CLIENTS} clients)`, async (t) => {
   const email = `kill9-${Date.now()}@example.com`;
   const password = 'kill9-secret';
+  assert.equal(stratus(['migrate', '--db', db.url]).status, 0);
   const add = stratus(['users', 'add', email, '--password', password, '--db', db.url]);
   assert.equal(add.status, 0, add.stderr);
   const args = ['--db', db.url, '--rate-limits', 'off', '--delays', 'drive.create=300,drive.resize=300', '--log-level', 'error'];

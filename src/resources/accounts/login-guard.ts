@@ -2,6 +2,7 @@ import type { Services } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
 import { sha256Hex } from '../../core/passwords.js';
 import { normalizeEmail } from '../users/users.js';
+import { DEFAULT_LOGIN_PROTECTION, type LoginProtection } from './login-rules.js';
 
 /**
  * Login protection against password guessing.
@@ -36,12 +37,24 @@ import { normalizeEmail } from '../users/users.js';
  * 2 s may still be accepted from its cache for that long after another process set a lock (see
  * http/auth/basic.ts: the cache is per account and address, so a locked address never rides on an entry
  * another address earned); a lock set in the same process drops the account's cache entries at once.
+ *
+ * The numbers above are the defaults of `--login-protection` (login-rules.ts): an operator may change each
+ * count, turn a counter off, change the window and the lock, or turn the protection off (`--ci` does: a
+ * pipeline that tests wrong passwords must not lock itself out). A pair counter also carries the keys of
+ * its account and address, so `stratus users unlock EMAIL` (or `--address IP`) clears every counter of an
+ * account or an address without either being stored in clear.
  */
-export const LOGIN_WINDOW_MS = 15 * 60_000;
-export const LOGIN_LOCK_MS = 15 * 60_000;
-export const LOGIN_LIMITS = { pair: 5, address: 20, account: 50 } as const;
+export const LOGIN_WINDOW_MS = DEFAULT_LOGIN_PROTECTION.windowMs;
+export const LOGIN_LOCK_MS = DEFAULT_LOGIN_PROTECTION.lockMs;
+export const LOGIN_LIMITS = {
+  pair: DEFAULT_LOGIN_PROTECTION.pair!,
+  address: DEFAULT_LOGIN_PROTECTION.address!,
+  account: DEFAULT_LOGIN_PROTECTION.account!,
+} as const;
 
 type Kind = keyof typeof LOGIN_LIMITS;
+/** How a refusal by login protection begins (metrics tell it from a rate-limit refusal by it). */
+export const LOGIN_LOCK_MESSAGE = 'Too many failed logins';
 export type LoginKeys = Record<Kind, string>;
 
 const PRUNE_EVERY_MS = 60_000;
@@ -64,11 +77,17 @@ interface LockState {
   pairFailures: number;
 }
 
-async function readState(s: Services, keys: LoginKeys, now: number): Promise<LockState> {
+/** The keys of the counters the deployment keeps (a counter turned off neither counts nor locks). */
+const activeKeys = (p: LoginProtection, keys: LoginKeys): string[] => KINDS.filter((k) => p[k] !== null).map((k) => keys[k]);
+const KINDS = ['pair', 'address', 'account'] as const;
+
+async function readState(s: Services, p: LoginProtection, keys: LoginKeys, now: number): Promise<LockState> {
+  const active = activeKeys(p, keys);
+  if (active.length === 0) return { lockedUntil: 0, pairFailures: 0 };
   const rows = await s.store.db
     .selectFrom('login_failures')
     .select(['key', 'failures', 'window_start_ms', 'locked_until_ms'])
-    .where('key', 'in', [keys.pair, keys.address, keys.account])
+    .where('key', 'in', active)
     .execute();
   let lockedUntil = 0;
   for (const r of rows) if (Number(r.locked_until_ms) > now) lockedUntil = Math.max(lockedUntil, Number(r.locked_until_ms));
@@ -78,7 +97,7 @@ async function readState(s: Services, keys: LoginKeys, now: number): Promise<Loc
 
 function refused(until: number, now: number): ApiError {
   const seconds = Math.max(1, Math.ceil((until - now) / 1000));
-  return new ApiError('ratelimit', `Too many failed logins; try again in ${seconds} seconds`, null, { 'Retry-After': String(seconds) });
+  return new ApiError('ratelimit', `${LOGIN_LOCK_MESSAGE}; try again in ${seconds} seconds`, null, { 'Retry-After': String(seconds) });
 }
 
 /**
@@ -90,8 +109,10 @@ function refused(until: number, now: number): ApiError {
  * password was right or wrong, so a burst of parallel guesses learns nothing past the first few.
  */
 export async function checkLogin(s: Services, keys: LoginKeys): Promise<void> {
+  const p = s.config.loginProtection;
+  if (!p) return;
   const now = s.clock.now().getTime();
-  const { lockedUntil } = await readState(s, keys, now);
+  const { lockedUntil } = await readState(s, p, keys, now);
   if (lockedUntil > now) throw refused(lockedUntil, now);
 }
 
@@ -101,11 +122,16 @@ export async function checkLogin(s: Services, keys: LoginKeys): Promise<void> {
  * credentials of the account (a lock of its pair or account counter was set).
  */
 export async function loginFailed(s: Services, keys: LoginKeys, onAccountLocked?: () => void): Promise<void> {
+  const p = s.config.loginProtection;
+  if (!p) return;
   const now = s.clock.now().getTime();
   let until = 0;
   let accountLocked = false;
-  for (const kind of ['pair', 'address', 'account'] as const) {
-    const { lockedUntil, setNow } = await countFailure(s, keys[kind], LOGIN_LIMITS[kind], now);
+  for (const kind of KINDS) {
+    const limit = p[kind];
+    if (limit === null) continue;
+    const links = kind === 'pair' ? { account_key: keys.account, address_key: keys.address } : {};
+    const { lockedUntil, setNow } = await countFailure(s, p, keys[kind], links, limit, now);
     if (lockedUntil > now) until = Math.max(until, lockedUntil);
     if (setNow && kind !== 'address') accountLocked = true;
   }
@@ -113,7 +139,7 @@ export async function loginFailed(s: Services, keys: LoginKeys, onAccountLocked?
     nextPrune = now + PRUNE_EVERY_MS;
     await s.store.db
       .deleteFrom('login_failures')
-      .where('window_start_ms', '<=', now - LOGIN_WINDOW_MS)
+      .where('window_start_ms', '<=', now - p.windowMs)
       .where('locked_until_ms', '<=', now)
       .execute();
   }
@@ -123,8 +149,10 @@ export async function loginFailed(s: Services, keys: LoginKeys, onAccountLocked?
 
 /** After a right password: 429 if a lock came into force meanwhile; otherwise the pair's failures are forgotten. */
 export async function loginSucceeded(s: Services, keys: LoginKeys): Promise<void> {
+  const p = s.config.loginProtection;
+  if (!p) return;
   const now = s.clock.now().getTime();
-  const state = await readState(s, keys, now);
+  const state = await readState(s, p, keys, now);
   if (state.lockedUntil > now) throw refused(state.lockedUntil, now);
   if (state.pairFailures > 0) await s.store.db.deleteFrom('login_failures').where('key', '=', keys.pair).execute();
 }
@@ -134,13 +162,20 @@ export async function loginSucceeded(s: Services, keys: LoginKeys): Promise<void
  * reaches the limit sets the lock (never while a lock is running, so concurrent failures cannot extend it).
  * Returns the counter's lock end and whether this failure set it.
  */
-async function countFailure(s: Services, key: string, limit: number, now: number): Promise<{ lockedUntil: number; setNow: boolean }> {
+async function countFailure(
+  s: Services,
+  p: LoginProtection,
+  key: string,
+  links: { account_key?: string; address_key?: string },
+  limit: number,
+  now: number,
+): Promise<{ lockedUntil: number; setNow: boolean }> {
   const row = await s.store.db
     .insertInto('login_failures')
-    .values({ key, window_start_ms: now, failures: 1, locked_until_ms: limit <= 1 ? now + LOGIN_LOCK_MS : 0 })
+    .values({ key, ...links, window_start_ms: now, failures: 1, locked_until_ms: limit <= 1 ? now + p.lockMs : 0 })
     .onConflict((oc) =>
       oc.column('key').doUpdateSet((eb) => {
-        const fresh = eb('login_failures.window_start_ms', '>', now - LOGIN_WINDOW_MS);
+        const fresh = eb('login_failures.window_start_ms', '>', now - p.windowMs);
         return {
           window_start_ms: eb.case().when(fresh).then(eb.ref('login_failures.window_start_ms')).else(now).end(),
           failures: eb
@@ -152,7 +187,7 @@ async function countFailure(s: Services, key: string, limit: number, now: number
           locked_until_ms: eb
             .case()
             .when(eb.and([fresh, eb('login_failures.failures', '>=', limit - 1), eb('login_failures.locked_until_ms', '<=', now)]))
-            .then(now + LOGIN_LOCK_MS)
+            .then(now + p.lockMs)
             .else(eb.ref('login_failures.locked_until_ms'))
             .end(),
         };
@@ -161,5 +196,29 @@ async function countFailure(s: Services, key: string, limit: number, now: number
     .returning(['locked_until_ms'])
     .executeTakeFirst();
   const lockedUntil = Number(row?.locked_until_ms ?? 0);
-  return { lockedUntil, setNow: lockedUntil === now + LOGIN_LOCK_MS };
+  return { lockedUntil, setNow: lockedUntil === now + p.lockMs };
+}
+
+/**
+ * Forgets failed logins (and so ends locks): of one account (its own counter and every address's counter
+ * for it), of one client address (its own counter and its counters for every account), of both (given
+ * both), or all of them. Returns how many counters were cleared.
+ */
+export async function unlockLogins(s: Services, what: { email?: string; address?: string } | 'all'): Promise<number> {
+  let q = s.store.db.deleteFrom('login_failures');
+  if (what !== 'all') {
+    const account = what.email === undefined ? null : loginKeys(what.email, '').account;
+    // An IPv4 client of a dual-stack listener is seen as `::ffff:a.b.c.d`: both spellings are cleared.
+    const spellings = what.address === undefined ? [] : /^\d+\.\d+\.\d+\.\d+$/.test(what.address) ? [what.address, `::ffff:${what.address}`] : [what.address];
+    const addresses = spellings.map((a) => loginKeys('', a).address);
+    if (!account && addresses.length === 0) return 0;
+    q = q.where((eb) =>
+      eb.or([
+        ...(account ? [eb('key', '=', account), eb('account_key', '=', account)] : []),
+        ...addresses.flatMap((a) => [eb('key', '=', a), eb('address_key', '=', a)]),
+      ]),
+    );
+  }
+  const res = await q.executeTakeFirst();
+  return Number(res.numDeletedRows);
 }

@@ -3,7 +3,7 @@ import type { UsersTable } from '../../store/schema.js';
 import type { Services } from '../../core/context.js';
 import { isoTimestamp } from '../../core/clock.js';
 import { ApiError, validation } from '../../core/errors.js';
-import { checkAhead, digestHa1, hashPassword } from '../../core/passwords.js';
+import { checkAhead, digestHa1, hashPassword, verifyPassword } from '../../core/passwords.js';
 import { profileDefaults } from '../profile/profile.js';
 
 export const USER_STATES = ['REGULAR', 'TRIAL', 'GUEST', 'NEW_USER'] as const;
@@ -84,9 +84,16 @@ export function listUsers(s: Services): Promise<UserRow[]> {
 
 /**
  * The demo account a newcomer logs in with. Created on first start; its password is kept so that every
- * start can print a working login (until an operator changes it).
+ * start can print a working login (until an operator changes it). A configured login (`--demo-login`,
+ * what a pipeline knows in advance) is made true at every start: the account is created, or its password
+ * set when it differs, whatever other users the database has.
  */
-export async function ensureDemoLogin(s: Services, password: string): Promise<{ email: string; password: string } | null> {
+export async function ensureDemoLogin(
+  s: Services,
+  generated: string,
+  configured?: { email: string; password: string } | null,
+): Promise<{ email: string; password: string } | null> {
+  if (configured) return ensureConfiguredLogin(s, configured);
   const saved = await s.store.db.selectFrom('settings').select('value').where('key', '=', 'demo_login').executeTakeFirst();
   if (saved) {
     const login = JSON.parse(saved.value) as { email: string; password: string };
@@ -104,11 +111,32 @@ export async function ensureDemoLogin(s: Services, password: string): Promise<{ 
   }
   const anyUser = await s.store.db.selectFrom('users').select('uuid').limit(1).executeTakeFirst();
   if (anyUser) return null;
-  const login = { email: 'demo@stratus.local', password };
+  const login = { email: 'demo@stratus.local', password: generated };
   await createUser(s, login);
+  await saveDemoLogin(s, login);
+  return login;
+}
+
+/** The demo login kept in settings (printed at every start), or null. */
+export async function savedDemoLogin(s: Services): Promise<{ email: string; password: string } | null> {
+  const saved = await s.store.db.selectFrom('settings').select('value').where('key', '=', 'demo_login').executeTakeFirst();
+  return saved ? (JSON.parse(saved.value) as { email: string; password: string }) : null;
+}
+
+async function ensureConfiguredLogin(s: Services, login: { email: string; password: string }): Promise<{ email: string; password: string }> {
+  const user = await findUserByEmail(s, login.email);
+  if (!user) await createUser(s, login);
+  else if (!(await verifyPassword(login.password, user.password_hash)) || user.digest_ha1 === null) await setPassword(s, login.email, login.password);
+  else await checkAhead(login.password, user.password_hash);
+  await saveDemoLogin(s, login);
+  return login;
+}
+
+async function saveDemoLogin(s: Services, login: { email: string; password: string }): Promise<void> {
+  const value = JSON.stringify({ email: normalizeEmail(login.email), password: login.password });
   await s.store.db
     .insertInto('settings')
-    .values({ key: 'demo_login', value: JSON.stringify(login) })
+    .values({ key: 'demo_login', value })
+    .onConflict((oc) => oc.column('key').doUpdateSet({ value }))
     .execute();
-  return login;
 }

@@ -8,6 +8,7 @@ import { statusColumn } from './0006_status.js';
 import { networks } from './0007_networks.js';
 import { simState } from './0008_sim_state.js';
 import { resourceCounts } from './0009_resource_counts.js';
+import { loginUnlock } from './0010_login_unlock.js';
 import { fwpolicyServers } from './0011_fwpolicy_servers.js';
 
 /**
@@ -70,6 +71,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0007_networks': networks,
     '0008_sim_state': simState(dialect),
     '0009_resource_counts': resourceCounts,
+    '0010_login_unlock': loginUnlock,
     '0011_fwpolicy_servers': fwpolicyServers,
   };
 }

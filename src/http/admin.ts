@@ -1,0 +1,273 @@
+import { isIP } from 'node:net';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
+import { resetAll } from '../admin/reset.js';
+import { AdjustableClock, isoTimestamp } from '../core/clock.js';
+import type { Caller, Services } from '../core/context.js';
+import { ApiError, validation } from '../core/errors.js';
+import { randomPassword, safeEqual } from '../core/passwords.js';
+import { schedule } from '../core/timers.js';
+import { unlockLogins } from '../resources/accounts/login-guard.js';
+import { createUser, ensureDemoLogin, findUserByEmail, savedDemoLogin, setPassword, setState } from '../resources/users/users.js';
+import { registerPath, type Handler, type PathSpec } from './routes.js';
+import { OPS_BASE } from './ops.js';
+
+/**
+ * The admin plane, `/_stratus/admin/`, for test pipelines and operators: reset, users, the clock, faults.
+ *
+ * Guarded twice: the admin token (`--admin-token`, generated and printed at start when unset; sent as
+ * `Authorization: Bearer TOKEN`), and, unless `--admin-access any`, the client address must be loopback.
+ * `--admin-token off` removes the plane (404). Every call is logged at `info` as `admin action` with what
+ * it did (never a password), so the service log is its audit trail. Bodies are JSON (or XML), answers in the
+ * API's conventions; bad input is a 400 `validation` that changes nothing.
+ *
+ *   POST   reset                     {}                        every account and everything in it (the library,
+ *                                                              settings and demo login stay)
+ *   POST   users                     {email, password?, state?}  create (a password is generated when absent)
+ *   POST   users/EMAIL/password      {password?}               set (generated when absent)
+ *   POST   users/EMAIL/state         {state}                   REGULAR, TRIAL, GUEST, NEW_USER
+ *   POST   unlock                    {email?, address?, all?}  clear login-protection counters
+ *   GET    clock                                               {now, offset_ms}
+ *   POST   clock                     {advance_ms} | {set}      move the injected clock; due work runs at once
+ *   GET    faults                                              the HTTP fault rules in force
+ *   POST   faults                    {type: "boot", server}    the server's next boot fails
+ *                                    {type: "http", method, path, count?, error?}
+ *                                                              the next `count` (1) requests of METHOD (or *) whose
+ *                                                              path starts with `path` answer 503 `concurrency` or
+ *                                                              500 `backend` (`error`, default concurrency)
+ *   DELETE faults                                              drop the HTTP fault rules
+ *
+ * The clock and the HTTP fault rules belong to the process asked (on PostgreSQL with several processes,
+ * ask each); everything else is in the database.
+ */
+export const ADMIN_BASE = `${OPS_BASE}admin/`;
+
+export interface AdminDeps {
+  /** Runs the timers that fell due (the process's scheduler); absent in a process without one. */
+  runDue: () => Promise<number>;
+  /** Drops the credentials the process has verified (after a reset or a password change). */
+  forgetCredentials: () => void;
+  log: FastifyBaseLogger;
+}
+
+interface HttpFault {
+  method: string;
+  path: string;
+  remaining: number;
+  error: 'concurrency' | 'backend';
+}
+
+/** HTTP fault rules of this process: checked by one boolean per request while none is in force. */
+export class Faults {
+  private rules: HttpFault[] = [];
+  active = false;
+
+  add(rule: HttpFault): void {
+    this.rules.push(rule);
+    this.active = true;
+  }
+  list(): HttpFault[] {
+    return this.rules.map((r) => ({ ...r }));
+  }
+  clear(): number {
+    const n = this.rules.length;
+    this.rules = [];
+    this.active = false;
+    return n;
+  }
+  /** Throws the fault for a request that matches a rule (spending one of its count). */
+  check(method: string, url: string): void {
+    const path = url.split('?')[0];
+    if (path.startsWith(OPS_BASE)) return;
+    const rule = this.rules.find((r) => (r.method === '*' || r.method === method) && path.startsWith(r.path));
+    if (!rule) return;
+    if (--rule.remaining <= 0) {
+      this.rules = this.rules.filter((r) => r !== rule);
+      this.active = this.rules.length > 0;
+    }
+    throw rule.error === 'backend'
+      ? new ApiError('backend', 'Internal error (a fault injected through the admin plane)')
+      : new ApiError('concurrency', 'The service is busy (a fault injected through the admin plane); retry the request');
+  }
+}
+
+const ADMIN: Caller = { uuid: 'admin', email: 'admin', state: 'ADMIN' };
+
+const isLoopback = (ip: string) => /^(127\.|::1$|::ffff:127\.)/.test(ip);
+
+function body(req: { body: unknown }): Record<string, unknown> {
+  const b = req.body ?? {};
+  if (typeof b !== 'object' || Array.isArray(b)) throw validation('body', 'The body must be a JSON object');
+  return b as Record<string, unknown>;
+}
+
+function str(b: Record<string, unknown>, key: string, required = false): string | undefined {
+  const v = b[key];
+  if (v === undefined || v === null) {
+    if (required) throw validation(key, `${key} is required`);
+    return undefined;
+  }
+  if (typeof v !== 'string' || v === '') throw validation(key, `${key} must be a non-empty string`);
+  return v;
+}
+
+export function registerAdmin(app: FastifyInstance, s: Services, token: string, access: 'loopback' | 'any', faults: Faults, deps: AdminDeps): void {
+  const authenticate = async (req: FastifyRequest): Promise<Caller> => {
+    if (access === 'loopback' && !isLoopback(req.ip))
+      throw new ApiError('permission', 'The admin plane answers only on loopback addresses (--admin-access any opens it)');
+    const header = req.headers.authorization ?? '';
+    const given = /^Bearer\s+(\S+)$/i.exec(header)?.[1];
+    if (!given || !safeEqual(given, token))
+      throw new ApiError('auth', given ? 'Wrong admin token' : 'The admin plane needs Authorization: Bearer <admin token>', null, {
+        'WWW-Authenticate': 'Bearer realm="stratus-admin"',
+      });
+    return ADMIN;
+  };
+  const audit = (action: string, details: Record<string, unknown>, req: { http: { ip: string } }) =>
+    deps.log.info({ admin: action, ...details, client: req.http.ip }, 'admin action');
+
+  const clock = () => {
+    if (!(s.clock instanceof AdjustableClock)) throw new ApiError('permission', 'This process runs on the system clock; it cannot be moved');
+    return s.clock;
+  };
+  const clockState = () => {
+    const now = s.clock.now();
+    return { now: isoTimestamp(now), offset_ms: now.getTime() - Date.now() };
+  };
+
+  const post = (fn: Handler): Partial<Record<'POST', Handler>> => ({ POST: fn });
+  const paths: PathSpec[] = [
+    {
+      url: ADMIN_BASE,
+      methods: {
+        GET: async () => ({
+          status: 200,
+          body: { actions: ['reset', 'users', 'users/EMAIL/password', 'users/EMAIL/state', 'unlock', 'clock', 'faults'].map((a) => `${ADMIN_BASE}${a}`) },
+        }),
+      },
+    },
+    {
+      url: `${ADMIN_BASE}reset`,
+      methods: post(async (req) => {
+        const b = body(req);
+        if (Object.keys(b).length) throw validation(Object.keys(b)[0], 'reset takes no parameters (it empties every account)');
+        // The demo login survives a reset with the same credentials (a pipeline's ready file stays true).
+        const keep = s.config.demoLogin ?? (await savedDemoLogin(s));
+        const deleted = await resetAll(s);
+        deps.forgetCredentials();
+        const demo = await ensureDemoLogin(s, randomPassword(), keep);
+        audit('reset', { deleted }, req);
+        return { status: 200, body: { deleted, demo_login: demo?.email ?? null } };
+      }),
+    },
+    {
+      url: `${ADMIN_BASE}users`,
+      methods: post(async (req) => {
+        const b = body(req);
+        const email = str(b, 'email', true)!;
+        const given = str(b, 'password');
+        const password = given ?? randomPassword();
+        const user = await createUser(s, { email, password, state: str(b, 'state')?.toUpperCase() });
+        audit('users.create', { email: user.email, state: user.state }, req);
+        return { status: 201, body: { uuid: user.uuid, email: user.email, state: user.state, ...(given ? {} : { password }) } };
+      }),
+    },
+    {
+      url: `${ADMIN_BASE}users/:email/password`,
+      methods: post(async (req) => {
+        const b = body(req);
+        const given = str(b, 'password');
+        const password = given ?? randomPassword();
+        await setPassword(s, req.params.email, password);
+        audit('users.password', { email: req.params.email }, req);
+        return { status: 200, body: { email: req.params.email.toLowerCase(), ...(given ? {} : { password }) } };
+      }),
+    },
+    {
+      url: `${ADMIN_BASE}users/:email/state`,
+      methods: post(async (req) => {
+        const state = str(body(req), 'state', true)!.toUpperCase();
+        const user = await setState(s, req.params.email, state);
+        audit('users.state', { email: user.email, state }, req);
+        return { status: 200, body: { email: user.email, state } };
+      }),
+    },
+    {
+      url: `${ADMIN_BASE}unlock`,
+      methods: post(async (req) => {
+        const b = body(req);
+        const email = str(b, 'email');
+        const address = str(b, 'address');
+        const all = b.all === true;
+        if (address !== undefined && isIP(address) === 0) throw validation('address', 'address must be an IPv4 or IPv6 address');
+        if (all === !!(email || address)) throw validation('all', 'give email and/or address, or all: true alone');
+        if (email && !(await findUserByEmail(s, email))) throw new ApiError('notexist', `No user with e-mail ${email}`, 'email');
+        const cleared = await unlockLogins(s, all ? 'all' : { email, address });
+        audit('unlock', { email, address, all, cleared }, req);
+        return { status: 200, body: { cleared } };
+      }),
+    },
+    {
+      url: `${ADMIN_BASE}clock`,
+      methods: {
+        GET: async () => ({ status: 200, body: clockState() }),
+        POST: async (req) => {
+          const b = body(req);
+          const keys = Object.keys(b);
+          if (keys.length !== 1 || !['advance_ms', 'set'].includes(keys[0])) throw validation(keys[0] ?? 'body', 'give exactly one of advance_ms or set');
+          const c = clock();
+          if (keys[0] === 'advance_ms') {
+            const ms = b.advance_ms;
+            if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > 10 * 365 * 86_400_000)
+              throw validation('advance_ms', 'advance_ms must be a whole number of milliseconds from 0 to ten years (time only moves forward)');
+            c.advance(ms);
+          } else {
+            const to = typeof b.set === 'string' ? Date.parse(b.set) : NaN;
+            if (Number.isNaN(to)) throw validation('set', 'set must be an ISO-8601 time, e.g. 2030-01-01T00:00:00Z');
+            if (to < s.clock.now().getTime()) throw validation('set', 'the clock only moves forward (durable timers and windows assume it)');
+            c.set(new Date(to));
+          }
+          const ran = await deps.runDue();
+          audit('clock', { ...b, ran }, req);
+          return { status: 200, body: { ...clockState(), ran } };
+        },
+      },
+    },
+    {
+      url: `${ADMIN_BASE}faults`,
+      methods: {
+        GET: async () => ({ status: 200, body: { objects: faults.list() } }),
+        DELETE: async (req) => {
+          const cleared = faults.clear();
+          audit('faults.clear', { cleared }, req);
+          return { status: 200, body: { cleared } };
+        },
+        POST: async (req) => {
+          const b = body(req);
+          const type = str(b, 'type', true);
+          if (type === 'boot') {
+            const server = str(b, 'server', true)!;
+            if (!(await s.store.resources.get(s.store.db, 'servers', server))) throw new ApiError('notexist', `No server ${server}`, 'server');
+            await s.store.transaction((tx) => schedule(tx, s, { kind: 'server.event', subject: server, inMs: 0, payload: { event: 'fail_next_boot' } }));
+            await deps.runDue();
+            audit('faults.boot', { server }, req);
+            return { status: 201, body: { type, server } };
+          }
+          if (type !== 'http') throw validation('type', 'type must be boot or http');
+          const method = (str(b, 'method', true) ?? '').toUpperCase();
+          if (!['GET', 'POST', 'PUT', 'DELETE', '*'].includes(method)) throw validation('method', 'method must be GET, POST, PUT, DELETE or *');
+          const path = str(b, 'path', true)!;
+          if (!path.startsWith('/api/')) throw validation('path', 'path must be an API path prefix, e.g. /api/2.0/servers/');
+          const count = b.count ?? 1;
+          if (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > 1_000_000)
+            throw validation('count', 'count must be a whole number from 1 to 1000000');
+          const error = b.error ?? 'concurrency';
+          if (error !== 'concurrency' && error !== 'backend') throw validation('error', 'error must be concurrency (503) or backend (500)');
+          faults.add({ method, path, remaining: count, error });
+          audit('faults.http', { method, path, count, error }, req);
+          return { status: 201, body: { type, method, path, count, error } };
+        },
+      },
+    },
+  ];
+  for (const spec of paths) registerPath(app, spec, authenticate, null);
+}

@@ -1,0 +1,183 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Services } from '../core/context.js';
+import { ApiError } from '../core/errors.js';
+import { lazyPackage } from '../core/lazy.js';
+import { send } from './respond.js';
+
+/**
+ * Prometheus metrics at `/_stratus/metrics` (prom-client's text format), public and never rate-limited like
+ * the other operator endpoints (http/ops.ts):
+ *
+ *   stratus_http_request_duration_seconds{route,method,status}  histogram of every answered request (its
+ *                                          _count is the request count); `route` is the route's pattern
+ *                                          (`/api/2.0/servers/:uuid/`), `unmatched` for a 404 of no route
+ *   stratus_http_rejections_total{reason}  rate_limit, login_protection, auth (401)
+ *   stratus_scheduler_due_timers           durable timers due by the injected clock and not yet run
+ *   stratus_scheduler_lag_seconds          how long the oldest of them has been due
+ *   stratus_scheduler_running              1 while this process's scheduler loop runs
+ *   stratus_db_pool_connections{state}     PostgreSQL pool: total, idle, waiting (absent on SQLite)
+ *   stratus_servers{status}                simulated servers by status (all accounts)
+ *   process_*, nodejs_*                    prom-client's default process metrics
+ *
+ * The request path pays for one histogram observation: an `onResponse` hook looks the labelled child up in
+ * nested maps (no string is built per request) and observes the elapsed time Fastify already measured.
+ * Everything else is read when Prometheus scrapes. prom-client loads at start-up of `serve` (CommonJS, not
+ * bundled, as pg is); a deployment without the package answers 503 here and records nothing.
+ */
+
+/** The part of prom-client used here (its own types come with the package; this keeps the build independent of it). */
+interface Child {
+  observe(v: number): void;
+}
+interface Gauge {
+  set(v: number): void;
+  labels(...values: string[]): { set(v: number): void };
+  reset(): void;
+}
+interface PromClient {
+  Registry: new () => { metrics(): Promise<string>; contentType: string };
+  Histogram: new (cfg: { name: string; help: string; labelNames: string[]; buckets: number[]; registers: unknown[] }) => {
+    labels(...values: string[]): Child;
+  };
+  Counter: new (cfg: { name: string; help: string; labelNames: string[]; registers: unknown[] }) => { labels(...values: string[]): { inc(): void } };
+  Gauge: new (cfg: { name: string; help: string; labelNames?: string[]; registers: unknown[]; collect?: (this: Gauge) => Promise<void> | void }) => Gauge;
+  collectDefaultMetrics(opts: { register: unknown }): void;
+}
+
+const loadProm = lazyPackage<PromClient>('prom-client');
+
+/** prom-client, or null when it is not installed. */
+function promClient(): PromClient | null {
+  try {
+    return loadProm();
+  } catch {
+    return null;
+  }
+}
+
+const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+export type RejectionReason = 'rate_limit' | 'login_protection' | 'auth';
+
+export class Metrics {
+  private readonly children = new Map<string, Map<string, Map<number, Child>>>();
+  private readonly registry;
+  private readonly duration;
+  private readonly rejections;
+
+  private constructor(prom: PromClient, services: Services, app: FastifyInstance) {
+    const registers = [(this.registry = new prom.Registry())];
+    this.duration = new prom.Histogram({
+      name: 'stratus_http_request_duration_seconds',
+      help: 'Answered HTTP requests by route pattern, method and status, and how long each took',
+      labelNames: ['route', 'method', 'status'],
+      buckets: BUCKETS,
+      registers,
+    });
+    this.rejections = new prom.Counter({
+      name: 'stratus_http_rejections_total',
+      help: 'Requests refused by rate limits, login protection, or for missing or wrong credentials',
+      labelNames: ['reason'],
+      registers,
+    });
+    const { store } = services;
+    const due = new prom.Gauge({ name: 'stratus_scheduler_due_timers', help: 'Durable timers due and not yet run', registers });
+    const lag = new prom.Gauge({ name: 'stratus_scheduler_lag_seconds', help: 'How long the oldest due timer has waited', registers });
+    new prom.Gauge({
+      name: 'stratus_scheduler_running',
+      help: "1 while this process's scheduler loop runs",
+      registers,
+      async collect() {
+        const probe = app.schedulerProbe;
+        this.set(probe?.polling ? 1 : 0);
+        const backlog = await (probe ?? { backlog: () => ({ due: 0, lagMs: 0 }) }).backlog();
+        due.set(backlog.due);
+        lag.set(backlog.lagMs / 1000);
+      },
+    });
+    new prom.Gauge({
+      name: 'stratus_db_pool_connections',
+      help: 'PostgreSQL connection pool: total, idle, and requests waiting for a connection',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const pool = store.poolStats();
+        if (!pool) return;
+        for (const [state, n] of Object.entries(pool)) this.labels(state).set(n);
+      },
+    });
+    new prom.Gauge({
+      name: 'stratus_servers',
+      help: 'Simulated servers by status',
+      labelNames: ['status'],
+      registers,
+      async collect() {
+        const rows = await store.db
+          .selectFrom('resources')
+          .select((eb) => ['status', eb.fn.countAll<number>().as('n')])
+          .where('kind', '=', 'servers')
+          .groupBy('status')
+          .execute();
+        this.reset();
+        for (const r of rows) this.labels(r.status ?? 'unknown').set(Number(r.n));
+      },
+    });
+    prom.collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Null when prom-client is not installed. */
+  static create(services: Services, app: FastifyInstance): Metrics | null {
+    const prom = promClient();
+    return prom ? new Metrics(prom, services, app) : null;
+  }
+
+  /** One answered request (the onResponse hook). */
+  observe(route: string, method: string, status: number, seconds: number): void {
+    let byMethod = this.children.get(route);
+    if (!byMethod) this.children.set(route, (byMethod = new Map()));
+    let byStatus = byMethod.get(method);
+    if (!byStatus) byMethod.set(method, (byStatus = new Map()));
+    let child = byStatus.get(status);
+    if (!child) byStatus.set(status, (child = this.duration.labels(route, method, String(status))));
+    child.observe(seconds);
+  }
+
+  rejected(reason: RejectionReason): void {
+    this.rejections.labels(reason).inc();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+}
+
+/**
+ * Installs the request hook and `/_stratus/metrics`. Without prom-client the endpoint answers 503 in the
+ * API's error format and no hook is added.
+ */
+export function registerMetrics(app: FastifyInstance, services: Services): Metrics | null {
+  const metrics = Metrics.create(services, app);
+  if (metrics) {
+    // The callback form: no promise per request.
+    app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
+      metrics.observe(req.routeOptions.url ?? 'unmatched', req.method, reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    });
+  }
+  app.route({
+    method: ['GET', 'HEAD'],
+    url: '/_stratus/metrics',
+    handler: async (req, reply) => {
+      if (!metrics) {
+        const e = new ApiError('concurrency', 'Metrics need the prom-client package, which is not installed: run npm ci (or npm install)');
+        return send(reply, req.format, { status: 503, body: [e.toWire()] });
+      }
+      return reply.header('content-type', metrics.contentType).send(await metrics.text());
+    },
+  });
+  return metrics;
+}

@@ -1,0 +1,148 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import { byCodePoint } from '../../src/core/order.js';
+import { hashPassword } from '../../src/core/passwords.js';
+import { migrationProvider } from '../../src/store/migrations/index.js';
+import { Client } from '../helpers/client.js';
+import { cli } from '../helpers/cli.js';
+import { engine, freshDatabase } from '../helpers/db.js';
+import { serveProcess } from '../helpers/process.js';
+
+/**
+ * Schema changes only on purpose: `serve` and `stratus migrate` create or upgrade the schema; every other
+ * command refuses a database that is missing, empty, older or newer, and changes nothing. A database made
+ * by the first release's migration opens in this version.
+ */
+let dir: string;
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), 'stratus-schema-'));
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+async function newDatabase(name: string): Promise<string> {
+  return engine === 'sqlite' ? join(dir, `${name}.db`) : (await freshDatabase()).url;
+}
+
+/** A Kysely handle on the database outside Stratus's Store (as an older release would have opened it). */
+function rawDb(url: string): Kysely<any> {
+  if (engine === 'sqlite') return new Kysely<any>({ dialect: new SqliteDialect({ database: new SQLite(url) }) });
+  return new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }) });
+}
+
+/** The tables of this database (on PostgreSQL: of this test's schema; other tests' schemas come and go). */
+async function tableNames(db: Kysely<any>): Promise<string[]> {
+  const tables = await db.introspection.getTables();
+  const schema = engine === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0].s : undefined;
+  return tables
+    .filter((t) => schema === undefined || t.schema === schema)
+    .map((t) => t.name)
+    .sort();
+}
+
+describe('operator commands never change the schema', () => {
+  test('a missing SQLite file, an empty database, an in-memory one: refused (exit 2) with what to run, nothing created', async () => {
+    if (engine === 'sqlite') {
+      const file = join(dir, 'absent', 'stratus.db');
+      const res = await cli(['users', 'list', '--db', file]);
+      assert.equal(res.status, 2, res.stderr);
+      assert.match(
+        res.stderr,
+        /^stratus: db: there is no database at .*absent\/stratus\.db: run `stratus migrate --db .*` \(or start `stratus serve`\) to create it, or fix --db\n$/,
+      );
+      assert.equal(existsSync(join(dir, 'absent')), false, 'no folder made');
+      const mem = await cli(['users', 'list', '--db', ':memory:']);
+      assert.equal(mem.status, 2);
+      assert.match(mem.stderr, /an in-memory database belongs to the one process that made it/);
+    }
+    const url = await newDatabase('empty');
+    if (engine === 'sqlite') new SQLite(url).close(); // an empty file
+    const res = await cli(['users', 'list', '--db', url]);
+    assert.equal(res.status, 2, res.stderr);
+    assert.match(res.stderr, /^stratus: db: .* has no Stratus schema: run `stratus migrate --db …` \(or start `stratus serve`\) to create it, or fix --db\n$/);
+    const db = rawDb(url);
+    try {
+      assert.deepEqual(await tableNames(db), [], 'no table was created');
+    } finally {
+      await db.destroy();
+    }
+    const migrate = await cli(['migrate', '--db', url]);
+    assert.equal(migrate.status, 0, migrate.stderr);
+    assert.match(migrate.stdout, /created: \d+ migration\(s\) applied/);
+    const again = await cli(['migrate', '--db', url]);
+    assert.match(again.stdout, /^schema of .* is current \(\d{4}_\w+\)\n$/);
+    assert.equal((await cli(['users', 'list', '--db', url])).status, 0);
+    assert.equal((await cli(['migrate', 'now', '--db', url])).status, 2);
+  });
+
+  test('a database of a newer Stratus is refused by every command, serve and migrate included', async () => {
+    const url = await newDatabase('newer');
+    assert.equal((await cli(['migrate', '--db', url])).status, 0);
+    const db = rawDb(url);
+    try {
+      await db.insertInto('kysely_migration').values({ name: '9999_from_the_future', timestamp: new Date().toISOString() }).execute();
+    } finally {
+      await db.destroy();
+    }
+    for (const args of [['users', 'list'], ['migrate']]) {
+      const res = await cli([...args, '--db', url]);
+      assert.equal(res.status, 2, res.stderr);
+      assert.match(res.stderr, /was upgraded by a newer Stratus \(schema 9999_from_the_future; this one knows up to \d{4}_\w+\): run that version/);
+    }
+    await assert.rejects(serveProcess(['--db', url]), /exited with 2.*newer Stratus/s);
+  });
+});
+
+describe('a newer Stratus opens an older database', () => {
+  test("the first release's schema and data: commands say to migrate; serve upgrades it and its users log in", async () => {
+    const url = await newDatabase('first-release');
+    // The database as the first release left it: only migration 0001 applied, one user of that time.
+    const db = rawDb(url);
+    try {
+      const schema = engine === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0].s : undefined;
+      const migrator = new Migrator({ db, provider: migrationProvider(engine), migrationTableSchema: schema, nameComparator: byCodePoint });
+      const { error } = await migrator.migrateTo('0001_initial');
+      assert.equal(error, undefined);
+      await db
+        .insertInto('users')
+        .values({
+          uuid: '6f3f9b8e-0d51-4a56-9d7e-000000000001',
+          email: 'old@example.com',
+          password_hash: await hashPassword('old-secret'),
+          state: 'REGULAR',
+          profile: JSON.stringify({ email: 'old@example.com', uuid: '6f3f9b8e-0d51-4a56-9d7e-000000000001', currency: 'EUR' }),
+          created_at: '2024-01-01T00:00:00.000000+00:00',
+        })
+        .execute();
+    } finally {
+      await db.destroy();
+    }
+
+    const res = await cli(['users', 'list', '--db', url]);
+    assert.equal(res.status, 2, res.stderr);
+    assert.match(
+      res.stderr,
+      /has an older Stratus schema \(0001_initial; this version needs \d{4}_\w+\): run `stratus migrate --db …` \(or start `stratus serve`\) to upgrade it/,
+    );
+
+    const srv = await serveProcess(['--db', url]);
+    try {
+      const old = new Client(srv.base, { email: 'old@example.com', password: 'old-secret' });
+      assert.equal((await old.get('profile/')).status, 200);
+      const tag = await old.post('tags/', { name: 'after-upgrade' });
+      assert.equal(tag.status, 201, tag.text);
+      assert.equal((await old.get('tags/')).json.meta.total_count, 1);
+    } finally {
+      srv.child.kill('SIGTERM');
+      assert.equal(await srv.exited, 0);
+    }
+    const list = await cli(['users', 'list', '--db', url]);
+    assert.equal(list.status, 0, list.stderr);
+    assert.match(list.stdout, /REGULAR\s+old@example\.com/);
+  });
+});
