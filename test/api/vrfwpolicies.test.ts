@@ -487,6 +487,35 @@ describe('validation: errors name their field, and bad input changes nothing', (
   });
 });
 
+describe('odd values never make a 500', () => {
+  const ODD: unknown[] = [null, [], {}, 0, -1, 1.5, 1e300, '', 'x'.repeat(2000), true, '\u0000', { uuid: 5 }, [{}], '=', '!=', '::1', '1:65535'];
+
+  test(`every key of the recorded bodies, ${ODD.length} odd values each: 4xx with a point or a success, never a 500`, async () => {
+    const c = await srv.user();
+    const p = await settled(c, { filters: [filter(1)] });
+    const f = p.filters[0].resource_uri.resource_uri;
+    const policyBody = { ...rec('request_vrfwpolicy_update'), filters: [filter(1)] };
+    const filterBody = { ...rec('request_vrfwfilter_create').objects[0], policy: p.uuid, order: 2 };
+    const tries: [string, string, Record<string, unknown>][] = [];
+    for (const [key, value] of Object.keys(filterBody).flatMap((k) => ODD.map((v) => [k, v] as const))) {
+      tries.push(['POST', 'vrfwfilters/', { ...filterBody, [key]: value }], ['PUT', f, { [key]: value }]);
+      tries.push(['PUT', p.resource_uri, { filters: [{ ...filter(1), uuid: p.filters[0].uuid, [key]: value }] }]);
+    }
+    // Last: a policy's PUT may replace its filters.
+    for (const [key, value] of Object.keys(policyBody).flatMap((k) => ODD.map((v) => [k, v] as const))) {
+      tries.push(['POST', 'vrfwpolicies/', { ...policyBody, [key]: value }], ['PUT', p.resource_uri, { [key]: value }]);
+    }
+    const statuses = new Map<number, number>();
+    for (const [method, path, body] of tries) {
+      const res = await c.request(method, path, { body });
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      assert.ok(res.status < 500, `${method} ${path} ${JSON.stringify(body).slice(0, 200)}: ${res.text}`);
+      if (res.status >= 400) assert.ok(res.json[0].error_type === 'validation' && typeof res.json[0].error_message === 'string', res.text);
+    }
+    assert.ok((statuses.get(400) ?? 0) > 100 && (statuses.get(202) ?? 0) > 10, JSON.stringify([...statuses]));
+  });
+});
+
 describe('ownership, durability', () => {
   test("another user's policy and filters are 404 everywhere; lists show only the caller's", async () => {
     const p = await settled(alice, { filters: [filter(1)] });
