@@ -15,6 +15,8 @@ import { servers } from './resources/servers/servers.js';
 import { snapshots } from './resources/snapshots/snapshots.js';
 import { tags } from './resources/tags/tags.js';
 import { vlans } from './resources/vlans/vlans.js';
+import { vrfwfilters } from './resources/vrfwpolicies/vrfwfilters.js';
+import { vrfwpolicies } from './resources/vrfwpolicies/vrfwpolicies.js';
 
 /**
  * The composition root's list of resource kinds: every kind the API serves, each a self-describing
@@ -37,6 +39,8 @@ export const registry: ResourceDecl[] = [
   tags,
   profile,
   capabilities,
+  vrfwpolicies,
+  vrfwfilters,
 ];
 
 /** Every kind of durable follow-up work the kinds declare, and what runs it. */

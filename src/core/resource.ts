@@ -20,13 +20,21 @@ export interface ListResult {
   objects: Record<string, unknown>[];
 }
 
+/**
+ * A write that only started work the simulator finishes later (the recorded `vrfw*` exchanges): the route
+ * answers 202 with `value` where it would answer 201 (`{objects: value}`), 200 (the object) or 204 (empty).
+ */
+export class Accepted<T> {
+  constructor(readonly value: T) {}
+}
+
 /** What a collection kind's service implements; the generic routes call only this. */
 export interface CollectionService {
   list(ctx: Ctx, query: ListQuery): Promise<ListResult>;
   get(ctx: Ctx, uuid: string): Promise<Record<string, unknown>>;
-  create?(ctx: Ctx, inputs: Record<string, unknown>[]): Promise<Record<string, unknown>[]>;
-  update?(ctx: Ctx, uuid: string, input: Record<string, unknown>): Promise<Record<string, unknown>>;
-  remove?(ctx: Ctx, uuid: string, query?: Record<string, unknown>): Promise<void>;
+  create?(ctx: Ctx, inputs: Record<string, unknown>[]): Promise<Record<string, unknown>[] | Accepted<Record<string, unknown>[]>>;
+  update?(ctx: Ctx, uuid: string, input: Record<string, unknown>): Promise<Record<string, unknown> | Accepted<Record<string, unknown>>>;
+  remove?(ctx: Ctx, uuid: string, query?: Record<string, unknown>): Promise<void | Accepted<Record<string, unknown>>>;
   removeMany?(ctx: Ctx, uuids: string[]): Promise<void>;
   /** The object if the caller may use `perm` on it: 404 when invisible, 403 when visible but not permitted. */
   authorize?(ctx: Ctx, uuid: string, perm: Permission): Promise<{ uuid: string; owner_uuid: string | null }>;

@@ -399,7 +399,7 @@ export type StoredDeclInput = Omit<CollectionDecl, 'service' | 'shape' | 'defaul
  * Left out, `defaultLimit` is 20 and `filtering` the standard set (name, name__contains, uuid, and tag
  * for taggable kinds).
  */
-export function storedDecl(decl: StoredDeclInput, hooks: StoredHooks = {}): CollectionDecl & { service: StoredCollection } {
+export function storedDecl(decl: StoredDeclInput, hooks: StoredHooks = {}): Omit<CollectionDecl, 'service'> & { service: StoredCollection } {
   const fields = decl.permissions && decl.showsSharing !== false ? { ...decl.fields, ...SHARING_FIELDS } : decl.fields;
   const full = {
     ...decl,

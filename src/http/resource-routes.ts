@@ -1,7 +1,7 @@
 import type { Ctx, Services } from '../core/context.js';
 import { createItems, objectBody, relatedId } from '../core/input.js';
 import { validation } from '../core/errors.js';
-import type { CollectionDecl, ResourceDecl, SingletonDecl } from '../core/resource.js';
+import { Accepted, type CollectionDecl, type ResourceDecl, type SingletonDecl } from '../core/resource.js';
 import { buildSchema } from '../core/schema.js';
 import { fieldsParam, listQuery, project, type RawQuery } from './query.js';
 import type { ApiRequest, Handler, PathSpec } from './routes.js';
@@ -41,11 +41,12 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
   if (allows(decl.listMethods, 'post') && svc.create) {
     const create = svc.create.bind(svc);
     list.methods.POST = async (req) => {
-      const objects = await create(ctxOf(req), createItems(req.body));
+      const made = await create(ctxOf(req), createItems(req.body));
+      const objects = made instanceof Accepted ? made.value : made;
       const headers: Record<string, string> = {};
       const first = objects[0]?.resource_uri;
       if (typeof first === 'string') headers.Location = `${req.origin}${first}`;
-      return { status: 201, body: { objects }, root: 'response', headers };
+      return { status: made instanceof Accepted ? 202 : 201, body: { objects }, root: 'response', headers };
     };
   }
 
@@ -65,13 +66,16 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
   if (allows(decl.detailMethods, 'get')) single.methods.GET = async (req) => ok(project(await svc.get(ctxOf(req), req.params.uuid), fieldsParam(req.query)));
   if (allows(decl.detailMethods, 'put') && svc.update) {
     const update = svc.update.bind(svc);
-    single.methods.PUT = async (req) => ok(await update(ctxOf(req), req.params.uuid, objectBody(req.body)));
+    single.methods.PUT = async (req) => {
+      const updated = await update(ctxOf(req), req.params.uuid, objectBody(req.body));
+      return updated instanceof Accepted ? { status: 202, body: updated.value, root: 'object' } : ok(updated);
+    };
   }
   if (allows(decl.detailMethods, 'delete') && svc.remove) {
     const remove = svc.remove.bind(svc);
     single.methods.DELETE = async (req) => {
-      await remove(ctxOf(req), req.params.uuid, req.query);
-      return { status: 204 };
+      const removed = await remove(ctxOf(req), req.params.uuid, req.query);
+      return removed instanceof Accepted ? { status: 202, body: removed.value, root: 'object' } : { status: 204 };
     };
   }
 

@@ -21,6 +21,7 @@ export const DEFAULT_DELAYS = {
   'drive.write_rate': 65_536,
   /** A host failure keeps a server `unavailable` this long. */
   'server.host_recovery': 30_000,
+  'vrouter.firewall': 5_000,
 } as const;
 
 export type DelayName = keyof typeof DEFAULT_DELAYS;
