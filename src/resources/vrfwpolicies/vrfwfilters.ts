@@ -2,8 +2,9 @@ import type { Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { isPlainObject, relatedId, type Obj } from '../../core/input.js';
-import { Accepted, type CollectionService, type ListQuery } from '../../core/resource.js';
-import { storedDecl, type Row, type StoredCollection, type StoredFilter } from '../../core/stored.js';
+import { Accepted } from '../../core/resource.js';
+import { StoredFront } from './front.js';
+import { storedDecl, type Row, type StoredFilter } from '../../core/stored.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { existingJobs } from '../jobs/jobs.js';
@@ -214,19 +215,7 @@ export async function filtersOf(tx: Tx, ctx: Ctx, policy: Obj): Promise<Row[]> {
 }
 
 /** The kind's own writes: each one the router hears of through a job (see the header). */
-class FilterService implements CollectionService {
-  constructor(readonly stored: StoredCollection) {}
-
-  list(ctx: Ctx, query: ListQuery) {
-    return this.stored.list(ctx, query);
-  }
-  get(ctx: Ctx, uuid: string) {
-    return this.stored.get(ctx, uuid);
-  }
-  authorize(ctx: Ctx, uuid: string, perm: 'LIST' | 'EDIT' | 'DELETE') {
-    return this.stored.authorize(ctx, uuid, perm);
-  }
-
+class FilterService extends StoredFront {
   async create(ctx: Ctx, inputs: Obj[]): Promise<Accepted<Obj[]>> {
     // Everything is validated first: one bad object rejects the request and writes nothing.
     const all = inputs.map((input) => ({ policy: policyOf(input), values: normaliseFilter(input, '') }));

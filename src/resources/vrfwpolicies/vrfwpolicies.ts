@@ -2,8 +2,9 @@ import type { Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { isPlainObject, validateFields, type Obj } from '../../core/input.js';
-import { Accepted, type CollectionService, type ListQuery } from '../../core/resource.js';
-import { storedDecl, type Row, type StoredCollection } from '../../core/stored.js';
+import { Accepted } from '../../core/resource.js';
+import { StoredFront } from './front.js';
+import { storedDecl, type Row } from '../../core/stored.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { existingJobs } from '../jobs/jobs.js';
@@ -168,19 +169,7 @@ async function setActive(ctx: Ctx, uuid: string, on: boolean): Promise<Obj> {
   return { action, job: jobRef(job), result: 'success', uuid };
 }
 
-class PolicyService implements CollectionService {
-  constructor(readonly stored: StoredCollection) {}
-
-  list(ctx: Ctx, query: ListQuery) {
-    return this.stored.list(ctx, query);
-  }
-  get(ctx: Ctx, uuid: string) {
-    return this.stored.get(ctx, uuid);
-  }
-  authorize(ctx: Ctx, uuid: string, perm: 'LIST' | 'EDIT' | 'DELETE') {
-    return this.stored.authorize(ctx, uuid, perm);
-  }
-
+class PolicyService extends StoredFront {
   async create(ctx: Ctx, inputs: Obj[]): Promise<Accepted<Obj[]>> {
     // Everything is validated first: one bad object rejects the request and writes nothing.
     const all = inputs.map((input) => {
