@@ -2,33 +2,26 @@ import type { Services } from '../../core/context.js';
 import { record } from '../../core/events.js';
 import type { Obj } from '../../core/input.js';
 import { schedule, type TimerHandler } from '../../core/timers.js';
-import { dropState, readState, readStates, writeState } from '../../sim/state.js';
+import { enforce, enforcedFor, enforcedForMany, routerMs, type Enforced } from '../../sim/vrouter.js';
 import type { Db, Tx } from '../../store/db.js';
 import { ref, resourceUri } from '../../store/repository.js';
 import { finishJob, startJob } from '../jobs/jobs.js';
 import type { FilterValues } from './filters.js';
 
 /**
- * The simulated virtual router's firewall (spec: "when the policy is active all its filters are applied, when
- * it is deactivated all its filters are removed from the firewall"). The API records what the user wants
- * (a policy's `active`, its filters) at once; the router catches up through a job per operation: each job
- * ends after `vrouter.firewall` ms of the injected clock (a durable timer, so a restart finishes it), and
- * then brings the router to the policy's state of that moment — its filters applied while it is active,
- * none while it is inactive or gone. Jobs therefore converge in any order, and two quick changes leave the
- * router as the later one says. What the router enforces is simulator state (`sim_state`, kind
- * `vrouter_fw`, keyed by policy), never part of the API body; every completed job writes an audit entry
- * (`firewall_applied` / `firewall_removed`, actor: the system).
- *
- * (This belongs in `src/sim/` beside the other simulated devices; it lives here while the firewall issue
- * is split across branches.)
+ * The API side of the virtual router's firewall (spec: "when the policy is active all its filters are
+ * applied, when it is deactivated all its filters are removed from the firewall"). The API records what the
+ * user wants (a policy's `active`, its filters) at once; the simulated router (`src/sim/vrouter.ts`) catches
+ * up through a job per operation: each job ends after `vrouter.firewall` ms of the injected clock (a durable
+ * timer, so a restart finishes it), and then the router takes the policy's state of that moment — its
+ * filters applied while it is active, none while it is inactive or gone. Jobs therefore converge in any
+ * order, and two quick changes leave the router as the later one says. Every completed job writes an audit
+ * entry (`firewall_applied` / `firewall_removed`, actor: the system).
  */
 export const CATEGORY = 'VRouter firewall';
 export const POLICIES = 'vrfwpolicies';
 export const FILTERS = 'vrfwfilters';
-const STATE = 'vrouter_fw';
 const TIMER = 'vrfw.apply';
-
-export const routerMs = (s: Pick<Services, 'config'>) => s.config.delays['vrouter.firewall'];
 
 /** The keys of a filter the router enforces (`log` is read live; `action_queue` is no rule). */
 const RULE_KEYS = [
@@ -47,14 +40,8 @@ const RULE_KEYS = [
 ] as const satisfies readonly (keyof FilterValues)[];
 export type Rule = Pick<FilterValues, (typeof RULE_KEYS)[number]>;
 
-/** What the router enforces for one active policy. */
-export interface Applied {
-  order: number;
-  lan_interface: string | null;
-  upstream_interface: string | null;
-  /** In the order the router tries them (`order`, then position). */
-  filters: Rule[];
-}
+/** What the router enforces for one active policy (filters in `order`, then position). */
+export type Applied = Enforced<Rule>;
 
 /** The filter rows of a policy body, in the router's order. */
 export function inRouterOrder<T extends { uuid: string; body: Obj }>(policy: Obj, rows: readonly T[]): T[] {
@@ -83,15 +70,10 @@ export function routerChanged(before: { active: boolean; view: Applied }, after:
 }
 
 /** What the router enforces for a policy now (null: nothing). */
-export async function appliedOf(db: Db | Tx, policy: string): Promise<Applied | null> {
-  return ((await readState<{ applied: Applied }>(db, STATE, policy)).applied as Applied | undefined) ?? null;
-}
+export const appliedOf = (db: Db | Tx, policy: string) => enforcedFor<Rule>(db, policy);
 
 /** The same for many policies (one query). */
-export async function appliedOfMany(db: Db | Tx, policies: readonly string[]): Promise<Map<string, Applied>> {
-  const states = await readStates<{ applied: Applied }>(db, STATE, policies);
-  return new Map([...states].filter(([, s]) => s.applied).map(([uuid, s]) => [uuid, s.applied as Applied]));
-}
+export const appliedOfMany = (db: Db | Tx, policies: readonly string[]) => enforcedForMany<Rule>(db, policies);
 
 /**
  * Start a router job for a policy in the caller's transaction (the policy, if it still exists, is locked by
@@ -132,8 +114,7 @@ async function settle(s: Services, tx: Tx, policy: string, payload: Payload): Pr
     const filters = await s.store.resources.getMany(tx, FILTERS, (row.body.filters as string[] | undefined) ?? []);
     applied = ruleView(row.body, filters);
   }
-  if (applied) await writeState(tx, STATE, policy, { applied });
-  else await dropState(tx, STATE, policy);
+  await enforce(tx, policy, applied);
   await finishJob(tx, s, payload.job, 'success');
   await record(tx, s, {
     action: applied ? 'firewall_applied' : 'firewall_removed',
