@@ -84,16 +84,20 @@ export async function setWritten(tx: Tx, s: Live, drive: DriveDisk, bytes: numbe
   return written;
 }
 
-/** A guest powers on: from now it writes to each of its disks. */
-export async function startWriting(tx: Tx, s: Live, server: string, disks: readonly DriveDisk[]): Promise<void> {
-  const now = s.clock.now().getTime();
+/** Each disk with its stored figures, one read. */
+async function dataOf(tx: Tx, disks: readonly DriveDisk[]): Promise<[DriveDisk, DriveData][]> {
   const states = await readStates<DriveData>(
     tx,
     DRIVES,
     disks.map((d) => d.uuid),
   );
-  for (const disk of disks) {
-    const d = states.get(disk.uuid) ?? {};
+  return disks.map((disk) => [disk, states.get(disk.uuid) ?? {}]);
+}
+
+/** A guest powers on: from now it writes to each of its disks. */
+export async function startWriting(tx: Tx, s: Live, server: string, disks: readonly DriveDisk[]): Promise<void> {
+  const now = s.clock.now().getTime();
+  for (const [disk, d] of await dataOf(tx, disks)) {
     await store(tx, disk.uuid, { ...d, writers: { ...d.writers, [server]: now } });
   }
 }
@@ -104,13 +108,7 @@ export async function startWriting(tx: Tx, s: Live, server: string, disks: reado
  */
 export async function stopWriting(tx: Tx, s: Live, server: string, disks: readonly DriveDisk[], fallbackSince?: number): Promise<void> {
   const now = s.clock.now().getTime();
-  const states = await readStates<DriveData>(
-    tx,
-    DRIVES,
-    disks.map((d) => d.uuid),
-  );
-  for (const disk of disks) {
-    const d = states.get(disk.uuid) ?? {};
+  for (const [disk, d] of await dataOf(tx, disks)) {
     const since = d.writers?.[server] ?? fallbackSince;
     const { [server]: _gone, ...others } = d.writers ?? {};
     const rest: DriveData = { ...d, writers: Object.keys(others).length ? others : undefined };

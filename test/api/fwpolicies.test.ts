@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { expectError } from '../helpers/errors.js';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { fixture, golden, sameShape } from '../helpers/golden.js';
@@ -18,11 +19,6 @@ after(() => srv.close());
 const TICK = 30_000;
 const get = async (c: Client, uri: string) => (await c.get(uri)).json;
 const auditOf = (uuid: string) => srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', uuid).orderBy('seq').execute();
-const expectError = (res: { status: number; json: any; text: string }, status: number, type: string, point: string | null) => {
-  assert.equal(res.status, status, res.text);
-  assert.equal(res.json[0].error_type, type, res.text);
-  assert.equal(res.json[0].error_point, point, res.text);
-};
 async function policy(c: Client, body: Record<string, unknown> = {}): Promise<any> {
   const res = await c.post('fwpolicies/', body);
   assert.equal(res.status, 201, res.text);

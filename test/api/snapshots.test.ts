@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expectError } from '../helpers/errors.js';
 import { startServer, type TestServer } from '../helpers/server.js';
 import { Client } from '../helpers/client.js';
 import { golden, goldenText, sameShape } from '../helpers/golden.js';
@@ -42,11 +43,6 @@ const get = async (c: Client, uri: string) => (await c.get(uri)).json;
 const sizeOf = async (c: Client, snap: { resource_uri: string }) => (await get(c, snap.resource_uri)).allocated_size;
 const setWritten = (uuid: string, bytes: number) => simCommand(srv.services, ['drive', uuid], { written: String(bytes) }, 'usage');
 const auditOf = (uuid: string) => srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', uuid).orderBy('seq').execute();
-const expectError = (res: { status: number; json: any; text: string }, status: number, type: string, point: string | null) => {
-  assert.equal(res.status, status, res.text);
-  assert.equal(res.json[0].error_type, type, res.text);
-  assert.equal(res.json[0].error_point, point, res.text);
-};
 
 /** The recorded request, aimed at one of the caller's drives. */
 function recordedCreate(driveUuid: string) {

@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { expectError } from '../helpers/errors.js';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { golden, sameShape } from '../helpers/golden.js';
@@ -33,11 +34,6 @@ const get = async (c: Client, uri: string) => (await c.get(uri)).json;
 const applied = (uuid: string) => appliedOf(srv.services.store.db, uuid);
 const auditOf = (uuid: string) => srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', uuid).orderBy('seq').execute();
 const actionsOf = async (uuid: string) => (await auditOf(uuid)).map((e) => e.action);
-const expectError = (res: { status: number; json: any; text: string }, status: number, type: string, point: string | null) => {
-  assert.equal(res.status, status, res.text);
-  assert.equal(res.json[0].error_type, type, res.text);
-  assert.equal(res.json[0].error_point, point, res.text);
-};
 const jobState = async (c: Client, job: { resource_uri: string }) => (await get(c, job.resource_uri)).state;
 
 /** A filter as the recorded requests send it (`*_op` as "="). */

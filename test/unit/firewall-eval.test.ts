@@ -1,6 +1,5 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ApiError } from '../../src/core/errors.js';
 import {
   BROADCAST_LIMIT,
   evaluate,
@@ -16,6 +15,7 @@ import {
   type RestrictionLevel,
 } from '../../src/sim/firewall.js';
 import { golden } from '../helpers/golden.js';
+import { validationFailure } from '../helpers/errors.js';
 
 // ---------------------------------------------------------------------------------------------------------
 // Notation
@@ -49,17 +49,7 @@ function P(text: string): Packet {
   return { direction: m[1] as Packet['direction'], ip_proto: m[2] as Packet['ip_proto'], src_ip, src_port, dst_ip, dst_port };
 }
 
-/** The error a call throws, which must be a validation error. */
-function failure(fn: () => unknown): ApiError {
-  try {
-    fn();
-  } catch (e) {
-    assert.ok(e instanceof ApiError, `expected an ApiError, got ${String(e)}`);
-    assert.equal(e.type, 'validation');
-    return e;
-  }
-  assert.fail('expected a validation error, nothing was thrown');
-}
+const failure = validationFailure;
 
 // ---------------------------------------------------------------------------------------------------------
 // One rule against one packet: [rule fields, packet, does the rule match]. The rule drops, so a match is

@@ -1,8 +1,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ApiError } from '../../src/core/errors.js';
 import { normaliseRule, normaliseRules } from '../../src/resources/fwpolicies/rules.js';
 import { fixture, golden } from '../helpers/golden.js';
+import { validationFailure } from '../helpers/errors.js';
 
 const RULE_KEYS = ['action', 'comment', 'direction', 'dst_ip', 'dst_port', 'ip_proto', 'src_ip', 'src_port'];
 
@@ -22,17 +22,7 @@ const full = (over: Record<string, unknown> = {}) => ({
 /** Normalise one rule given as its extra fields on top of a valid accept/in rule. */
 const one = (fields: Record<string, unknown>) => normaliseRules([{ action: 'accept', direction: 'in', ...fields }])[0];
 
-/** The error a call throws, which must be a validation error. */
-function failure(fn: () => unknown): ApiError {
-  try {
-    fn();
-  } catch (e) {
-    assert.ok(e instanceof ApiError, `expected an ApiError, got ${String(e)}`);
-    assert.equal(e.type, 'validation');
-    return e;
-  }
-  assert.fail('expected a validation error, nothing was thrown');
-}
+const failure = validationFailure;
 
 describe('recorded rules', () => {
   test('the recorded create request normalises to the recorded response (dumps fwpolicy_create_full)', () => {
