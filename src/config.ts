@@ -43,6 +43,10 @@ export interface Config {
   capabilities: Record<string, unknown>;
   /** Probability (0..1) that a simulated boot fails; 0 = never (chaos testing). */
   simFailureRate: number;
+  /** Simulated hypervisor hosts (and as many storage nodes) objects are placed on: availability groups. */
+  simHosts: number;
+  /** The location this service is (`zrh`): `/locations/`, and the `{location}.cloudsigma.com` name it answers as. */
+  location: string;
   /** Host named in VNC tunnel URLs (`vnc://<host>:<port>`). */
   vncHost: string;
   /** Simulated durations of infrastructure operations, ms. */
@@ -386,6 +390,28 @@ export const SETTINGS: Setting<keyof Config>[] = [
       return n;
     },
     fallback: () => 0,
+  },
+  {
+    key: 'simHosts',
+    flag: 'sim-hosts',
+    env: 'STRATUS_SIM_HOSTS',
+    help: 'simulated hypervisor hosts, and as many storage nodes, that servers and drives are placed on (availability groups)',
+    parse: (raw) => {
+      if (!/^[1-9]\d{0,4}$/.test(raw)) throw new ConfigError(`sim-hosts must be a whole number from 1 to 99999, got "${raw}"`);
+      return Number(raw);
+    },
+    fallback: () => 8,
+  },
+  {
+    key: 'location',
+    flag: 'location',
+    env: 'STRATUS_LOCATION',
+    help: 'location code this service is (zrh, fra, ...): what /locations/ answers and the {location}.cloudsigma.com name it serves',
+    parse: (raw) => {
+      if (!/^[A-Za-z][A-Za-z0-9]{1,15}$/.test(raw)) throw new ConfigError(`location must be a location code of letters and digits (zrh, fra, mnl2), got "${raw}"`);
+      return raw.toLowerCase();
+    },
+    fallback: () => 'zrh',
   },
   {
     key: 'vncHost',

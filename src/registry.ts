@@ -9,6 +9,7 @@ import { ips } from './resources/ips/ips.js';
 import { jobs } from './resources/jobs/jobs.js';
 import { keypairs, pubkeys } from './resources/keypairs/keypairs.js';
 import { libdrives } from './resources/libdrives/libdrives.js';
+import { cloudStatus, locations } from './resources/location/location.js';
 import { logs } from './resources/logs/logs.js';
 import { profile } from './resources/profile/profile.js';
 import { servers } from './resources/servers/servers.js';
@@ -41,6 +42,8 @@ export const registry: ResourceDecl[] = [
   capabilities,
   vrfwpolicies,
   vrfwfilters,
+  locations,
+  cloudStatus,
 ];
 
 /** Every kind of durable follow-up work the kinds declare, and what runs it. */

@@ -90,3 +90,12 @@ export function relatedId(value: unknown, point: string): string {
   }
   throw new ApiError('validation', 'Expected a uuid, a resource URI or an object with uuid', point);
 }
+
+const AVOID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(,[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})*$/i;
+
+/** `avoid=<uuid>[,<uuid>…]`, the servers or drives a placement should keep away from: the uuids, or 400. */
+export function avoidList(raw: string | undefined): string[] {
+  if (raw === undefined || raw === '') return [];
+  if (!AVOID.test(raw)) throw validation('avoid', 'avoid must be a uuid or a comma-separated list of uuids');
+  return raw.toLowerCase().split(',');
+}

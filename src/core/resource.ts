@@ -97,6 +97,11 @@ export interface CollectionDecl extends Common {
    * function answers for an object the caller can see (it answers 404 otherwise, as a GET of the object).
    */
   views?: Record<string, (ctx: Ctx, uuid: string) => Promise<unknown>>;
+  /**
+   * Read-only views over the caller's collection at `GET /<kind>/<name>/` and of one object's place in it
+   * at `GET /<kind>/<name>/<uuid>/` (availability groups): the bare JSON value each answers.
+   */
+  collectionViews?: Record<string, { all(ctx: Ctx): Promise<unknown>; of(ctx: Ctx, uuid: string): Promise<unknown> }>;
   service: CollectionService;
 }
 
@@ -105,6 +110,8 @@ export interface SingletonDecl extends Common {
   service: SingletonService;
   /** A fixed body for `schema/` instead of the generated one (capabilities). */
   schemaOverride?: Record<string, unknown>;
+  /** The answer is a list envelope `{meta, objects}` (locations): XML names its root `response`. */
+  envelope?: boolean;
 }
 
 export type ResourceDecl = CollectionDecl | SingletonDecl;

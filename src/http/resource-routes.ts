@@ -85,6 +85,12 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } },
     single,
   ];
+  // Collection views (`availability_groups/`) before `:uuid/`: a static segment wins in the router anyway.
+  for (const [name, view] of Object.entries(decl.collectionViews ?? {}))
+    paths.push(
+      { url: `${base}${name}/`, methods: { GET: async (req) => ({ status: 200, body: await view.all(ctxOf(req)) }) } },
+      { url: `${base}${name}/:uuid/`, methods: { GET: async (req) => ({ status: 200, body: await view.of(ctxOf(req), req.params.uuid) }) } },
+    );
   for (const [name, view] of Object.entries(decl.views ?? {}))
     paths.push({ url: `${base}:uuid/${name}/`, methods: { GET: async (req) => ok(await view(ctxOf(req), req.params.uuid)) } });
   const actions = decl.actions;
@@ -113,7 +119,8 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
 /** A single-object kind: GET (and PUT) on the kind's URL, plus its schema. */
 function singletonPaths(decl: SingletonDecl, ctxOf: (req: ApiRequest) => Ctx): PathSpec[] {
   const base = `${API_BASE}${decl.kind}/`;
-  const main: PathSpec = { url: base, methods: { GET: async (req) => ok(project(await decl.service.get(ctxOf(req)), fieldsParam(req.query))) } };
+  const root = decl.envelope ? 'response' : 'object';
+  const main: PathSpec = { url: base, methods: { GET: async (req) => ok(project(await decl.service.get(ctxOf(req)), fieldsParam(req.query)), root) } };
   const update = decl.service.update;
   if (update) main.methods.PUT = async (req) => ok(await update(ctxOf(req), objectBody(req.body)));
   return [main, { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } }];

@@ -5,6 +5,7 @@ import { leaseAddress, releaseLeases } from './network.js';
 import { dropState, readState, readStates, updateState } from './state.js';
 import { applyOnBoot } from './firewall-apply.js';
 import { startWriting, stopWriting, type DriveDisk } from './storage.js';
+import { place, placementsOf, unplace } from './placement.js';
 
 /**
  * The simulated hypervisor: what the host and the guest do. The API side (resources/servers) validates,
@@ -37,8 +38,12 @@ export const hostRecoveryMs = (s: Pick<Services, 'config'>) => s.config.delays['
 export const guestState = (db: Db | Tx, server: string) => readState<GuestState>(db, KIND, server);
 export const guestStates = (db: Db | Tx, servers: readonly string[]) => readStates<GuestState>(db, KIND, servers);
 
-/** A boot begins: whether it will fail (planned by the operator, or chaos at the configured rate). */
-export async function beginBoot(tx: Tx, s: Sim, server: string): Promise<{ fail: boolean; inMs: number }> {
+/**
+ * A boot begins: the guest gets a host (not one that runs a server of `avoid`, when another is free), and
+ * whether it will fail (planned by the operator, or chaos at the configured rate).
+ */
+export async function beginBoot(tx: Tx, s: Sim, server: string, avoid: readonly string[] = []): Promise<{ fail: boolean; inMs: number }> {
+  await place(tx, s, server, avoid);
   const state = await guestState(tx, server);
   const fail = state.fail_next_boot === true || (s.config.simFailureRate > 0 && Math.random() < s.config.simFailureRate);
   if (state.fail_next_boot) await updateState(tx, KIND, server, { fail_next_boot: undefined });
@@ -63,6 +68,8 @@ export async function powerOn(tx: Tx, s: Sim, server: string, { dhcpMacs, disks,
     if (ip) leases[mac] = ip;
   }
   await updateState(tx, KIND, server, { active_since: s.clock.now().getTime(), leases });
+  // A guest the host restarted on its own (a crash) lands on its home host again.
+  if (!(await placementsOf(tx, s, [server], { storedOnly: true })).size) await place(tx, s, server);
   await startWriting(tx, s, server, disks);
   await applyOnBoot(tx, server, firewallPolicies);
 }
@@ -75,6 +82,7 @@ export async function powerOff(tx: Tx, s: Sim, server: string, disks: readonly D
   const state = await guestState(tx, server);
   await stopWriting(tx, s, server, disks, state.active_since);
   await releaseLeases(tx, s, server);
+  await unplace(tx, server);
   await updateState(tx, KIND, server, { active_since: undefined, leases: undefined, vnc_port: undefined, console_port: undefined, fw_applied: undefined });
 }
 
@@ -107,5 +115,6 @@ export async function setGuestBehaviour(tx: Tx, server: string, change: Pick<Gue
 /** A deleted server leaves nothing on the host. */
 export async function forgetServer(tx: Tx, s: Pick<Services, 'store'>, server: string): Promise<void> {
   await releaseLeases(tx, s, server);
+  await unplace(tx, server);
   await dropState(tx, KIND, server);
 }

@@ -1,6 +1,7 @@
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
 import { dropState, readState, readStates, writeState } from './state.js';
+import { place, unplace } from './placement.js';
 
 /**
  * The simulated storage: how long drive operations take, and the data on each drive. A running server's
@@ -128,7 +129,13 @@ export async function copyData(tx: Tx, s: Live, from: DriveDisk, to: string, siz
   if (written) await writeState(tx, DRIVES, to, { written });
 }
 
-export const forgetDrive = (tx: Tx, drive: string) => dropState(tx, DRIVES, drive);
+/** A new drive (created or cloned) gets a storage node, away from the nodes of `avoid` when one is free. */
+export const allocateDrive = (tx: Tx, s: Timing, drive: string, avoid: readonly string[] = []) => place(tx, s, drive, avoid);
+
+export async function forgetDrive(tx: Tx, drive: string): Promise<void> {
+  await dropState(tx, DRIVES, drive);
+  await unplace(tx, drive);
+}
 
 /** Take a snapshot of a drive now: it remembers the drive's data and how much had changed. */
 export async function takeSnapshot(tx: Tx, s: Live, drive: DriveDisk, snapshot: string): Promise<void> {

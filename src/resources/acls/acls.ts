@@ -145,6 +145,9 @@ export const acls: CollectionDecl = storedDecl(
     fields: aclFields,
     listMethods: ['get', 'post'],
     detailMethods: ['get', 'put', 'delete'],
+    // The recorded `schema/` prints no `filtering`; the standard filters still work.
+    filtering: {},
+    unlistedFilters: ['name', 'name__contains', 'uuid'],
   },
   {
     external: ['grantees', 'tags'],

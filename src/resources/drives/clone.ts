@@ -3,7 +3,7 @@ import { notFound, permission } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { validateFields, type Obj } from '../../core/input.js';
 import { schedule } from '../../core/timers.js';
-import { cloneMs, copyData, copySnapshotData } from '../../sim/storage.js';
+import { allocateDrive, cloneMs, copyData, copySnapshotData } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import { ref, resourceUri } from '../../store/repository.js';
 import { startJob } from '../jobs/jobs.js';
@@ -87,6 +87,7 @@ export async function cloneWithin(
   }
   // The snapshot's data is copied now: deleting the snapshot (or its drive) mid-clone leaves the clone whole.
   if (source.kind === 'snapshots') await copySnapshotData(tx, source.uuid, uuid, size);
+  await allocateDrive(tx, ctx, uuid);
   const duration = cloneMs(ctx, size);
   await startJob(tx, ctx, ctx.caller.uuid, {
     uuid: job,

@@ -4,7 +4,8 @@ import { record } from '../../core/events.js';
 import { validateFields, type Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
 import { cancelTimers, pendingTimerPayloads, schedule, type TimerHandler } from '../../core/timers.js';
-import { createMs, forgetDrive, resizeMs } from '../../sim/storage.js';
+import { availabilityGroups } from '../placement/availability-groups.js';
+import { allocateDrive, createMs, forgetDrive, resizeMs } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { existingJobs, finishJob } from '../jobs/jobs.js';
@@ -73,6 +74,14 @@ export const drives = storedDecl(
       },
       resize: { permission: 'EDIT', async: true, run: async (ctx, uuid, body) => ({ objects: [await resizeDrive(ctx, uuid, body)] }) },
     },
+    // Drives sharing a simulated storage node (library drives, ownerless, are on none of the caller's).
+    collectionViews: {
+      availability_groups: availabilityGroups({
+        members: async (ctx) => (await ctx.store.resources.ownedUuids(ctx.store.db, 'drives', ctx.caller.uuid).execute()).map((r) => r.uuid),
+        get: (ctx, uuid) => drives.service.get(ctx, uuid),
+        placed: (drive) => drive.owner !== null && drive.owner !== undefined,
+      }),
+    },
     timers: {
       'drive.created': {
         async run(s, tx, timer) {
@@ -117,6 +126,7 @@ export const drives = storedDecl(
         const type = (values.storage_type as string | undefined) ?? defaultStorageType(ctx);
         const size = checkSize(checkStorage(ctx, type), values.size as number);
         await ctx.store.resources.patch(tx, ctx.clock.now(), 'drives', uuid, (b) => ({ ...b, storage_type: type, size }));
+        await allocateDrive(tx, ctx, uuid);
         await schedule(tx, ctx, { kind: 'drive.created', subject: uuid, inMs: createMs(ctx) });
       }
       const owner = (await ctx.store.resources.get(tx, 'drives', uuid))?.owner_uuid ?? '';

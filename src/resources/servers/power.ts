@@ -1,7 +1,7 @@
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, notFound, permission } from '../../core/errors.js';
 import { record } from '../../core/events.js';
-import type { Obj } from '../../core/input.js';
+import { avoidList, type Obj } from '../../core/input.js';
 import type { ActionDecl } from '../../core/resource.js';
 import { cancelTimers, schedule, type TimerHandler } from '../../core/timers.js';
 import * as hypervisor from '../../sim/hypervisor.js';
@@ -54,11 +54,11 @@ export function requireState(body: Obj, verb: string, allowed: string[], expecte
     throw permission(`Cannot ${verb} guest in state "${INTERNAL[body.status as string] ?? body.status}". Guest should be in state "${expected}"`);
 }
 
-async function start(ctx: Ctx, uuid: string): Promise<Obj> {
+async function start(ctx: Ctx, uuid: string, avoid: readonly string[] = []): Promise<Obj> {
   await ctx.store.transaction(async (tx) => {
     const row = await lockServer(tx, ctx, uuid);
     requireState(row.body, 'start', ['stopped'], 'stopped');
-    const boot = await hypervisor.beginBoot(tx, ctx, uuid);
+    const boot = await hypervisor.beginBoot(tx, ctx, uuid, avoid);
     await saveServer(tx, ctx, row, { ...row.body, status: 'starting' });
     await logServer(tx, ctx, row, 'start_send', ctx.caller.uuid);
     await schedule(tx, ctx, { kind: 'server.booted', subject: uuid, inMs: boot.inMs, payload: { fail: boot.fail } });
@@ -92,7 +92,8 @@ async function shutdown(ctx: Ctx, uuid: string): Promise<Obj> {
 }
 
 export const powerActions: Record<string, ActionDecl> = {
-  start: { permission: 'START', async: true, run: (ctx, uuid) => start(ctx, uuid) },
+  // `avoid`: servers whose hosts this one should not run on (reference §5.1).
+  start: { permission: 'START', async: true, params: ['avoid'], run: (ctx, uuid, _body, params) => start(ctx, uuid, avoidList(params.avoid)) },
   stop: { permission: 'STOP', async: true, run: (ctx, uuid) => stop(ctx, uuid) },
   shutdown: { permission: 'STOP', async: true, run: (ctx, uuid) => shutdown(ctx, uuid) },
 };

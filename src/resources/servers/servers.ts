@@ -4,6 +4,7 @@ import { record } from '../../core/events.js';
 import type { Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
 import { guestStates, forgetServer } from '../../sim/hypervisor.js';
+import { availabilityGroups } from '../placement/availability-groups.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { drives } from '../drives/drives.js';
@@ -115,6 +116,14 @@ export const servers = storedDecl(
     timers: { ...powerTimers, ...cloneTimers, ...reconcileTimers },
     // pycloudsigma's Server.runtime(): the runtime alone (null while the server is not running).
     views: { runtime: async (ctx, uuid) => (await servers.service.get(ctx, uuid)).runtime },
+    // Running servers sharing a simulated host.
+    collectionViews: {
+      availability_groups: availabilityGroups({
+        members: (ctx) => ctx.store.resources.uuidsInStatus(ctx.store.db, 'servers', ['running'], ctx.caller.uuid),
+        get: (ctx, uuid) => servers.service.get(ctx, uuid),
+        placed: (server) => server.status === 'running',
+      }),
+    },
   },
   {
     prepare(values, mode) {

@@ -1,12 +1,9 @@
 import type { Ctx } from '../../core/context.js';
-import { ApiError, notFound, validation } from '../../core/errors.js';
-import type { Obj } from '../../core/input.js';
+import { ApiError, notFound } from '../../core/errors.js';
+import { avoidList, type Obj } from '../../core/input.js';
 import type { Row } from '../../core/stored.js';
 import type { Tx } from '../../store/db.js';
 import { cloneWithin } from '../drives/clone.js';
-
-/** A uuid, or several separated by commas (the servers or drives a clone should avoid). */
-const AVOID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(,[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})*$/i;
 
 /**
  * `snapshots/<uuid>/action/?do=clone`: a new drive of the caller's holding the drive's data as it was
@@ -23,7 +20,7 @@ export async function cloneSnapshot(
   /** The snapshot, locked, if the caller may clone it (404/403 otherwise). */
   lockSnapshot: (tx: Tx) => Promise<Row>,
 ): Promise<string> {
-  if (avoid !== undefined && !AVOID.test(avoid)) throw validation('avoid', 'avoid must be a uuid or a comma-separated list of uuids');
+  avoidList(avoid);
   const { name, media, affinities } = body;
   const input = Object.fromEntries(Object.entries({ name, media, affinities }).filter(([, v]) => v !== undefined && v !== null));
   return ctx.store.transaction(async (tx) => {

@@ -52,6 +52,9 @@ export const tags: CollectionDecl = storedDecl(
     fields: tagFields,
     listMethods: ['get', 'post'],
     detailMethods: ['get', 'put', 'delete'],
+    // The recorded `schema/` prints no `filtering`; the standard filters still work.
+    filtering: {},
+    unlistedFilters: ['name', 'name__contains', 'uuid'],
   },
   {
     external: ['resources'],

@@ -1,0 +1,33 @@
+import type { Ctx } from '../../core/context.js';
+import type { Obj } from '../../core/input.js';
+import type { CollectionDecl } from '../../core/resource.js';
+import { groupOf, groupsOf } from '../../sim/placement.js';
+
+/**
+ * `GET /<kind>/availability_groups/` and `…/availability_groups/<uuid>/` (reference §5.1, §6.1): the
+ * caller's objects grouped by the simulated host or storage node they share (sim/placement.ts), as the
+ * recorded answers have them: bare lists of uuids, `[[uuid, uuid], [uuid]]` and `[uuid, …]`.
+ * Only objects that are on a host count (running servers; every drive); one that is not answers `[]`.
+ */
+export function availabilityGroups(opts: {
+  /** Uuids of the caller's objects that are placed. */
+  members(ctx: Ctx): Promise<string[]>;
+  /** The object as the caller may see it (404 otherwise). */
+  get(ctx: Ctx, uuid: string): Promise<Obj>;
+  /** Whether a visible object is on a host now. */
+  placed(obj: Obj): boolean;
+}): NonNullable<CollectionDecl['collectionViews']>[string] {
+  return {
+    async all(ctx) {
+      return groupsOf(ctx.store.db, ctx, await opts.members(ctx));
+    },
+    async of(ctx, uuid) {
+      const obj = await opts.get(ctx, uuid);
+      if (!opts.placed(obj)) return [];
+      const own = obj.uuid as string;
+      const members = await opts.members(ctx);
+      // An object shared with the caller groups with the caller's own.
+      return groupOf(ctx.store.db, ctx, own, members.includes(own) ? members : [...members, own]);
+    },
+  };
+}
