@@ -64,6 +64,15 @@ step('list_nodes', len(nodes))
 node = wait_for(node.id, 'running')
 step('node running', node.public_ips)
 
+# Availability groups: the running node is on one simulated host, the drives on storage nodes.
+server_groups = driver.ex_list_servers_availability_groups()
+assert isinstance(server_groups, list) and all(isinstance(g, list) for g in server_groups), server_groups
+assert [g for g in server_groups if node.id in g], server_groups
+step('ex_list_servers_availability_groups', server_groups)
+drive_groups = driver.ex_list_drives_availability_groups()
+assert isinstance(drive_groups, list) and any(drive.id in g for g in drive_groups), drive_groups
+step('ex_list_drives_availability_groups', len(drive_groups))
+
 tag = driver.ex_create_tag(name='libcloud-tag')
 step('ex_create_tag', tag.id)
 # libcloud 3.4's ex_tag_resources iterates the tag's old resources instead of the new ones, so it PUTs
