@@ -408,7 +408,8 @@ export const SETTINGS: Setting<keyof Config>[] = [
     env: 'STRATUS_LOCATION',
     help: 'location code this service is (zrh, fra, ...): what /locations/ answers and the {location}.cloudsigma.com name it serves',
     parse: (raw) => {
-      if (!/^[A-Za-z][A-Za-z0-9]{1,15}$/.test(raw)) throw new ConfigError(`location must be a location code of letters and digits (zrh, fra, mnl2), got "${raw}"`);
+      if (!/^[A-Za-z][A-Za-z0-9]{1,15}$/.test(raw))
+        throw new ConfigError(`location must be a location code of letters and digits (zrh, fra, mnl2), got "${raw}"`);
       return raw.toLowerCase();
     },
     fallback: () => 'zrh',

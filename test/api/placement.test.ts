@@ -105,7 +105,10 @@ describe('availability groups on several hosts', () => {
     }
     // Four hosts and each start avoided every earlier server: four groups of one.
     const groups = (await alice.get('servers/availability_groups/')).json as string[][];
-    assert.deepEqual(sortedGroups(groups), [...servers].sort().map((s) => [s]));
+    assert.deepEqual(
+      sortedGroups(groups),
+      [...servers].sort().map((s) => [s]),
+    );
     // A fifth server avoiding all four: no host is free, it runs anyway and shares one.
     const fifth = await newServer(alice);
     await start(srv, alice, fifth, servers);
@@ -153,7 +156,8 @@ describe('the location', () => {
   test('GET /cloud_status/: the feature flags the Go SDK reads', async () => {
     const res = await alice.get('cloud_status/');
     assert.equal(res.status, 200);
-    for (const k of ['guest', 'host_availability_zones', 'remote_snapshots', 'signup', 'trial', 'vmware', 'vpc']) assert.equal(typeof res.json[k], 'boolean', k);
+    for (const k of ['guest', 'host_availability_zones', 'remote_snapshots', 'signup', 'trial', 'vmware', 'vpc'])
+      assert.equal(typeof res.json[k], 'boolean', k);
     assert.ok(Array.isArray(res.json.sso));
     assert.deepEqual(Object.keys(res.json.free_tier).sort(), ['dssd', 'mem']);
     assert.deepEqual(Object.keys(res.json.free_tier_monthly), ['tx']);

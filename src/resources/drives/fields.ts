@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { f } from '../../core/fields.js';
+import { f, NO_DEFAULT, type Field } from '../../core/fields.js';
 
 export const MEDIA = ['cdrom', 'disk'] as const;
 /** Storage types the schema names; a location offers those its capabilities list. */
@@ -10,6 +10,13 @@ const licenseFields = {
   amount: f.integer({ default: 1, help: 'Number of licenses' }),
   license: f.related({ required: true }),
   user: f.related({ nullable: true, schemaDefault: null, help: 'Owner of the license' }),
+};
+
+/** What `schema/` documents of a drive's `runtime` (as recorded). */
+const runtimeDoc: Record<string, Field> = {
+  is_snapshotable: f.boolean({ schemaDefault: NO_DEFAULT, help: 'Specifies if the drive supports snapshotting', readonly: true, required: true }),
+  snapshots_allocated_size: f.integer({ schemaDefault: NO_DEFAULT, help: "Sum of the allocated size of this drive's snapshots", readonly: true }),
+  storage_type: f.string({ schemaDefault: NO_DEFAULT, help: 'Underlying storage', readonly: true, required: true }),
 };
 
 /** Drive fields and help texts as the recorded `drives/schema/` shows them (reference §6.2). */
@@ -29,7 +36,7 @@ export const driveFields = {
   name: f.string({ required: true, maxLength: 1024, schemaDefault: null, help: 'Human readable name of the drive' }),
   owner: f.related({ readonly: true, schemaDefault: null, help: 'Owner of the drive' }),
   resource_uri: f.string({ readonly: true, required: true }),
-  runtime: f.related({ readonly: true, help: 'Runtime information of the drive' }),
+  runtime: f.related({ readonly: true, help: 'Runtime information of the drive', fields: runtimeDoc }),
   size: f.integer({ required: true, minimum: 1, numericStrings: true, schemaDefault: null, help: 'Size of the drive in bytes' }),
   snapshots: f.relatedItems(Type.Unknown(), { readonly: true, help: 'Servers on which this drive is mounted on' }),
   status: f.string({ readonly: true, required: true, help: 'Status of the drive.' }),

@@ -1,5 +1,6 @@
 import Type from 'typebox';
 import { f } from '../../core/fields.js';
+import { serverDrivesDoc, serverEpcsDoc, serverGpusDoc, serverNicsDoc, serverRuntimeDoc } from './nested-docs.js';
 
 const ref = Type.Union([Type.String(), Type.Object({ uuid: Type.Optional(Type.String()), resource_uri: Type.Optional(Type.String()) })]);
 const ipConf = Type.Union([
@@ -45,10 +46,10 @@ export const serverFields = {
     help: 'Specify the CPU type of the host on which this virtual server should run',
   }),
   cpus_instead_of_cores: f.boolean({ default: false, help: 'Expose server SMPs as separate CPUs, instead of cores of a single CPU.' }),
-  drives: f.relatedItems(attachmentSchema, { schemaDefault: [], help: 'List of attached Drives to server' }),
+  drives: f.relatedItems(attachmentSchema, { schemaDefault: [], fields: serverDrivesDoc, help: 'List of attached Drives to server' }),
   enable_numa: f.boolean({ default: false, help: 'Expose NUMA topology to the server.' }),
-  epcs: f.relatedItems(Type.Unknown(), { default: undefined, schemaDefault: [], help: 'List of defined EPCs' }),
-  gpus: f.relatedItems(Type.Unknown(), { default: undefined, schemaDefault: [], help: 'List of attached GPUs' }),
+  epcs: f.relatedItems(Type.Unknown(), { default: undefined, schemaDefault: [], fields: serverEpcsDoc, help: 'List of defined EPCs' }),
+  gpus: f.relatedItems(Type.Unknown(), { default: undefined, schemaDefault: [], fields: serverGpusDoc, help: 'List of attached GPUs' }),
   hv_relaxed: f.boolean({ default: false, help: 'Improve performance of Windows servers.' }),
   hv_tsc: f.boolean({ default: false, help: 'Improves performance of Windows servers with the trade off that the servers cannot be live migrated.' }),
   hypervisor: f.string({ default: 'kvm', choices: ['kvm', 'solaris-kz'], help: 'Specify hypervisor on which this server should run' }),
@@ -57,12 +58,12 @@ export const serverFields = {
   mem: f.integer({ required: true, numericStrings: true, schemaDefault: null, help: "Server's Random Access Memory measured in bytes" }),
   meta: f.dict({ schemaDefault: {}, help: 'User assigned meta information for this server' }),
   name: f.string({ required: true, maxLength: 1024, schemaDefault: null, help: 'Human readable name of server' }),
-  nics: f.relatedItems(nicSchema, { schemaDefault: [], help: 'The list of nics attached to this server' }),
+  nics: f.relatedItems(nicSchema, { schemaDefault: [], fields: serverNicsDoc, help: 'The list of nics attached to this server' }),
   owner: f.related({ readonly: true, required: true, schemaDefault: null, help: 'UUID of the server owner' }),
   pubkeys: f.relatedItems(ref, { schemaDefault: [], help: 'List of SSH keys for that server' }),
   requirements: f.list(Type.String({ maxLength: 64 }), { schemaDefault: [], help: 'A collection of special requirements for this server' }),
   resource_uri: f.string({ readonly: true, required: true }),
-  runtime: f.related({ readonly: true, help: 'Runtime information of the guest' }),
+  runtime: f.related({ readonly: true, help: 'Runtime information of the guest', fields: serverRuntimeDoc }),
   // No fixed default: when absent, as many cores as the cpu needs at the host's top speed per core (1 for the usual sizes).
   smp: f.integer({ numericStrings: true, minimum: 1, schemaDefault: null, help: 'Symmetric Multiprocessing (SMP) i.e. number of CPU cores' }),
   status: f.string({ readonly: true, help: 'Status of the guest.' }),
