@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
+import https from 'node:https';
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import compress from '@fastify/compress';
 import type { Services } from './core/context.js';
@@ -41,7 +42,12 @@ function toApiError(err: unknown, req: FastifyRequest): ApiError {
  * Builds the HTTP app. The API's conventions (negotiation, body parsing, compression, errors, 404,
  * OPTIONS/405, request ids, authentication, rate limits) are installed here once; routes come from the registry.
  */
-export async function buildApp(services: Services, kinds: ResourceDecl[] = registry): Promise<FastifyInstance> {
+export async function buildApp(
+  services: Services,
+  kinds: ResourceDecl[] = registry,
+  /** Serve HTTPS with this key and certificate (http/tls.ts); plain HTTP without. */
+  opts: { tls?: { key: string; cert: string } | null } = {},
+): Promise<FastifyInstance> {
   const { config } = services;
   // The kinds' start-up work (the library catalogue into the database): idempotent, safe for several processes.
   await startKinds(services, kinds);
@@ -50,16 +56,18 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
     bodyLimit: config.bodyLimit,
     // Our own node:http server, because slow-client protection needs options Fastify does not pass on:
     // Node checks request deadlines only every `connectionsCheckingInterval` (30 s by default).
-    serverFactory: (handler) =>
-      http.createServer(
-        {
-          requestTimeout: config.requestTimeoutMs,
-          headersTimeout: config.requestTimeoutMs,
-          keepAliveTimeout: config.keepAliveTimeoutMs,
-          connectionsCheckingInterval: Math.max(100, Math.min(1000, config.requestTimeoutMs / 2)),
-        },
-        handler,
-      ),
+    serverFactory: (handler) => {
+      const options = {
+        requestTimeout: config.requestTimeoutMs,
+        headersTimeout: config.requestTimeoutMs,
+        keepAliveTimeout: config.keepAliveTimeoutMs,
+        connectionsCheckingInterval: Math.max(100, Math.min(1000, config.requestTimeoutMs / 2)),
+      };
+      // An https.Server is an http.Server to Fastify (same request events); `req.protocol` reads the socket.
+      return opts.tls
+        ? (https.createServer({ ...options, key: opts.tls.key, cert: opts.tls.cert }, handler) as unknown as http.Server)
+        : http.createServer(options, handler);
+    },
     // While closing, requests still arriving on open connections get a 503 in the API's format (below),
     // not Fastify's own JSON object.
     return503OnClosing: false,
@@ -108,7 +116,7 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
   const auth = await Auth.create(services);
   const mailer = createMailer(config, services.clock);
   app.addHook('onClose', async () => mailer.close());
-  const publicUrl = () => config.publicUrl ?? listeningUrl(app, config.host);
+  const publicUrl = () => config.publicUrl ?? listeningUrl(app, config.host, opts.tls ? 'https' : 'http');
   const accounts = accountPaths(services, auth, { mailer, publicUrl, log: app.log });
   await registerConfirmPage(app, services, () => `${publicUrl()}/api/2.0/`);
   const limiter = RateLimiter.create(services, app.log);
@@ -135,9 +143,9 @@ function rejectionReason(e: ApiError): RejectionReason {
   return e.message.startsWith(LOGIN_LOCK_MESSAGE) ? 'login_protection' : 'rate_limit';
 }
 
-/** `http://<host>:<port>` of this server as configured (the actual port when it was 0): the default base of e-mailed links. */
-function listeningUrl(app: FastifyInstance, host: string): string {
+/** `http(s)://<host>:<port>` of this server as configured (the actual port when it was 0): the default base of e-mailed links. */
+function listeningUrl(app: FastifyInstance, host: string, scheme: 'http' | 'https'): string {
   const addr = app.server.address();
   const port = addr && typeof addr === 'object' ? addr.port : 0;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  return `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

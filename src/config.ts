@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
 import { assetPath } from './assets.js';
 import { ConfigError } from './core/errors.js';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
@@ -45,6 +45,11 @@ export interface Config {
   simFailureRate: number;
   /** Simulated hypervisor hosts (and as many storage nodes) objects are placed on: availability groups. */
   simHosts: number;
+  /** Serve HTTPS (with a certificate from the local CA in the data folder, or `tlsCert`/`tlsKey`). */
+  tls: boolean;
+  /** PEM files of the certificate (chain) and key to serve HTTPS with; both or neither. */
+  tlsCert: string | null;
+  tlsKey: string | null;
   /** The location this service is (`zrh`): `/locations/`, and the `{location}.cloudsigma.com` name it answers as. */
   location: string;
   /** Host named in VNC tunnel URLs (`vnc://<host>:<port>`). */
@@ -175,6 +180,17 @@ const readSwitch = (name: string) => (raw: string) => {
   if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
   throw new ConfigError(`${name} must be 1 or 0 (true or false), got "${raw}"`);
 };
+
+/** A PEM file that exists and can be read (its content is checked when the server starts). */
+function readablePemFile(name: string, raw: string): string {
+  const path = raw.trim();
+  try {
+    accessSync(path, constants.R_OK);
+  } catch {
+    throw new ConfigError(`${name}: cannot read "${path}": give a readable PEM file`);
+  }
+  return path;
+}
 
 /** `EMAIL:PASSWORD` (split at the first colon: an e-mail has none, a password may). */
 function readDemoLogin(raw: string): { email: string; password: string } {
@@ -442,6 +458,31 @@ export const SETTINGS: Setting<keyof Config>[] = [
     parse: wrapped(parseNameservers),
     shown: DEFAULT_NAMESERVERS,
     fallback: () => parseNameservers(DEFAULT_NAMESERVERS),
+  },
+  {
+    key: 'tls',
+    flag: 'tls',
+    env: 'STRATUS_TLS',
+    help: 'serve HTTPS as the real hosts (*.cloudsigma.com, localhost, the listen address) with a certificate of a local CA kept in the data folder',
+    parse: readSwitch('tls'),
+    fallback: () => false,
+    boolean: true,
+  },
+  {
+    key: 'tlsCert',
+    flag: 'tls-cert',
+    env: 'STRATUS_TLS_CERT',
+    help: 'PEM file of the certificate (and chain) to serve HTTPS with, instead of the local CA (with --tls-key; implies --tls)',
+    parse: (raw) => readablePemFile('tls-cert', raw),
+    fallback: () => null,
+  },
+  {
+    key: 'tlsKey',
+    flag: 'tls-key',
+    env: 'STRATUS_TLS_KEY',
+    help: 'PEM file of the private key of --tls-cert',
+    parse: (raw) => readablePemFile('tls-key', raw),
+    fallback: () => null,
   },
   {
     key: 'ci',

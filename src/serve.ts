@@ -12,6 +12,7 @@ import { openServices as open } from './cli/index.js';
 import { timerHandlers } from './registry.js';
 import { Scheduler } from './sim/scheduler.js';
 import { ensureDemoLogin } from './resources/users/users.js';
+import { loadTls, type TlsMaterial } from './http/tls.js';
 
 export async function serve(config: Config): Promise<void> {
   // A ready file left by an earlier run must not tell a pipeline this one is up: it goes first.
@@ -23,7 +24,14 @@ export async function serve(config: Config): Promise<void> {
   const adminToken = config.adminToken ?? randomAlnum(32);
   services.config = { ...config, adminToken };
   // The demo login's password hash or check (scrypt, ~60 ms on the thread pool) runs while the app is built.
-  const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword(), config.demoLogin), buildApp(services)]);
+  let tls: TlsMaterial | null;
+  try {
+    tls = await loadTls(config);
+  } catch (err) {
+    await services.store.close();
+    throw err;
+  }
+  const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword(), config.demoLogin), buildApp(services, undefined, { tls })]);
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   const scheduler = new Scheduler(services, timerHandlers(), app.log);
@@ -37,12 +45,20 @@ export async function serve(config: Config): Promise<void> {
   }
   scheduler.start();
   app.schedulerProbe = scheduler;
+  // Fastify names the scheme from its own `https` option, which a server factory bypasses.
+  if (tls) address = address.replace(/^http:/, 'https:');
   const base = `${address}/api/2.0/`;
   const lines = [`Stratus listening at ${base} (database: ${services.store.dialect} ${services.store.location})`];
   if (demo) {
     lines.push(`Demo login: ${demo.email} / ${demo.password}`);
     lines.push(`Try: curl -u '${demo.email}:${demo.password}' ${base}capabilities/`);
   }
+  if (tls)
+    lines.push(
+      tls.caFile
+        ? `HTTPS for ${tls.names.join(', ')}; trust the local CA ${tls.caFile} (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS) and map the name, e.g. curl --cacert ${tls.caFile} --resolve ${config.location}.cloudsigma.com:<port>:127.0.0.1`
+        : `HTTPS with ${config.tlsCert} (${tls.names.join(', ')})`,
+    );
   if (adminToken !== 'off') {
     const who = config.adminAccess === 'any' ? 'any client' : 'loopback only';
     // A generated token is printed (it exists nowhere else); a configured one is the operator's already.
@@ -56,6 +72,7 @@ export async function serve(config: Config): Promise<void> {
       password: demo?.password ?? null,
       admin_token: adminToken === 'off' ? null : adminToken,
       pid: process.pid,
+      ...(tls?.caFile ? { ca: tls.caFile } : {}),
     });
   }
 

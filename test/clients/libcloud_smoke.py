@@ -1,9 +1,12 @@
 """Apache libcloud's CloudSigma 2.0 driver against a Stratus server on loopback.
 
 Usage: /usr/bin/python3 libcloud_smoke.py http://127.0.0.1:PORT EMAIL PASSWORD
+       SSL_CERT_FILE=ca.pem /usr/bin/python3 libcloud_smoke.py https://127.0.0.1:PORT EMAIL PASSWORD
 Every driver call must succeed; the script prints one line per step and exits non-zero on failure.
-The driver only speaks https to *.cloudsigma.com, so its connection is pointed at the loopback
-server over plain http; nothing else about the client is changed.
+The driver only speaks https to <region>.cloudsigma.com. Against a plain-http server its connection is
+pointed at the loopback server; against a server with --tls nothing about the client changes: the driver
+is built as for the real cloud (region='zrh') and only the name *.cloudsigma.com is mapped to the server
+(cloudsigma_names.py, what a hosts-file entry does), its CA trusted through SSL_CERT_FILE.
 """
 import sys
 import time
@@ -14,11 +17,18 @@ from libcloud.compute.drivers.cloudsigma import CloudSigmaNodeDriver
 base, email, password = sys.argv[1:4]
 url = urlparse(base)
 
-driver = CloudSigmaNodeDriver(email, password, api_version='2.0', region='zrh')
-driver.connection.host = url.hostname
-driver.connection.port = url.port
-driver.connection.secure = False
-driver.connection.connection = None
+if url.scheme == 'https':
+    import cloudsigma_names
+
+    cloudsigma_names.install(url.port)
+    driver = CloudSigmaNodeDriver(email, password, api_version='2.0', region='zrh')
+    assert driver.connection.host == 'zrh.cloudsigma.com' and driver.connection.secure, driver.connection.host
+else:
+    driver = CloudSigmaNodeDriver(email, password, api_version='2.0', region='zrh')
+    driver.connection.host = url.hostname
+    driver.connection.port = url.port
+    driver.connection.secure = False
+    driver.connection.connection = None
 driver.DRIVE_TRANSITION_SLEEP_INTERVAL = 0.2
 
 

@@ -49,7 +49,7 @@ export function serveProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promi
     child.stderr!.on('data', (d) => (err += d));
     child.stdout!.on('data', (d) => {
       out += d;
-      const m = /listening at (http:\/\/[^\s/]+)\/api\/2\.0\//.exec(out);
+      const m = /listening at (https?:\/\/[^\s/]+)\/api\/2\.0\//.exec(out);
       if (m) {
         clearTimeout(timer);
         resolve({ child, base: m[1], stdout: () => out, exited });
