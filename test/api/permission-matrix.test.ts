@@ -102,7 +102,20 @@ function sampleBody(decl: CollectionDecl): Record<string, unknown> {
 }
 
 type RouteKind =
-  'list' | 'detail' | 'schema' | 'create' | 'get' | 'view' | 'update' | 'delete' | 'bulk-delete' | 'action' | 'tagged' | 'singleton-get' | 'singleton-put';
+  | 'list'
+  | 'detail'
+  | 'schema'
+  | 'create'
+  | 'get'
+  | 'view'
+  | 'collection-view'
+  | 'update'
+  | 'delete'
+  | 'bulk-delete'
+  | 'action'
+  | 'tagged'
+  | 'singleton-get'
+  | 'singleton-put';
 interface Route {
   decl: ResourceDecl;
   method: string;
@@ -128,6 +141,8 @@ function classify(url: string, method: string): { decl: ResourceDecl; kind: Rout
     return { decl, kind: method === 'GET' ? 'get' : method === 'PUT' ? 'update' : method === 'DELETE' ? 'delete' : fail(url, method) };
   if (second === ':uuid' && third === 'action') return { decl, kind: 'action' };
   if (second === ':uuid' && third && (decl as CollectionDecl).views?.[third]) return { decl, kind: 'view' };
+  // `availability_groups/` is about the caller's own objects; `availability_groups/<uuid>/` reads one like a view.
+  if ((decl as CollectionDecl).collectionViews?.[second]) return { decl, kind: third === ':uuid' ? 'view' : 'collection-view' };
   return fail(url, method);
 }
 function fail(url: string, method: string): never {
@@ -282,6 +297,7 @@ function expectation(r: Route, caller: Caller): { status: number; listed?: boole
     create: 201,
     get: 200,
     view: 200,
+    'collection-view': 200,
     update: 200,
     delete: 204,
     'bulk-delete': 204,
@@ -292,7 +308,8 @@ function expectation(r: Route, caller: Caller): { status: number; listed?: boole
     'singleton-put': 200,
   }[r.kind];
   // Routes about no particular object: every authenticated user may call them.
-  if (r.kind === 'schema' || r.kind === 'create' || r.kind === 'singleton-get' || r.kind === 'singleton-put') return { status: success };
+  if (r.kind === 'schema' || r.kind === 'create' || r.kind === 'collection-view' || r.kind === 'singleton-get' || r.kind === 'singleton-put')
+    return { status: success };
   // Objects of no one (the drive library): every user sees them and may use what the kind offers.
   if (PUBLIC_KINDS.has(r.decl.kind)) return r.kind === 'list' || r.kind === 'detail' ? { status: 200, listed: true } : { status: success };
   const perm = needed(r);

@@ -38,7 +38,7 @@ export const serverFields = {
     nullable: true,
     default: null,
     choices: ['kvm64'],
-    help: "Choose the virtual CPU model, for mitigating compatibility issues between the guest operating system and the underlying host's CPU. If not specified, all of the hypervisor's CPU features are exposed.",
+    help: "Choose the virtual CPU model, for mitigating compatibility issues between the guest operating system and the underlying host's CPU. If not specified, all of the hypervisor's CPU capabilities are passed directly to the virtual machine.",
   }),
   cpu_type: f.string({
     default: 'amd',

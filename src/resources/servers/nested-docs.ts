@@ -49,7 +49,7 @@ export const serverGpusDoc: Record<string, Field> = {
     fields: {
       model_id: f.string({ schemaDefault: null, help: 'Short model name of the GPU', required: true }),
       owner: f.related({ schemaDefault: null, help: 'GPU owner' }),
-      resource_uri: f.string({ schemaDefault: NO_DEFAULT, help: "Unicode string data. Ex: 'Hello World'", readonly: true, required: true }),
+      resource_uri: f.string({ schemaDefault: NO_DEFAULT, help: 'Unicode string data. Ex: "Hello World"', readonly: true, required: true }),
       subscription: f.related({ schemaDefault: null, help: 'Subscription related to this GPU' }),
       uuid: f.string({ schemaDefault: null, help: 'UUID of the GPU' }),
     },
