@@ -36,6 +36,7 @@ export async function serve(config: Config): Promise<void> {
     throw listenError(config, err);
   }
   scheduler.start();
+  app.notifier.start();
   app.schedulerProbe = scheduler;
   const base = `${address}/api/2.0/`;
   const lines = [`Stratus listening at ${base} (database: ${services.store.dialect} ${services.store.location})`];

@@ -42,6 +42,9 @@ export class EventSubscriptions {
   has(type: string): boolean {
     return this.all || this.types.has(type);
   }
+
+  /** Synchronous observers of every recorded event, in its transaction (the live stream turns some into changes). */
+  readonly taps: ((tx: Tx, type: string, e: Event) => void)[] = [];
 }
 
 export async function record(tx: Tx, s: Pick<Services, 'clock' | 'store'> & { events?: EventSubscriptions }, e: Event): Promise<void> {
@@ -63,6 +66,7 @@ export async function record(tx: Tx, s: Pick<Services, 'clock' | 'store'> & { ev
   // Every state change writes one: its statement is compiled once.
   await s.store.resources.shaped(tx, 'audit.insert', (arg: ArgOf<keyof typeof entry>) => tx.insertInto('audit_log').values(argsOf(entry, arg)), entry);
   const type = eventType(e);
+  for (const tap of s.events?.taps ?? []) tap(tx, type, e);
   if (!s.events?.has(type)) return;
   await tx
     .insertInto('event_outbox')
