@@ -57,7 +57,15 @@ class SmtpMailer implements Mailer {
 
   async send(msg: MailMessage): Promise<Delivery> {
     // Bounded waits: a request that sends mail must not hang on an unreachable server for minutes.
-    this.transport ??= loadNodemailer().createTransport({ url: this.url, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 });
+    // Pooled: notifications go out in bursts (a billing run), and a new connection per message caps delivery near 40/s.
+    this.transport ??= loadNodemailer().createTransport({
+      url: this.url,
+      pool: true,
+      maxConnections: 4,
+      connectionTimeout: 10_000,
+      greetingTimeout: 10_000,
+      socketTimeout: 30_000,
+    });
     const info = await this.transport.sendMail(composed(this.from, msg));
     return { via: 'smtp', messageId: String(info.messageId) };
   }

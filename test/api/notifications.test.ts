@@ -257,6 +257,27 @@ describe('delivery', () => {
   });
 });
 
+describe('several API processes (PostgreSQL)', () => {
+  test('two processes working the same outbox fan out and send each notification once', async (t) => {
+    if (srv.services.store.dialect !== 'postgres') return t.skip('one process on SQLite');
+    const second = await startServer({ db: srv.dbUrl, 'smtp-url': sink.url }, undefined, { clock: srv.clock });
+    try {
+      const users = await Promise.all([srv.user(), srv.user(), srv.user()]);
+      const events = ['billing.payment', 'billing.stop_servers', 'subscriptions.renewal_success', 'billing.out_of_money_soon'];
+      for (const u of users) for (const e of events) await produce(u.uuid, e, `Twice? ${e}`);
+      await Promise.all([srv.app.notifier.runDue(), second.app.notifier.runDue(), srv.app.notifier.runDue(), second.app.notifier.runDue()]);
+      for (const u of users) {
+        const ids = mailsTo(u.email).map((m) => /Message-ID:\s*(<[^>]+>)/i.exec(m.raw)?.[1]);
+        assert.equal(ids.length, events.length, `${u.email}: one mail per event`);
+        assert.equal(new Set(ids).size, events.length);
+        assert.equal((await u.get('notifications/?limit=0')).json.meta.total_count, events.length);
+      }
+    } finally {
+      await second.close();
+    }
+  });
+});
+
 describe('accounts', () => {
   test('sign-up records new_account; reset_password mails a one-time link to the account only, never revealing addresses', async () => {
     const email = `reset-${Date.now()}@example.com`;
