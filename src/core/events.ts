@@ -22,6 +22,11 @@ export interface Event {
   /** Who acted: the caller, or null for the system (a guest power-off, a heal). */
   actor: string | null;
   details?: string;
+  /**
+   * Text for the event's consumers only (the outbox payload), not the audit log: a notification's own
+   * words when they hold what `/logs/` must not keep (a password-reset link).
+   */
+  notice?: string;
   error?: ApiError;
 }
 
@@ -75,7 +80,7 @@ export async function record(tx: Tx, s: Pick<Services, 'clock' | 'store'> & { ev
       owner_uuid: e.owner || null,
       resource_kind: e.category.toLowerCase(),
       resource_uuid: e.uuid || null,
-      payload: JSON.stringify({ actor: e.actor, details: e.details ?? '', success: !e.error, error: wire ?? null }),
+      payload: JSON.stringify({ actor: e.actor, details: e.notice ?? e.details ?? '', success: !e.error, error: wire ?? null }),
       created_at: isoTimestamp(now),
     })
     .execute();

@@ -3,7 +3,7 @@ import { isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
 import { WEBHOOKS } from '../resources/notifications/webhooks.js';
 import { EVENT_NOTIFICATIONS } from '../resources/notifications/types.js';
-import { claimDue, markFailed, markSent, type Delivery, type EmailContent, type WebhookContent } from './deliveries.js';
+import { claimDue, markFailed, markSent, MAX_ATTEMPTS, type Delivery, type EmailContent, type WebhookContent } from './deliveries.js';
 import { fanOut } from './fanout.js';
 import type { Mailer } from './mailer.js';
 import { postWebhook } from './webhook.js';
@@ -87,6 +87,8 @@ export class Notifier {
         await this.mailer.send({ to: d.address, subject: c.subject, text: c.text, html: c.html, messageId: d.message_id });
       } else {
         const hook = await this.s.store.resources.get(this.s.store.db, WEBHOOKS, d.target_uuid);
+        // The webhook is gone: nothing to retry.
+        if (!hook) d.attempts = MAX_ATTEMPTS;
         if (!hook) error = 'webhook deleted';
         else
           await postWebhook(

@@ -259,22 +259,43 @@ export class Store {
    * change (of any process) to `onChanges`; resolves to a function that ends it. Null on SQLite.
    */
   async listenChanges(onChanges: (changes: Change[]) => void, onError: (err: Error) => void): Promise<(() => Promise<void>) | null> {
-    if (!this.pgUrl || !this.changes.channel) return null;
+    const url = this.pgUrl;
+    const channel = this.changes.channel;
+    if (!url || !channel) return null;
     const { Client } = loadPg();
-    const client = new Client({ connectionString: this.pgUrl });
-    client.on('error', onError);
-    client.on('notification', (n) => {
-      if (n.channel !== this.changes.channel || !n.payload) return;
-      try {
-        onChanges(JSON.parse(n.payload) as Change[]);
-      } catch (err) {
-        onError(err as Error);
-      }
-    });
-    await client.connect();
-    await client.query(`LISTEN ${this.changes.channel}`);
+    let closed = false;
+    let client: Pg.Client | undefined;
+    let retry: NodeJS.Timeout | undefined;
+    // A lost connection (PostgreSQL restarted) is replaced after a second; changes in between are not replayed.
+    const connect = async (): Promise<void> => {
+      const c = new Client({ connectionString: url });
+      client = c;
+      const again = (err?: Error) => {
+        if (err) onError(err);
+        if (closed || client !== c) return;
+        client = undefined;
+        void c.end().catch(() => undefined);
+        retry = setTimeout(() => void connect().catch(again), 1000);
+        retry.unref();
+      };
+      c.on('error', again);
+      c.on('end', () => again());
+      c.on('notification', (n) => {
+        if (n.channel !== channel || !n.payload) return;
+        try {
+          onChanges(JSON.parse(n.payload) as Change[]);
+        } catch (err) {
+          onError(err as Error);
+        }
+      });
+      await c.connect();
+      await c.query(`LISTEN ${channel}`);
+    };
+    await connect();
     return async () => {
-      await client.end().catch(() => undefined);
+      closed = true;
+      clearTimeout(retry);
+      await client?.end().catch(() => undefined);
     };
   }
 

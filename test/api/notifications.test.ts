@@ -311,7 +311,8 @@ describe('accounts', () => {
     assert.ok((await form('other-new-pass')).status >= 400, 'the link works once');
     const me = new Client(srv.base, { email: u.email, password: 'brand-new-pass' });
     assert.equal((await me.get('profile/')).status, 200);
-    // Not in the feed (the link is a secret).
+    // Not in the feed or the audit log (the link is a secret).
+    assert.ok(!(await me.get('logs/?limit=0')).text.includes('/accounts/confirm/'));
     assert.equal((await me.get('notifications/?type=reset_password')).json.meta.total_count, 0);
   });
 });

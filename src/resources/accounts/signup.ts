@@ -201,7 +201,9 @@ export async function requestPasswordReset(s: Services, deps: Pick<SignupDeps, '
         uuid: user.uuid,
         owner: user.uuid,
         actor: null,
-        details: `A new password was requested for the Stratus account ${user.email}. Choose it here (the link works once, for 24 hours):\n\n${link}\n\nIf you did not ask for this, ignore this e-mail: your password stays as it is.`,
+        // The audit log (/logs/) keeps that a reset was asked for; only the notification carries the link.
+        details: 'A new password was requested',
+        notice: `A new password was requested for the Stratus account ${user.email}. Choose it here (the link works once, for 24 hours):\n\n${link}\n\nIf you did not ask for this, ignore this e-mail: your password stays as it is.`,
       });
     });
   return { success: true };
