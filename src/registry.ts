@@ -11,6 +11,10 @@ import { keypairs, pubkeys } from './resources/keypairs/keypairs.js';
 import { libdrives } from './resources/libdrives/libdrives.js';
 import { cloudStatus, locations } from './resources/location/location.js';
 import { logs } from './resources/logs/logs.js';
+import { notificationContacts } from './resources/notifications/contacts.js';
+import { notificationFeed } from './resources/notifications/feed.js';
+import { notificationPreferences } from './resources/notifications/preferences.js';
+import { webhooks } from './resources/notifications/webhooks.js';
 import { profile } from './resources/profile/profile.js';
 import { servers } from './resources/servers/servers.js';
 import { snapshots } from './resources/snapshots/snapshots.js';
@@ -44,6 +48,10 @@ export const registry: ResourceDecl[] = [
   vrfwfilters,
   locations,
   cloudStatus,
+  notificationContacts,
+  notificationPreferences,
+  notificationFeed,
+  webhooks,
 ];
 
 /** Every kind of durable follow-up work the kinds declare, and what runs it. */

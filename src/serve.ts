@@ -44,6 +44,7 @@ export async function serve(config: Config): Promise<void> {
     throw listenError(config, err);
   }
   scheduler.start();
+  app.notifier.start();
   app.schedulerProbe = scheduler;
   // Fastify names the scheme from its own `https` option, which a server factory bypasses.
   if (tls) address = address.replace(/^http:/, 'https:');

@@ -6,6 +6,10 @@ import type { Services } from '../core/context.js';
  * left is a service as it was just after its first start, with the same credentials.
  */
 const TABLES = [
+  'notification_fanout',
+  'notification_deliveries',
+  'notifications',
+  'notification_preferences',
   'event_outbox',
   'audit_log',
   'sim_state',

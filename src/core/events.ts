@@ -22,6 +22,11 @@ export interface Event {
   /** Who acted: the caller, or null for the system (a guest power-off, a heal). */
   actor: string | null;
   details?: string;
+  /**
+   * Text for the event's consumers only (the outbox payload), not the audit log: a notification's own
+   * words when they hold what `/logs/` must not keep (a password-reset link).
+   */
+  notice?: string;
   error?: ApiError;
 }
 
@@ -42,6 +47,9 @@ export class EventSubscriptions {
   has(type: string): boolean {
     return this.all || this.types.has(type);
   }
+
+  /** Synchronous observers of every recorded event, in its transaction (the live stream turns some into changes). */
+  readonly taps: ((tx: Tx, type: string, e: Event) => void)[] = [];
 }
 
 export async function record(tx: Tx, s: Pick<Services, 'clock' | 'store'> & { events?: EventSubscriptions }, e: Event): Promise<void> {
@@ -63,6 +71,7 @@ export async function record(tx: Tx, s: Pick<Services, 'clock' | 'store'> & { ev
   // Every state change writes one: its statement is compiled once.
   await s.store.resources.shaped(tx, 'audit.insert', (arg: ArgOf<keyof typeof entry>) => tx.insertInto('audit_log').values(argsOf(entry, arg)), entry);
   const type = eventType(e);
+  for (const tap of s.events?.taps ?? []) tap(tx, type, e);
   if (!s.events?.has(type)) return;
   await tx
     .insertInto('event_outbox')
@@ -71,7 +80,7 @@ export async function record(tx: Tx, s: Pick<Services, 'clock' | 'store'> & { ev
       owner_uuid: e.owner || null,
       resource_kind: e.category.toLowerCase(),
       resource_uuid: e.uuid || null,
-      payload: JSON.stringify({ actor: e.actor, details: e.details ?? '', success: !e.error, error: wire ?? null }),
+      payload: JSON.stringify({ actor: e.actor, details: e.notice ?? e.details ?? '', success: !e.error, error: wire ?? null }),
       created_at: isoTimestamp(now),
     })
     .execute();

@@ -36,6 +36,8 @@ export interface CollectionService {
   update?(ctx: Ctx, uuid: string, input: Record<string, unknown>): Promise<Record<string, unknown> | Accepted<Record<string, unknown>>>;
   remove?(ctx: Ctx, uuid: string, query?: Record<string, unknown>): Promise<void | Accepted<Record<string, unknown>>>;
   removeMany?(ctx: Ctx, uuids: string[]): Promise<void>;
+  /** `PUT /<kind>/` with one object or a list (notification preferences): 202 with the changed objects. */
+  updateMany?(ctx: Ctx, inputs: Record<string, unknown>[]): Promise<Record<string, unknown>[]>;
   /** The object if the caller may use `perm` on it: 404 when invisible, 403 when visible but not permitted. */
   authorize?(ctx: Ctx, uuid: string, perm: Permission): Promise<{ uuid: string; owner_uuid: string | null }>;
 }

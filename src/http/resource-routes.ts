@@ -50,6 +50,11 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     };
   }
 
+  if (allows(decl.listMethods, 'put') && svc.updateMany) {
+    const updateMany = svc.updateMany.bind(svc);
+    list.methods.PUT = async (req) => ({ status: 202, body: { objects: await updateMany(ctxOf(req), createItems(req.body)) }, root: 'response' });
+  }
+
   if (allows(decl.listMethods, 'delete') && svc.removeMany) {
     const removeMany = svc.removeMany.bind(svc);
     list.methods.DELETE = async (req) => {

@@ -9,12 +9,24 @@ import { lazyPackage } from '../core/lazy.js';
 /** nodemailer, loaded when the first message is sent (core/lazy.ts). */
 const loadNodemailer = lazyPackage<typeof Nodemailer>('nodemailer');
 
-/** One plain-text e-mail. */
+/** One e-mail: plain text, optionally with an HTML alternative and a fixed Message-ID (retries repeat it). */
 export interface MailMessage {
   to: string;
   subject: string;
   text: string;
+  html?: string;
+  messageId?: string;
 }
+
+/** What nodemailer is given for a message. */
+const composed = (from: string, msg: MailMessage) => ({
+  from,
+  to: msg.to,
+  subject: msg.subject,
+  text: msg.text,
+  ...(msg.html ? { html: msg.html } : {}),
+  ...(msg.messageId ? { messageId: msg.messageId } : {}),
+});
 
 /** Where a message went: handed to the SMTP server, or written to a file in the outbox folder. */
 export type Delivery = { via: 'smtp'; messageId: string } | { via: 'outbox'; file: string };
@@ -45,8 +57,16 @@ class SmtpMailer implements Mailer {
 
   async send(msg: MailMessage): Promise<Delivery> {
     // Bounded waits: a request that sends mail must not hang on an unreachable server for minutes.
-    this.transport ??= loadNodemailer().createTransport({ url: this.url, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 });
-    const info = await this.transport.sendMail({ from: this.from, to: msg.to, subject: msg.subject, text: msg.text });
+    // Pooled: notifications go out in bursts (a billing run), and a new connection per message caps delivery near 40/s.
+    this.transport ??= loadNodemailer().createTransport({
+      url: this.url,
+      pool: true,
+      maxConnections: 4,
+      connectionTimeout: 10_000,
+      greetingTimeout: 10_000,
+      socketTimeout: 30_000,
+    });
+    const info = await this.transport.sendMail(composed(this.from, msg));
     return { via: 'smtp', messageId: String(info.messageId) };
   }
 
@@ -74,7 +94,7 @@ class OutboxMailer implements Mailer {
 
   async send(msg: MailMessage): Promise<Delivery> {
     this.transport ??= loadNodemailer().createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
-    const info = await this.transport.sendMail({ from: this.from, to: msg.to, subject: msg.subject, text: msg.text });
+    const info = await this.transport.sendMail(composed(this.from, msg));
     mkdirSync(this.dir, { recursive: true });
     const stamp = this.clock.now().toISOString().replace(/[:.]/g, '-');
     const file = join(this.dir, `${stamp}-${randomBytes(4).toString('hex')}.eml`);

@@ -6,6 +6,7 @@ import type Pg from 'pg';
 import { lazyPackage } from '../core/lazy.js';
 import { byCodePoint } from '../core/order.js';
 import type { Database } from './schema.js';
+import { ChangeFeed, schemaChannel, type Change } from './changes.js';
 import { migrationProvider } from './migrations/index.js';
 import { databaseOpenError } from './errors.js';
 import { ConfigError } from '../core/errors.js';
@@ -40,8 +41,11 @@ export class Store {
   readonly resources: ResourceRepository;
   /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
   readonly presented: VersionedCache<Record<string, unknown>>;
+  /** Committed changes of users' objects for the live event stream (store/changes.ts); off until a listener asks. */
+  readonly changes: ChangeFeed;
   /** PostgreSQL's connection pool (metrics read its counts); null on SQLite (one connection). */
   private pgPool: Pg.Pool | null = null;
+  private pgUrl: string | null = null;
   /** Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. */
   poolStats(): { total: number; idle: number; waiting: number } | null {
     const p = this.pgPool;
@@ -67,7 +71,8 @@ export class Store {
     this.db = db;
     this.dialect = dialect;
     this.location = location;
-    this.resources = new ResourceRepository(dialect, direct, anchorStep);
+    this.changes = new ChangeFeed(dialect);
+    this.resources = new ResourceRepository(dialect, direct, anchorStep, this.changes);
   }
 
   /**
@@ -159,6 +164,8 @@ export class Store {
       opts.anchorStep,
     );
     store.pgPool = pool;
+    store.pgUrl = url;
+    store.changes.channel = schemaChannel((await sql<{ s: string }>`select current_schema() as s`.execute(store.db)).rows[0]?.s ?? 'public');
     return store;
   }
 
@@ -235,12 +242,61 @@ export class Store {
   }
 
   /** A read-write transaction; the repository's kept counts are written last, just before commit. */
-  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute(async (tx) => {
+  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    let changed: Change[] | undefined;
+    const result = await this.db.transaction().execute(async (tx) => {
       const out = await fn(tx);
       await this.resources.flushCounts(tx);
+      changed = await this.changes.flush(tx);
       return out;
     });
+    this.changes.committed(changed);
+    return result;
+  }
+
+  /**
+   * PostgreSQL: a dedicated connection LISTENing on this schema's change channel, handing every committed
+   * change (of any process) to `onChanges`; resolves to a function that ends it. Null on SQLite.
+   */
+  async listenChanges(onChanges: (changes: Change[]) => void, onError: (err: Error) => void): Promise<(() => Promise<void>) | null> {
+    const url = this.pgUrl;
+    const channel = this.changes.channel;
+    if (!url || !channel) return null;
+    const { Client } = loadPg();
+    let closed = false;
+    let client: Pg.Client | undefined;
+    let retry: NodeJS.Timeout | undefined;
+    // A lost connection (PostgreSQL restarted) is replaced after a second; changes in between are not replayed.
+    const connect = async (): Promise<void> => {
+      const c = new Client({ connectionString: url });
+      client = c;
+      const again = (err?: Error) => {
+        if (err) onError(err);
+        if (closed || client !== c) return;
+        client = undefined;
+        void c.end().catch(() => undefined);
+        retry = setTimeout(() => void connect().catch(again), 1000);
+        retry.unref();
+      };
+      c.on('error', again);
+      c.on('end', () => again());
+      c.on('notification', (n) => {
+        if (n.channel !== channel || !n.payload) return;
+        try {
+          onChanges(JSON.parse(n.payload) as Change[]);
+        } catch (err) {
+          onError(err as Error);
+        }
+      });
+      await c.connect();
+      await c.query(`LISTEN ${channel}`);
+    };
+    await connect();
+    return async () => {
+      closed = true;
+      clearTimeout(retry);
+      await client?.end().catch(() => undefined);
+    };
   }
 
   /**

@@ -10,6 +10,7 @@ import {
 } from 'kysely';
 import type { Database } from './schema.js';
 import type { Db, Dialect, Tx } from './db.js';
+import type { ChangeFeed } from './changes.js';
 import { page } from './paging.js';
 import { argsOf, Shapes, type ArgOf } from './shapes.js';
 
@@ -154,7 +155,14 @@ export class ResourceRepository {
     private readonly direct?: (text: string, parameters: readonly unknown[], outside?: boolean) => unknown[] | undefined,
     /** Positions between anchors (see `ownWindow`); small in tests, so deep pages are exercised on small lists. */
     private readonly anchorStep = 1000,
+    /** Where inserts, writes and deletes of users' objects are noted for the live event stream. */
+    private readonly changes?: ChangeFeed,
   ) {}
+
+  /** A user's object changed in this transaction (nothing happens unless the change feed is on). */
+  private changed(tx: Tx, kind: string, uuid: string, owner: string | null | undefined): void {
+    if (owner && this.changes?.enabled) this.changes.note(tx, { owner, kind, uuid });
+  }
 
   /** Per (kind, owner): the seq at every `anchorStep`-th position of the owner's list, for one count version. */
   private readonly anchors = new Map<string, { version: number; seqs: number[] }>();
@@ -388,6 +396,7 @@ export class ResourceRepository {
     const values = this.values(now, r);
     await this.shaped(tx, 'resources.insert', (arg: ArgOf<keyof typeof values>) => tx.insertInto('resources').values(argsOf(values, arg)), values);
     this.changeCount(tx, r.kind, r.owner, 1);
+    this.changed(tx, r.kind, r.uuid, r.owner);
   }
 
   /** Many rows in few statements (seeding, the bench's large accounts); `chunk` rows per INSERT. */
@@ -397,7 +406,10 @@ export class ResourceRepository {
         .insertInto('resources')
         .values(rows.slice(i, i + chunk).map((r) => this.values(now, r)))
         .execute();
-    for (const r of rows) this.changeCount(tx, r.kind, r.owner, 1);
+    for (const r of rows) {
+      this.changeCount(tx, r.kind, r.owner, 1);
+      this.changed(tx, r.kind, r.uuid, r.owner);
+    }
   }
 
   /** Insert unless a row of that kind and uuid exists (also one a concurrent transaction is inserting). */
@@ -408,7 +420,10 @@ export class ResourceRepository {
       .onConflict((oc) => oc.columns(['uuid', 'kind']).doNothing())
       .executeTakeFirst();
     const inserted = Number(res.numInsertedOrUpdatedRows ?? 0) > 0;
-    if (inserted) this.changeCount(tx, r.kind, r.owner, 1);
+    if (inserted) {
+      this.changeCount(tx, r.kind, r.owner, 1);
+      this.changed(tx, r.kind, r.uuid, r.owner);
+    }
     return inserted;
   }
 
@@ -418,7 +433,8 @@ export class ResourceRepository {
   }
 
   /** Replace the body of a row read through `lock()` in this transaction. */
-  async write(tx: Tx, now: Date, row: Pick<Resource, 'seq'>, body: Obj): Promise<void> {
+  async write(tx: Tx, now: Date, row: Pick<Resource, 'seq'> & Partial<Pick<Resource, 'kind' | 'uuid' | 'owner_uuid'>>, body: Obj): Promise<void> {
+    if (row.kind && row.uuid) this.changed(tx, row.kind, row.uuid, row.owner_uuid);
     const values = { body: JSON.stringify(body), ...mirrors(body), updated_at: stamp(now) };
     await this.shaped(
       tx,
@@ -451,7 +467,10 @@ export class ResourceRepository {
     await tx.deleteFrom('tag_members').where('res_type', '=', kind).where('res_uuid', 'in', list).execute();
     let q = tx.deleteFrom('resources').where('kind', '=', kind).where('uuid', 'in', list);
     if (opts.ownerless) q = q.where('owner_uuid', 'is', null);
-    for (const gone of await q.returning('owner_uuid').execute()) this.changeCount(tx, kind, gone.owner_uuid, -1);
+    for (const gone of await q.returning(['owner_uuid', 'uuid']).execute()) {
+      this.changeCount(tx, kind, gone.owner_uuid, -1);
+      this.changed(tx, kind, gone.uuid, gone.owner_uuid);
+    }
   }
 
   /** uuids of a kind in some states (indexed status column), optionally one owner's. */
@@ -525,6 +544,11 @@ export class ResourceRepository {
   /** Every uuid of a kind (a small kind: the pool's taken addresses). */
   async allUuids(db: Db | Tx, kind: string): Promise<Set<string>> {
     return new Set((await db.selectFrom('resources').select('uuid').where('kind', '=', kind).execute()).map((r) => r.uuid));
+  }
+
+  /** All of an owner's rows of a small kind (notification contacts, webhooks), in creation order. */
+  async owned(db: Db | Tx, kind: string, owner: string): Promise<Resource[]> {
+    return ((await this.select(db, kind).where('owner_uuid', '=', owner).orderBy('seq').execute()) as Row[]).map(toResource);
   }
 
   /** All rows of a kind without an owner (the library), for synchronising it. */

@@ -190,7 +190,56 @@ export interface FwpolicyServersTable {
   server_uuid: string;
 }
 
+/** A notification preference that differs from the default (notify/types.ts). */
+export interface NotificationPreferencesTable {
+  contact_uuid: string;
+  medium: string;
+  type: string;
+  value: number;
+}
+
+/** An outbox event already turned into notifications. */
+export interface NotificationFanoutTable {
+  seq: number;
+}
+
+/** One e-mail or webhook call, retried until sent (or given up). */
+export interface NotificationDeliveriesTable {
+  id: Generated<number>;
+  owner_uuid: string;
+  channel: 'email' | 'webhook';
+  target_uuid: string;
+  address: string;
+  type: string;
+  message_id: string;
+  /** JSON: what is sent (subject, text, html; or the webhook body). */
+  content: string;
+  state: 'pending' | 'sent' | 'failed';
+  attempts: number;
+  due_at: string;
+  last_error: string | null;
+  created_at: string;
+  sent_at: string | null;
+}
+
+/** The user's notification feed (`api` medium). */
+export interface NotificationsTable {
+  seq: Generated<number>;
+  uuid: string;
+  owner_uuid: string;
+  contact_uuid: string;
+  type: string;
+  subject: string;
+  text: string;
+  created_at: string;
+  read_at: string | null;
+}
+
 export interface Database {
+  notification_preferences: NotificationPreferencesTable;
+  notification_fanout: NotificationFanoutTable;
+  notification_deliveries: NotificationDeliveriesTable;
+  notifications: NotificationsTable;
   timers: TimersTable;
   sim_state: SimStateTable;
   event_outbox: EventOutboxTable;

@@ -9,6 +9,7 @@ import type { CollectionDecl, ResourceDecl } from '../../src/core/resource.js';
 import type { Field } from '../../src/core/fields.js';
 import { assignIps } from '../../src/resources/ips/ips.js';
 import { assignVlans } from '../../src/resources/vlans/vlans.js';
+import { record } from '../../src/core/events.js';
 
 /**
  * Generated from the registry: every route x every kind of caller. Routes come from the same
@@ -38,6 +39,8 @@ after(async () => {
 
 /** Values the schema alone cannot tell (limits that come from capabilities). */
 const SAMPLE_VALUES: Record<string, Record<string, unknown>> = {
+  notification_contacts: { email: 'matrix-contact@example.com' },
+  webhooks: { url: 'http://127.0.0.1:9/matrix' },
   drives: { size: 1 << 30 },
   servers: { cpu: 1000, mem: 536870912 },
 };
@@ -102,6 +105,7 @@ function sampleBody(decl: CollectionDecl): Record<string, unknown> {
 }
 
 type RouteKind =
+  | 'bulk-update'
   | 'list'
   | 'detail'
   | 'schema'
@@ -134,7 +138,12 @@ function classify(url: string, method: string): { decl: ResourceDecl; kind: Rout
     return { decl, kind: method === 'GET' ? 'singleton-get' : 'singleton-put' };
   }
   if (kindName === 'tags' && second === ':uuid' && third && decl.kind !== 'tags') return { decl, kind: 'tagged' };
-  if (second === '') return { decl, kind: method === 'GET' ? 'list' : method === 'POST' ? 'create' : method === 'DELETE' ? 'bulk-delete' : fail(url, method) };
+  if (second === '')
+    return {
+      decl,
+      kind:
+        method === 'GET' ? 'list' : method === 'POST' ? 'create' : method === 'DELETE' ? 'bulk-delete' : method === 'PUT' ? 'bulk-update' : fail(url, method),
+    };
   if (second === 'detail') return { decl, kind: 'detail' };
   if (second === 'schema') return { decl, kind: 'schema' };
   if (second === ':uuid' && third === '')
@@ -257,6 +266,16 @@ const SEEDERS: Record<string, (owner: User) => Promise<string>> = {
     assert.equal(created.status, 202, created.text);
     return created.json.objects[0].uuid;
   },
+  // Preferences are rows of the owner's contacts: the main contact stands for them.
+  notification_preferences: async (owner) => (await owner.get('notification_contacts/')).json.objects.find((c: any) => c.main).uuid,
+  // A feed entry comes from a notification: a billing event recorded for the owner, fanned out.
+  notifications: async (owner) => {
+    await srv.services.store.transaction((tx) =>
+      record(tx, srv.services, { category: 'billing', action: 'payment', uuid: owner.uuid, owner: owner.uuid, actor: null, details: 'matrix' }),
+    );
+    await srv.app.notifier.runDue();
+    return (await owner.get('notifications/')).json.objects[0].uuid;
+  },
   jobs: async (owner) => {
     const d = (await owner.post('drives/', { media: 'disk', name: 'seed', size: 1 << 30 })).json.objects[0];
     await srv.advance(60_000);
@@ -276,13 +295,20 @@ async function call(r: Route, caller: Caller, s: Setup): Promise<Response> {
         : sampleBody(r.decl as CollectionDecl)
       : r.kind === 'bulk-delete'
         ? { objects: [{ uuid: s.uuid }] }
-        : r.kind === 'action'
-          ? (ACTION_BODIES[`${r.decl.kind}.${r.action}`] ?? s.definition) // the object's own definition: valid for every action (resize wants a full one)
-          : r.kind === 'update' || r.kind === 'singleton-put'
-            ? {}
-            : undefined;
+        : r.kind === 'bulk-update'
+          ? [{ contact: `/api/2.0/notification_contacts/${s.uuid}/`, medium: 'email', type: 'payment', value: false }]
+          : r.kind === 'action'
+            ? (ACTION_BODIES[`${r.decl.kind}.${r.action}`] ?? s.definition) // the object's own definition: valid for every action (resize wants a full one)
+            : r.kind === 'update' || r.kind === 'singleton-put'
+              ? {}
+              : undefined;
   return client.request(r.method, `${path}${q}`, { body });
 }
+
+/** Kinds whose list items carry no uuid of their own: what identifies the seeded object in them. */
+const ID_OF: Record<string, (o: any) => string> = {
+  notification_preferences: (o) => String(o.contact).split('/')[4],
+};
 
 /** Kinds whose objects have no owner and are open to every authenticated user (read, and their actions). */
 const PUBLIC_KINDS = new Set(['libdrives']);
@@ -301,12 +327,15 @@ function expectation(r: Route, caller: Caller): { status: number; listed?: boole
     update: 200,
     delete: 204,
     'bulk-delete': 204,
+    'bulk-update': 202,
     // An asynchronous action answers 202, a synchronous one 200.
     action: r.action && !(r.decl as CollectionDecl).actions![r.action].async ? 200 : 202,
     tagged: 200,
     'singleton-get': 200,
     'singleton-put': 200,
   }[r.kind];
+  // Preferences name the owner's contact: anyone else names a contact they do not have (400 on `contact`).
+  if (r.kind === 'bulk-update') return { status: caller === 'owner' ? 202 : 400 };
   // Routes about no particular object: every authenticated user may call them.
   if (r.kind === 'schema' || r.kind === 'create' || r.kind === 'collection-view' || r.kind === 'singleton-get' || r.kind === 'singleton-put')
     return { status: success };
@@ -334,7 +363,7 @@ test('every route x every caller', async () => {
       const label = `${r.method} ${r.url}${r.action ? `?do=${r.action}` : ''} as ${caller}`;
       assert.equal(res.status, want.status, `${label}: ${res.text}`);
       if (want.listed !== undefined) {
-        const uuids = res.json.objects.map((o: any) => o.uuid);
+        const uuids = res.json.objects.map(ID_OF[r.decl.kind] ?? ((o: any) => o.uuid));
         assert.equal(uuids.includes(s.uuid), want.listed, `${label}: listed`);
       }
       // Secrets the caller itself sent in the URL (an error may echo them) are no leak.

@@ -6,6 +6,8 @@ import { isPlainObject } from '../../core/input.js';
 import { sha256Hex } from '../../core/passwords.js';
 import type { Mailer, MailMessage } from '../../notify/mailer.js';
 import { fromDatabaseError } from '../../store/errors.js';
+import type { Tx } from '../../store/db.js';
+import { record } from '../../core/events.js';
 import { createUser, findUser, findUserByEmail, isValidEmail, normalizeEmail, setPassword, type UserRow } from '../users/users.js';
 
 /**
@@ -60,7 +62,20 @@ export async function signUp(s: Services, deps: SignupDeps, body: unknown): Prom
   }
 
   if (created || (user.state === 'NEW_USER' && !user.password_hash)) {
-    const link = `${deps.publicUrl()}${CONFIRM_PATH}${await issueToken(s, user.uuid)}`;
+    const account = user;
+    const token = await issueToken(s, user.uuid, async (tx) => {
+      // The welcome notification (new_account) commits with the account's first link.
+      if (created)
+        await record(tx, s, {
+          category: 'Accounts',
+          action: 'new_account',
+          uuid: account.uuid,
+          owner: account.uuid,
+          actor: null,
+          details: `The Stratus account ${account.email} was created.`,
+        });
+    });
+    const link = `${deps.publicUrl()}${CONFIRM_PATH}${token}`;
     await deliver(deps, confirmationMail(user.email, link), link);
   } else {
     await deliver(deps, attemptNotice(user.email));
@@ -68,8 +83,11 @@ export async function signUp(s: Services, deps: SignupDeps, body: unknown): Prom
   return { success: true, uuid: created ? user.uuid : s.ids.uuid() };
 }
 
-/** A new link for a user; earlier links of that user stop working. */
-async function issueToken(s: Services, userUuid: string): Promise<string> {
+/**
+ * A new link for a user; earlier links of that user stop working. `also` runs in the same transaction
+ * (the event the link belongs to).
+ */
+export async function issueToken(s: Services, userUuid: string, also?: (tx: Tx, token: string) => Promise<void>): Promise<string> {
   const now = s.clock.now();
   const token = randomBytes(32).toString('base64url');
   await s.store.transaction(async (tx) => {
@@ -81,6 +99,7 @@ async function issueToken(s: Services, userUuid: string): Promise<string> {
       .insertInto('signup_tokens')
       .values({ token_hash: sha256Hex(token), user_uuid: userUuid, created_at: isoTimestamp(now), expires_ms: now.getTime() + SIGNUP_TOKEN_TTL_MS })
       .execute();
+    await also?.(tx, token);
   });
   return token;
 }
@@ -157,4 +176,35 @@ export async function confirmSignup(s: Services, token: string, password: unknow
   await setPassword(s, user.email, chosen, user.state === 'NEW_USER' ? 'REGULAR' : undefined);
   await s.store.db.deleteFrom('signup_tokens').where('user_uuid', '=', user.uuid).execute();
   return (await findUser(s, user.uuid)) ?? user;
+}
+
+/**
+ * `POST /accounts/action/?do=reset_password {email}` (public): the same answer whether or not the address
+ * has an account (`{success: true}`), so it reveals nothing. For an account, a one-time link (the sign-up
+ * confirmation machinery: the same token table, page and 24 h validity) goes out as the `reset_password`
+ * notification, recorded in the link's transaction: the notification worker e-mails it to the account's
+ * own address (never to other contacts, the feed or webhooks).
+ */
+export async function requestPasswordReset(s: Services, deps: Pick<SignupDeps, 'publicUrl'>, body: unknown): Promise<{ success: true }> {
+  const input = body === undefined || body === null ? {} : body;
+  if (!isPlainObject(input)) throw validation(null, 'Request body must be an object {email}');
+  const { email } = input;
+  if (email === undefined || email === null) throw validation('email', 'This field is required');
+  if (typeof email !== 'string' || !isValidEmail(email)) throw validation('email', 'Enter a valid e-mail address');
+  const user = await findUserByEmail(s, normalizeEmail(email));
+  if (user)
+    await issueToken(s, user.uuid, async (tx, token) => {
+      const link = `${deps.publicUrl()}${CONFIRM_PATH}${token}`;
+      await record(tx, s, {
+        category: 'Accounts',
+        action: 'reset_password',
+        uuid: user.uuid,
+        owner: user.uuid,
+        actor: null,
+        // The audit log (/logs/) keeps that a reset was asked for; only the notification carries the link.
+        details: 'A new password was requested',
+        notice: `A new password was requested for the Stratus account ${user.email}. Choose it here (the link works once, for 24 hours):\n\n${link}\n\nIf you did not ask for this, ignore this e-mail: your password stays as it is.`,
+      });
+    });
+  return { success: true };
 }

@@ -1,0 +1,119 @@
+import { isoTimestamp } from '../core/clock.js';
+import type { Services } from '../core/context.js';
+import type { Tx } from '../store/db.js';
+
+/**
+ * Durable deliveries: one row per e-mail or webhook call, written in the transaction that decided it.
+ * A worker claims due rows (on PostgreSQL with SKIP LOCKED, so several processes share them) by moving
+ * their due time a lease ahead and counting the attempt, commits, then sends outside any transaction.
+ * Success marks the row sent; a failure schedules a retry with exponential backoff; a process killed
+ * mid-send leaves the row to be claimed again when the lease ends. So every delivery is made at least
+ * once, and a repeat carries the same Message-ID (or `X-Stratus-Delivery` header) as the first try.
+ */
+export interface EmailContent {
+  subject: string;
+  text: string;
+  html: string;
+}
+
+export interface WebhookContent {
+  /** The JSON body posted, exactly as signed. */
+  body: string;
+}
+
+export type Channel = 'email' | 'webhook';
+
+export interface Delivery {
+  id: number;
+  owner_uuid: string;
+  channel: Channel;
+  target_uuid: string;
+  address: string;
+  type: string;
+  message_id: string;
+  content: string;
+  attempts: number;
+}
+
+/** How long a claimed delivery is left to its sender before another process may try it (injected clock). */
+export const LEASE_MS = 60_000;
+/** Attempts before a delivery is given up (its last error stays visible). */
+export const MAX_ATTEMPTS = 8;
+/** Backoff after the n-th failed attempt: 5 s, 10 s, 20 s, ... capped at an hour. */
+export const backoffMs = (attempts: number): number => Math.min(3600_000, 5000 * 2 ** Math.max(0, attempts - 1));
+
+export async function enqueue(
+  tx: Tx,
+  s: Pick<Services, 'clock'>,
+  d: { owner: string; channel: Channel; target: string; address: string; type: string; messageId: string; content: EmailContent | WebhookContent },
+): Promise<void> {
+  const now = isoTimestamp(s.clock.now());
+  await tx
+    .insertInto('notification_deliveries')
+    .values({
+      owner_uuid: d.owner,
+      channel: d.channel,
+      target_uuid: d.target,
+      address: d.address,
+      type: d.type,
+      message_id: d.messageId,
+      content: JSON.stringify(d.content),
+      state: 'pending',
+      attempts: 0,
+      due_at: now,
+      last_error: null,
+      created_at: now,
+      sent_at: null,
+    })
+    .execute();
+}
+
+/** Claims up to `limit` due deliveries for this process (their lease starts now). */
+export async function claimDue(s: Pick<Services, 'clock' | 'store'>, limit: number): Promise<Delivery[]> {
+  const now = s.clock.now();
+  return s.store.transaction(async (tx) => {
+    const q = tx
+      .selectFrom('notification_deliveries')
+      .select(['id', 'owner_uuid', 'channel', 'target_uuid', 'address', 'type', 'message_id', 'content', 'attempts'])
+      .where('state', '=', 'pending')
+      .where('due_at', '<=', isoTimestamp(now))
+      .orderBy('due_at')
+      .orderBy('id')
+      .limit(limit);
+    const rows = await s.store.locking(q, { skipLocked: true }).execute();
+    if (!rows.length) return [];
+    await tx
+      .updateTable('notification_deliveries')
+      .set((eb) => ({ due_at: isoTimestamp(new Date(now.getTime() + LEASE_MS)), attempts: eb('attempts', '+', 1) }))
+      .where(
+        'id',
+        'in',
+        rows.map((r) => r.id),
+      )
+      .execute();
+    return rows.map((r) => ({ ...r, attempts: r.attempts + 1 }));
+  });
+}
+
+export async function markSent(tx: Tx, s: Pick<Services, 'clock'>, id: number): Promise<void> {
+  await tx
+    .updateTable('notification_deliveries')
+    .set({ state: 'sent', sent_at: isoTimestamp(s.clock.now()), last_error: null })
+    .where('id', '=', id)
+    .execute();
+}
+
+/** A failed attempt: retried after the backoff, or given up after MAX_ATTEMPTS. */
+export async function markFailed(tx: Tx, s: Pick<Services, 'clock'>, d: Pick<Delivery, 'id' | 'attempts'>, error: string): Promise<'retry' | 'failed'> {
+  const giveUp = d.attempts >= MAX_ATTEMPTS;
+  await tx
+    .updateTable('notification_deliveries')
+    .set({
+      state: giveUp ? 'failed' : 'pending',
+      due_at: isoTimestamp(new Date(s.clock.now().getTime() + backoffMs(d.attempts))),
+      last_error: error.slice(0, 1000),
+    })
+    .where('id', '=', d.id)
+    .execute();
+  return giveUp ? 'failed' : 'retry';
+}

@@ -1,0 +1,122 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { isoTimestamp } from '../core/clock.js';
+import type { Services } from '../core/context.js';
+import { WEBHOOKS } from '../resources/notifications/webhooks.js';
+import { EVENT_NOTIFICATIONS } from '../resources/notifications/types.js';
+import { claimDue, markFailed, markSent, MAX_ATTEMPTS, type Delivery, type EmailContent, type WebhookContent } from './deliveries.js';
+import { fanOut } from './fanout.js';
+import type { Mailer } from './mailer.js';
+import { postWebhook } from './webhook.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This app's notification worker (src/app.ts); `serve` starts its loop, tests call `runDue()`. */
+    notifier: Notifier;
+  }
+}
+
+/** Deliveries sent at once by one process. */
+const CONCURRENCY = 8;
+
+/**
+ * The notification worker of one API process: fans out new outbox events (fanout.ts), then sends due
+ * deliveries (deliveries.ts) by e-mail or webhook, outside any transaction. Its loop polls on real time
+ * like the scheduler's; `runDue()` does one full pass (tests call it after moving the clock). All state is
+ * in the database, so stopping or killing the process loses nothing.
+ */
+export class Notifier {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<number> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly s: Services,
+    private readonly mailer: Mailer,
+    private readonly log?: FastifyBaseLogger,
+  ) {
+    // The composition root's subscription: these event types get outbox rows.
+    s.events?.subscribe(Object.keys(EVENT_NOTIFICATIONS));
+  }
+
+  start(pollMs = 250): void {
+    this.stopped = false;
+    const loop = async () => {
+      if (this.stopped) return;
+      try {
+        await this.runDue();
+      } catch (err) {
+        this.log?.error({ err }, 'notification pass failed');
+      }
+      if (!this.stopped) this.timer = setTimeout(loop, pollMs);
+    };
+    this.timer = setTimeout(loop, 0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running?.catch(() => 0);
+  }
+
+  /** One pass: every pending event fanned out, every due delivery attempted. Returns deliveries attempted. */
+  runDue(): Promise<number> {
+    const previous = this.running ?? Promise.resolve(0);
+    const next = previous.catch(() => 0).then(() => this.pass());
+    this.running = next;
+    return next;
+  }
+
+  private async pass(): Promise<number> {
+    const domain = mailDomain(this.s.config.mailFrom);
+    while ((await fanOut(this.s, domain)) > 0 && !this.stopped);
+    let attempted = 0;
+    for (;;) {
+      const due = await claimDue(this.s, CONCURRENCY);
+      if (!due.length) return attempted;
+      await Promise.all(due.map((d) => this.attempt(d)));
+      attempted += due.length;
+      if (this.stopped) return attempted;
+    }
+  }
+
+  private async attempt(d: Delivery): Promise<void> {
+    let error: string | null = null;
+    try {
+      if (d.channel === 'email') {
+        const c = JSON.parse(d.content) as EmailContent;
+        await this.mailer.send({ to: d.address, subject: c.subject, text: c.text, html: c.html, messageId: d.message_id });
+      } else {
+        const hook = await this.s.store.resources.get(this.s.store.db, WEBHOOKS, d.target_uuid);
+        // The webhook is gone: nothing to retry.
+        if (!hook) d.attempts = MAX_ATTEMPTS;
+        if (!hook) error = 'webhook deleted';
+        else
+          await postWebhook(
+            d.address,
+            String(hook.body.secret),
+            (JSON.parse(d.content) as WebhookContent).body,
+            d.message_id,
+            Math.floor(this.s.clock.now().getTime() / 1000),
+          );
+      }
+    } catch (err) {
+      error = (err as Error).message || String(err);
+    }
+    await this.s.store.transaction(async (tx) => {
+      const outcome = error === null ? (await markSent(tx, this.s, d.id), 'ok') : await markFailed(tx, this.s, d, error);
+      if (d.channel === 'webhook' && error !== 'webhook deleted')
+        await this.s.store.resources.patch(tx, this.s.clock.now(), WEBHOOKS, d.target_uuid, (body) => ({
+          ...body,
+          last_status: outcome === 'ok' ? 'ok' : 'failing',
+          last_error: error,
+          last_delivery_at: isoTimestamp(this.s.clock.now()),
+        }));
+    });
+    if (error !== null) this.log?.warn({ delivery: d.id, channel: d.channel, attempts: d.attempts, err: error }, 'notification delivery failed');
+  }
+}
+
+/** The domain of Message-IDs: the From address's. */
+function mailDomain(from: string): string {
+  return /@([^>\s]+)/.exec(from)?.[1] ?? 'stratus.local';
+}

@@ -1,0 +1,130 @@
+import { randomBytes } from 'node:crypto';
+import Type from 'typebox';
+import { f } from '../../core/fields.js';
+import type { Obj } from '../../core/input.js';
+import type { Ctx } from '../../core/context.js';
+import { validation } from '../../core/errors.js';
+import { storedDecl } from '../../core/stored.js';
+import { isoTimestamp } from '../../core/clock.js';
+import { enqueue } from '../../notify/deliveries.js';
+import { isNotificationType, NOTIFICATION_TYPES } from './types.js';
+
+export const WEBHOOKS = 'webhooks';
+
+/**
+ * Webhooks (beyond the real API): URLs a user registers to receive the account's notifications as signed
+ * JSON POSTs (notify/webhook.ts: HMAC-SHA256 in `X-Stratus-Signature`, keyed with the webhook's
+ * `secret`, shown to its owner). `types` limits which notification types it gets (empty: all but the
+ * password-reset link, which only ever goes by e-mail). Each delivery is retried with backoff; the
+ * webhook shows how the last one went (`last_status`, `last_error`, `last_delivery_at`), `GET
+ * /webhooks/<uuid>/deliveries/` the recent ones, and `POST /webhooks/<uuid>/action/?do=test` sends a
+ * test delivery.
+ */
+const fields = {
+  last_delivery_at: f.datetime({ readonly: true, nullable: true, default: null }),
+  last_error: f.string({ readonly: true, nullable: true, default: null }),
+  last_status: f.string({ readonly: true, default: 'none', choices: ['none', 'ok', 'failing'] }),
+  name: f.string({ maxLength: 256, default: '' }),
+  resource_uri: f.string({ readonly: true }),
+  secret: f.string({ readonly: true }),
+  types: f.list(Type.String(), {}),
+  url: f.string({ required: true, maxLength: 2048 }),
+  uuid: f.string({ readonly: true }),
+};
+
+function prepare(values: Obj): Obj {
+  if (typeof values.url === 'string') {
+    let u: URL;
+    try {
+      u = new URL(values.url);
+    } catch {
+      throw validation('url', 'Enter a valid http:// or https:// URL');
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw validation('url', 'Enter a valid http:// or https:// URL');
+  }
+  if (Array.isArray(values.types)) {
+    const bad = values.types.find((t) => !isNotificationType(t));
+    if (bad !== undefined) throw validation('types', `Unknown notification type ${JSON.stringify(bad)}; known: ${NOTIFICATION_TYPES.join(', ')}`);
+    values.types = [...new Set(values.types as string[])];
+  }
+  return values;
+}
+
+/** The JSON a webhook receives for one notification. */
+export function webhookBody(n: { id: string; type: string; subject: string; text: string; created_at: string; account: string; event: string | null }): string {
+  return JSON.stringify({ account: n.account, created_at: n.created_at, event: n.event, id: n.id, subject: n.subject, text: n.text, type: n.type });
+}
+
+async function sendTest(ctx: Ctx, uuid: string): Promise<Obj> {
+  const id = ctx.ids.uuid();
+  const at = isoTimestamp(ctx.clock.now());
+  await ctx.store.transaction(async (tx) => {
+    const row = await ctx.store.resources.lock(tx, WEBHOOKS, uuid);
+    if (!row) return;
+    await enqueue(tx, ctx, {
+      owner: ctx.caller.uuid,
+      channel: 'webhook',
+      target: uuid,
+      address: String(row.body.url),
+      type: 'test',
+      messageId: id,
+      content: {
+        body: webhookBody({
+          id,
+          type: 'test',
+          subject: 'Test delivery',
+          text: 'A test delivery asked for by the webhook owner.',
+          created_at: at,
+          account: ctx.caller.uuid,
+          event: null,
+        }),
+      },
+    });
+  });
+  return { id, status: 'queued' };
+}
+
+export const webhooks = storedDecl(
+  {
+    kind: WEBHOOKS,
+    flavour: 'model',
+    fields,
+    listMethods: ['get', 'post'],
+    detailMethods: ['get', 'put', 'delete'],
+    actions: { test: { permission: 'EDIT', async: true, run: (ctx, uuid) => sendTest(ctx, uuid) } },
+    views: {
+      async deliveries(ctx, uuid) {
+        await webhooks.service.get(ctx, uuid);
+        const rows = await ctx.store.db
+          .selectFrom('notification_deliveries')
+          .select(['message_id', 'type', 'state', 'attempts', 'last_error', 'created_at', 'sent_at', 'due_at'])
+          .where('target_uuid', '=', uuid)
+          .orderBy('id', 'desc')
+          .limit(50)
+          .execute();
+        return {
+          objects: rows.map((r) => ({
+            attempts: r.attempts,
+            created_at: r.created_at,
+            id: r.message_id,
+            last_error: r.last_error,
+            next_attempt_at: r.state === 'pending' ? r.due_at : null,
+            sent_at: r.sent_at,
+            state: r.state,
+            type: r.type,
+          })),
+        };
+      },
+    },
+  },
+  {
+    prepare,
+    presentStatic(o) {
+      const { owner: _owner, ...rest } = o;
+      return rest;
+    },
+    async beforeInsert(_tx, _ctx, _uuid, values) {
+      return { ...values, secret: randomBytes(24).toString('base64url'), last_status: 'none', last_error: null, last_delivery_at: null };
+    },
+  },
+);

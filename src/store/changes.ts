@@ -1,0 +1,84 @@
+import { createHash } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Dialect, Tx } from './db.js';
+
+/** One changed object of a user (or a user-level fact such as the balance) for the live event stream. */
+export interface Change {
+  owner: string;
+  /** `drives`, `servers`, ... or `balance`. */
+  kind: string;
+  /** The object's uuid; null for a user-level fact. */
+  uuid: string | null;
+}
+
+export type ChangeListener = (changes: readonly Change[]) => void;
+
+/** NOTIFY payloads are limited to 8000 bytes: changes go out in chunks well below it. */
+const CHUNK_BYTES = 6000;
+
+/**
+ * Committed changes to users' objects, for the websocket stream (notify/stream.ts). The repository notes
+ * every insert, write and delete in the transaction that makes it; nothing is kept unless a listener is
+ * on (`enabled`). At commit the changes leave exactly once: on PostgreSQL as `NOTIFY` in the same
+ * transaction (delivered on commit, in commit order, to every API process on the schema, itself
+ * included), on SQLite (one process) to this process's listeners right after the commit. A rolled-back
+ * change is never seen.
+ */
+export class ChangeFeed {
+  enabled = false;
+  private readonly pending = new WeakMap<Tx, Change[]>();
+  private readonly listeners = new Set<ChangeListener>();
+
+  /** PostgreSQL: the NOTIFY channel of this store's schema (set when the store opens). */
+  channel: string | null = null;
+
+  constructor(private readonly dialect: Dialect) {}
+
+  note(tx: Tx, change: Change): void {
+    if (!this.enabled || !change.owner) return;
+    let list = this.pending.get(tx);
+    if (!list) this.pending.set(tx, (list = []));
+    list.push(change);
+  }
+
+  /** The last statements of a transaction: PostgreSQL's NOTIFY (sent when the transaction commits). */
+  async flush(tx: Tx): Promise<Change[] | undefined> {
+    const list = this.pending.get(tx);
+    if (!list) return undefined;
+    this.pending.delete(tx);
+    if (this.dialect !== 'postgres') return list;
+    const channel = this.channel ?? schemaChannel('public');
+    let chunk: Change[] = [];
+    let size = 0;
+    const send = async () => {
+      if (chunk.length) await sql`select pg_notify(${channel}, ${JSON.stringify(chunk)})`.execute(tx);
+      chunk = [];
+      size = 0;
+    };
+    for (const c of list) {
+      const bytes = JSON.stringify(c).length + 1;
+      if (size + bytes > CHUNK_BYTES) await send();
+      chunk.push(c);
+      size += bytes;
+    }
+    await send();
+    return undefined;
+  }
+
+  /** After a commit on SQLite: the transaction's changes to this process's listeners. */
+  committed(changes: Change[] | undefined): void {
+    if (changes?.length) this.emit(changes);
+  }
+
+  emit(changes: readonly Change[]): void {
+    for (const l of this.listeners) l(changes);
+  }
+
+  subscribe(listener: ChangeListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}
+
+/** The NOTIFY channel of a schema: channels are database-wide, and each test (or deployment) has its own schema. */
+export const schemaChannel = (schema: string): string => `stratus_changes_${createHash('sha256').update(schema).digest('hex').slice(0, 16)}`;
