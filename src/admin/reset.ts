@@ -6,6 +6,9 @@ import type { Services } from '../core/context.js';
  * left is a service as it was just after its first start, with the same credentials.
  */
 const TABLES = [
+  'ledger',
+  'billing_accounts',
+  'burst_levels',
   'event_outbox',
   'audit_log',
   'sim_state',

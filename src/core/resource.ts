@@ -2,6 +2,7 @@ import type { Field } from './fields.js';
 import type { Permission } from './permissions.js';
 import type { Ctx, Services } from './context.js';
 import type { TimerHandler } from './timers.js';
+import type { Meter } from './metering.js';
 
 export type Method = 'get' | 'post' | 'put' | 'delete';
 
@@ -18,6 +19,8 @@ export interface ListQuery {
 export interface ListResult {
   total: number;
   objects: Record<string, unknown>[];
+  /** Keys the envelope carries besides `meta` and `objects` (`/pricing/`: `current`, `next`). */
+  extra?: Record<string, unknown>;
 }
 
 /**
@@ -73,6 +76,8 @@ interface Common {
   schemaQuirks?: Record<string, unknown>;
   /** Durable follow-up work of this kind (timer kind -> handler), run by the scheduler. */
   timers?: Record<string, TimerHandler>;
+  /** What this kind's objects use, for billing (reference §16.6); absent = free. */
+  meter?: Meter;
   /** Work before the service answers (the library catalogue into the database); idempotent, any process. */
   startup?(s: Services): Promise<void>;
 }

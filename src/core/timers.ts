@@ -26,6 +26,8 @@ export interface TimerHandler {
   everyMs?: (s: Services) => number;
   /** Recurring work that must run once per missed period after downtime (billing); else once, then on cadence. */
   catchUp?: boolean;
+  /** When recurring work first falls due (billing polls on the clock's 5-minute boundaries); default one period from now. */
+  firstAt?: (now: Date) => Date;
 }
 
 /** Schedule follow-up work in the caller's transaction (so it exists iff the change committed). */

@@ -15,9 +15,17 @@ const lastValue = (v: string | string[] | undefined): string | undefined => (Arr
 const ok = (body: unknown, root: Result['root'] = 'object'): Result => ({ status: 200, body, root });
 
 /** A list envelope, each object cut to `fields=` if asked, else to the given default projection. */
-function envelope(query: RawQuery, limit: number, offset: number, total: number, objects: Record<string, unknown>[], short?: readonly string[]): Result {
+function envelope(
+  query: RawQuery,
+  limit: number,
+  offset: number,
+  total: number,
+  objects: Record<string, unknown>[],
+  short?: readonly string[],
+  extra?: Record<string, unknown>,
+): Result {
   const keys = fieldsParam(query) ?? short;
-  return ok({ meta: { limit, offset, total_count: total }, objects: keys ? objects.map((o) => project(o, keys)) : objects }, 'response');
+  return ok({ ...extra, meta: { limit, offset, total_count: total }, objects: keys ? objects.map((o) => project(o, keys)) : objects }, 'response');
 }
 
 /** The generic routes of one collection kind, driven only by its declaration. */
@@ -32,8 +40,8 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     async (req) => {
       const q = listQuery(req.query, decl.defaultLimit, filters);
       q.fields = fieldsParam(req.query) ?? short;
-      const { total, objects } = await svc.list(ctxOf(req), q);
-      return envelope(req.query, q.limit, q.offset, total, objects, short);
+      const { total, objects, extra } = await svc.list(ctxOf(req), q);
+      return envelope(req.query, q.limit, q.offset, total, objects, short, extra);
     };
 
   const list: PathSpec = { url: base, methods: {} };

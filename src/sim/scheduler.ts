@@ -85,7 +85,7 @@ export class Scheduler {
       if (!h.everyMs) continue;
       await store.db
         .insertInto('timers')
-        .values(this.recurringRow(kind, new Date(now.getTime() + h.everyMs(this.s)), isoTimestamp(now)))
+        .values(this.recurringRow(kind, h.firstAt ? h.firstAt(now) : new Date(now.getTime() + h.everyMs(this.s)), isoTimestamp(now)))
         .onConflict((oc) => oc.column('unique_key').doNothing())
         .execute();
     }

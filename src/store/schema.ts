@@ -190,7 +190,44 @@ export interface FwpolicyServersTable {
   server_uuid: string;
 }
 
+/** An account's money (reference §16.1): an exact decimal as text. */
+export interface BillingAccountsTable {
+  owner_uuid: string;
+  balance: string;
+  currency: string;
+  credit_limit: string | null;
+  updated_at: string;
+}
+
+/** A debit (positive `amount`) or credit (negative) of an account (reference §16.4). */
+export interface LedgerTable {
+  id: Generated<number>;
+  owner_uuid: string;
+  amount: string;
+  billing_cycle: number | null;
+  initial: string;
+  end_balance: string;
+  interval: number | null;
+  human_interval: string | null;
+  poll_time: string;
+  reason: string;
+  resource: string | null;
+  resource_amount: string | null;
+  time: string;
+}
+
+/** The burst level in force (`current`) and the one that follows (`next`) per priced resource. */
+export interface BurstLevelsTable {
+  resource: string;
+  current: number;
+  next: number;
+  updated_at: string;
+}
+
 export interface Database {
+  billing_accounts: BillingAccountsTable;
+  ledger: LedgerTable;
+  burst_levels: BurstLevelsTable;
   timers: TimersTable;
   sim_state: SimStateTable;
   event_outbox: EventOutboxTable;

@@ -1,3 +1,4 @@
+import { requireFunds } from './funds.js';
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, notFound, permission } from '../../core/errors.js';
 import { record } from '../../core/events.js';
@@ -58,6 +59,7 @@ async function start(ctx: Ctx, uuid: string): Promise<Obj> {
   await ctx.store.transaction(async (tx) => {
     const row = await lockServer(tx, ctx, uuid);
     requireState(row.body, 'start', ['stopped'], 'stopped');
+    await requireFunds(tx, ctx, row.owner_uuid!, row.body);
     const boot = await hypervisor.beginBoot(tx, ctx, uuid);
     await saveServer(tx, ctx, row, { ...row.body, status: 'starting' });
     await logServer(tx, ctx, row, 'start_send', ctx.caller.uuid);

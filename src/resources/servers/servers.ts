@@ -1,3 +1,4 @@
+import { serverUsage } from './meter.js';
 import type { Ctx } from '../../core/context.js';
 import { permission, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
@@ -110,6 +111,7 @@ export const servers = storedDecl(
     listFields: ['name', 'owner', 'resource_uri', 'runtime', 'status', 'uuid'],
     ordering: ['uuid', 'name'],
     permissions: ['LIST', 'EDIT', 'CLONE', 'START', 'STOP', 'OPEN_VNC', 'DELETE'],
+    meter: serverUsage,
     taggable: true,
     actions: { ...powerActions, ...consoleActions, clone: cloneAction((ctx, uuid) => servers.service.get(ctx, uuid)) },
     timers: { ...powerTimers, ...cloneTimers, ...reconcileTimers },
@@ -124,6 +126,7 @@ export const servers = storedDecl(
     // Drives, NICs and pubkeys are resolved before the row is written, so a create is one insert.
     async beforeInsert(tx, ctx, uuid, values) {
       const body = await normalise(tx, ctx, ctx.caller.uuid, uuid, values, undefined);
+      body.cpu_type ??= ctx.config.cpuType;
       body.smp ??= defaultSmp(ctx, body);
       checkHardware(ctx, body);
       return body;

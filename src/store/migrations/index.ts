@@ -10,6 +10,7 @@ import { simState } from './0008_sim_state.js';
 import { resourceCounts } from './0009_resource_counts.js';
 import { loginUnlock } from './0010_login_unlock.js';
 import { fwpolicyServers } from './0011_fwpolicy_servers.js';
+import { billing } from './0012_billing.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -73,6 +74,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0009_resource_counts': resourceCounts,
     '0010_login_unlock': loginUnlock,
     '0011_fwpolicy_servers': fwpolicyServers,
+    '0012_billing': billing(dialect),
   };
 }
 
