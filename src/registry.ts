@@ -8,6 +8,7 @@ import { balance } from './resources/billing/balance.js';
 import { discount, licenses, pricing } from './resources/billing/catalogue-kinds.js';
 import { currentUsage } from './resources/billing/currentusage.js';
 import { ledger } from './resources/billing/ledger.js';
+import { groupedSubscriptions, subscriptionCalculator, subscriptions } from './resources/billing/subscriptions.js';
 import { capabilities } from './resources/capabilities/capabilities.js';
 import { drives } from './resources/drives/drives.js';
 import { fwpolicies } from './resources/fwpolicies/fwpolicies.js';
@@ -52,6 +53,9 @@ export const registry: ResourceDecl[] = [
   discount,
   licenses,
   ledger,
+  subscriptions,
+  subscriptionCalculator,
+  groupedSubscriptions,
   currentUsage(() => metersOf(registry)),
 ];
 
@@ -64,7 +68,10 @@ export function timerHandlers(kinds: readonly ResourceDecl[] = registry): Record
       out[name] = handler;
     }
   // The billing poll meters every kind that declares what it uses.
-  out['billing.cycle'] = billingTimer(metersOf(kinds));
+  out['billing.cycle'] = billingTimer(
+    metersOf(kinds),
+    kinds.flatMap((k) => (k.outOfMoney ? [k.outOfMoney] : [])),
+  );
   return out;
 }
 

@@ -7,6 +7,7 @@ import type { Services } from '../core/context.js';
  */
 const TABLES = [
   'ledger',
+  'subscriptions',
   'billing_accounts',
   'burst_levels',
   'event_outbox',

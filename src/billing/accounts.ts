@@ -17,6 +17,8 @@ export interface Account {
   balance: Money;
   currency: string;
   credit_limit: string | null;
+  /** The last out-of-money notice given (soon, very_soon, stopped), or null. */
+  notice: string | null;
 }
 
 /** A ledger entry to write (the balance fields are filled in by `post`). */
@@ -46,18 +48,19 @@ export async function openAccount(tx: Tx, s: S, owner: string): Promise<void> {
     .execute();
 }
 
-const toAccount = (r: { owner_uuid: string; balance: string; currency: string; credit_limit: string | null }): Account => ({
+const toAccount = (r: { owner_uuid: string; balance: string; currency: string; credit_limit: string | null; notice: string | null }): Account => ({
   owner: r.owner_uuid,
   balance: new Money(r.balance),
   currency: r.currency,
   credit_limit: r.credit_limit,
+  notice: r.notice,
 });
 
 /** Read an account's balance (no lock): what `/balance/` shows. */
 export async function accountOf(db: Db | Tx, s: S, owner: string): Promise<Account> {
   const row = await db.selectFrom('billing_accounts').selectAll().where('owner_uuid', '=', owner).executeTakeFirst();
   if (row) return toAccount(row);
-  return { owner, balance: new Money(ledgerAmount(s.config.openingBalance)), currency: s.config.currency, credit_limit: null };
+  return { owner, balance: new Money(ledgerAmount(s.config.openingBalance)), currency: s.config.currency, credit_limit: null, notice: null };
 }
 
 /** Lock accounts' balance rows for a change (creating missing ones), in owner order so two writers never deadlock. */

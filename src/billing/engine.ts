@@ -6,6 +6,8 @@ import { lockAccounts, post, type Charge } from './accounts.js';
 import { burstReason, CYCLE_MS, cycleOf, humanInterval, nextBoundary } from './cycle.js';
 import { levelOf, readLevels, shiftLevels } from './levels.js';
 import { Money } from './money.js';
+import { subscribedAt } from './subscriptions.js';
+import { checkFunds, type ServerStopper } from './out-of-money.js';
 
 /**
  * The metering engine (reference §16.4, §16.9). At every 5-minute poll of the injected clock it measures
@@ -24,7 +26,7 @@ export async function measure(s: S, db: Db | Tx, meters: readonly Meter[], at: D
   return out;
 }
 
-/** What an account's subscriptions cover now, per usage key (none until subscriptions are bought). */
+/** What an account's subscriptions cover, per usage key. */
 export type Subscribed = ReadonlyMap<string, number>;
 
 /** The seconds of a cycle ending at `poll` that a use begun at `since` covered (0..300). */
@@ -94,31 +96,49 @@ function byAccount(usage: readonly Usage[]): { accounts: Map<string, Usage[]>; c
   return { accounts, cloud };
 }
 
-/** Bill the cycle that ends at `poll` for every account, then move the burst levels on. */
-export async function billCycle(s: S, tx: Tx, meters: readonly Meter[], poll: Date): Promise<{ accounts: number; entries: number }> {
+/**
+ * Bill the cycle that ends at `poll` for every account, then move the burst levels on. Accounts running
+ * out of money are warned, and stopped at zero (out-of-money.ts).
+ */
+export async function billCycle(
+  s: Services,
+  tx: Tx,
+  meters: readonly Meter[],
+  poll: Date,
+  stoppers: readonly ServerStopper[] = [],
+): Promise<{ accounts: number; entries: number }> {
   const usage = await measure(s, tx, meters, poll);
   const { accounts, cloud } = byAccount(usage);
   const levels = (await readLevels(tx, s)).current;
   const locked = await lockAccounts(tx, s, [...accounts.keys()]);
+  // Subscriptions in force during the cycle (one ending at the poll still covered it).
+  const subscribed = await subscribedAt(tx, new Date(poll.getTime() - 1));
   let entries = 0;
   for (const [owner, used] of accounts) {
     const account = locked.get(owner)!;
-    const charges = chargesOf(s, used, new Map(), levels, account.currency, poll);
+    const charges = chargesOf(s, used, subscribed.get(owner) ?? new Map(), levels, account.currency, poll);
     entries += charges.length;
     await post(tx, s, account, charges);
+    await checkFunds(
+      tx,
+      s,
+      account,
+      charges.reduce((sum, c) => sum.plus(c.amount), new Money(0)),
+      stoppers,
+    );
   }
   await shiftLevels(tx, s, cloud);
   return { accounts: accounts.size, entries };
 }
 
 /** The poll as a durable recurring timer, on the cycle boundaries of the injected clock. */
-export function billingTimer(meters: readonly Meter[]): TimerHandler {
+export function billingTimer(meters: readonly Meter[], stoppers: readonly ServerStopper[] = []): TimerHandler {
   return {
     everyMs: () => CYCLE_MS,
     catchUp: true,
     firstAt: (now) => nextBoundary(now),
     async run(s, tx, timer) {
-      await billCycle(s, tx, meters, new Date(Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1'))));
+      await billCycle(s, tx, meters, new Date(Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1'))), stoppers);
     },
   };
 }

@@ -1,7 +1,7 @@
 import type { Ctx, Services } from '../core/context.js';
 import { createItems, objectBody, relatedId } from '../core/input.js';
 import { validation } from '../core/errors.js';
-import { Accepted, type CollectionDecl, type ResourceDecl, type SingletonDecl } from '../core/resource.js';
+import { Accepted, Answer, type CollectionDecl, type ResourceDecl, type SingletonDecl } from '../core/resource.js';
 import { buildSchema } from '../core/schema.js';
 import { fieldsParam, listQuery, project, type RawQuery } from './query.js';
 import type { ApiRequest, Handler, PathSpec } from './routes.js';
@@ -50,11 +50,12 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     const create = svc.create.bind(svc);
     list.methods.POST = async (req) => {
       const made = await create(ctxOf(req), createItems(req.body));
-      const objects = made instanceof Accepted ? made.value : made;
+      const objects = made instanceof Accepted || made instanceof Answer ? made.value : made;
+      const status = made instanceof Answer ? made.status : made instanceof Accepted ? 202 : 201;
       const headers: Record<string, string> = {};
       const first = objects[0]?.resource_uri;
-      if (typeof first === 'string') headers.Location = `${req.origin}${first}`;
-      return { status: made instanceof Accepted ? 202 : 201, body: { objects }, root: 'response', headers };
+      if (typeof first === 'string' && status === 201) headers.Location = `${req.origin}${first}`;
+      return { status, body: { ...(made instanceof Answer ? made.extra : {}), objects }, root: 'response', headers };
     };
   }
 

@@ -196,6 +196,7 @@ export interface BillingAccountsTable {
   balance: string;
   currency: string;
   credit_limit: string | null;
+  notice: string | null;
   updated_at: string;
 }
 
@@ -224,7 +225,28 @@ export interface BurstLevelsTable {
   updated_at: string;
 }
 
+/** A subscription bought (reference §16.8); `root_id` is the first of its extension chain. */
+export interface SubscriptionsTable {
+  id: Generated<number>;
+  uuid: string;
+  owner_uuid: string;
+  resource: string;
+  amount: number;
+  start_time: string;
+  end_time: string;
+  period: string | null;
+  price: string;
+  discount_amount: string;
+  discount_percent: string;
+  auto_renew: number;
+  subscribed_object: string | null;
+  parent_id: number | null;
+  root_id: number | null;
+  created_at: string;
+}
+
 export interface Database {
+  subscriptions: SubscriptionsTable;
   billing_accounts: BillingAccountsTable;
   ledger: LedgerTable;
   burst_levels: BurstLevelsTable;

@@ -1,6 +1,7 @@
 import { accountOf } from '../../billing/accounts.js';
 import { measure } from '../../billing/engine.js';
 import { ledgerAmount } from '../../billing/money.js';
+import { subscribedAt } from '../../billing/subscriptions.js';
 import { f } from '../../core/fields.js';
 import type { Meter } from '../../core/metering.js';
 import type { SingletonDecl } from '../../core/resource.js';
@@ -24,13 +25,14 @@ export function currentUsage(meters: () => readonly Meter[]): SingletonDecl {
     service: {
       async get(ctx) {
         const owner = ctx.caller.uuid;
-        const [used, account] = await ctx.store.snapshot(
-          async (db) => [await measure(ctx, db, meters(), ctx.clock.now(), owner), await accountOf(db, ctx, owner)] as const,
+        const at = ctx.clock.now();
+        const [used, account, subs] = await ctx.store.snapshot(
+          async (db) => [await measure(ctx, db, meters(), at, owner), await accountOf(db, ctx, owner), await subscribedAt(db, at, owner)] as const,
         );
+        const subscribed = subs.get(owner) ?? new Map<string, number>();
         const using = new Map<string, number>();
-        for (const key of [...ctx.config.pricing.resources, 'amd_cpu', 'amd_mem']) using.set(key, 0);
+        for (const key of [...ctx.config.pricing.resources, 'amd_cpu', 'amd_mem', ...subscribed.keys()]) using.set(key, 0);
         for (const u of used) for (const key of u.keys) using.set(key, (using.get(key) ?? 0) + u.amount);
-        const subscribed = new Map<string, number>();
         const usage: Record<string, unknown> = {};
         for (const key of [...using.keys()].sort()) {
           const have = subscribed.get(key) ?? 0;

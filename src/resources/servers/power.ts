@@ -128,6 +128,22 @@ export async function enterStopped(tx: Tx, s: Services, row: Resource): Promise<
   await saveServer(tx, s, row, { ...row.body, status: 'stopped' });
 }
 
+/**
+ * The account ran out of money: its started servers stop at once, each with an audit `stop` by the
+ * system and no `stop_send` (issue 14, item 7). Returns how many stopped.
+ */
+export async function stopForBilling(tx: Tx, s: Services, owner: string): Promise<number> {
+  const uuids = (await s.store.resources.uuidsInStatus(tx, 'servers', ['starting', 'running', 'paused', 'stopping'], owner)).sort();
+  const rows = await s.store.resources.lockMany(tx, 'servers', uuids);
+  for (const row of rows) {
+    await cancelTimers(tx, row.uuid, ['server.booted', 'server.acpi', 'server.stopped']);
+    if (row.body.status === 'starting') await saveServer(tx, s, row, { ...row.body, status: 'stopped' });
+    else await enterStopped(tx, s, row);
+    await logServer(tx, s, row, 'stop', null, { details: 'out of money' });
+  }
+  return rows.length;
+}
+
 /** Run `fn` on the server under its row lock, if it still exists. */
 async function withServer(tx: Tx, s: Services, uuid: string, fn: (row: Resource) => Promise<void>): Promise<void> {
   const row = await s.store.resources.lock(tx, 'servers', uuid);

@@ -18,7 +18,7 @@ import { checkHardware, defaultSmp } from './hardware.js';
 import { attachedDrives, syncMounts } from './mounts.js';
 import { forgetNics, normaliseNics, publicPolicies, recordNics, type Nic } from './nics.js';
 import { policyVersions } from '../../sim/firewall-apply.js';
-import { powerActions, powerTimers } from './power.js';
+import { powerActions, powerTimers, stopForBilling } from './power.js';
 import { reconcileTimers } from './reconcile.js';
 import { presentRuntime } from './runtime.js';
 
@@ -112,6 +112,7 @@ export const servers = storedDecl(
     ordering: ['uuid', 'name'],
     permissions: ['LIST', 'EDIT', 'CLONE', 'START', 'STOP', 'OPEN_VNC', 'DELETE'],
     meter: serverUsage,
+    outOfMoney: stopForBilling,
     taggable: true,
     actions: { ...powerActions, ...consoleActions, clone: cloneAction((ctx, uuid) => servers.service.get(ctx, uuid)) },
     timers: { ...powerTimers, ...cloneTimers, ...reconcileTimers },

@@ -16,6 +16,8 @@ export const billing = (dialect: Dialect): Migration => ({
       .addColumn('balance', 'text', (c) => c.notNull())
       .addColumn('currency', 'varchar(3)', (c) => c.notNull())
       .addColumn('credit_limit', 'text')
+      // The last out-of-money notice (soon, very_soon, stopped), so each is given once per descent.
+      .addColumn('notice', 'varchar(16)')
       .addColumn('updated_at', 'varchar(40)', (c) => c.notNull())
       .execute();
     await db.schema

@@ -11,6 +11,7 @@ import { resourceCounts } from './0009_resource_counts.js';
 import { loginUnlock } from './0010_login_unlock.js';
 import { fwpolicyServers } from './0011_fwpolicy_servers.js';
 import { billing } from './0012_billing.js';
+import { subscriptions } from './0013_subscriptions.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -75,6 +76,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0010_login_unlock': loginUnlock,
     '0011_fwpolicy_servers': fwpolicyServers,
     '0012_billing': billing(dialect),
+    '0013_subscriptions': subscriptions(dialect),
   };
 }
 
