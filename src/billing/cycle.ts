@@ -16,6 +16,9 @@ export const nextBoundary = (now: Date): Date => new Date((cycleOf(now) + 1) * C
 /** "5 minutes", "2 minutes", "1 minute", "30 seconds", as the recorded ledger words an interval. */
 export function humanInterval(seconds: number): string {
   if (seconds < 60) return `${seconds} second${seconds === 1 ? '' : 's'}`;
+  // Spans of a long catch-up (engine.ts) in bigger units.
+  if (seconds >= 2 * 86_400) return `${Math.round(seconds / 86_400)} days`;
+  if (seconds >= 2 * 3_600) return `${Math.round(seconds / 3_600)} hours`;
   const minutes = Math.round(seconds / 60);
   return `${minutes} minute${minutes === 1 ? '' : 's'}`;
 }

@@ -29,9 +29,8 @@ export async function measure(s: S, db: Db | Tx, meters: readonly Meter[], at: D
 /** What an account's subscriptions cover, per usage key. */
 export type Subscribed = ReadonlyMap<string, number>;
 
-/** The seconds of a cycle ending at `poll` that a use begun at `since` covered (0..300). */
-export function coveredSeconds(poll: Date, since: number | undefined): number {
-  const cycle = CYCLE_MS / 1000;
+/** The seconds of a cycle (or span) ending at `poll` that a use begun at `since` covered (0..length). */
+export function coveredSeconds(poll: Date, since: number | undefined, cycle = CYCLE_MS / 1000): number {
   if (since === undefined) return cycle;
   return Math.max(0, Math.min(cycle, Math.round((poll.getTime() - since) / 1000)));
 }
@@ -40,11 +39,19 @@ export function coveredSeconds(poll: Date, since: number | undefined): number {
  * One account's burst charges for the cycle ending at `poll`: usage beyond the subscriptions (the most
  * specific key's subscription first), grouped per (charged resource, seconds), priced at `levels`.
  */
-export function chargesOf(s: S, usage: readonly Usage[], subscribed: Subscribed, levels: Record<string, number>, currency: string, poll: Date): Charge[] {
+export function chargesOf(
+  s: S,
+  usage: readonly Usage[],
+  subscribed: Subscribed,
+  levels: Record<string, number>,
+  currency: string,
+  poll: Date,
+  spanSeconds = CYCLE_MS / 1000,
+): Charge[] {
   const left = new Map(subscribed);
   const groups = new Map<string, { resource: string; seconds: number; amount: number }>();
   // Long uses are covered first: a subscription covers what ran the whole cycle before a newcomer.
-  const items = usage.map((u) => ({ u, seconds: coveredSeconds(poll, u.since) })).sort((a, b) => b.seconds - a.seconds);
+  const items = usage.map((u) => ({ u, seconds: coveredSeconds(poll, u.since, spanSeconds) })).sort((a, b) => b.seconds - a.seconds);
   for (const { u, seconds } of items) {
     if (seconds <= 0 || u.amount <= 0) continue;
     let amount = u.amount;
@@ -106,6 +113,7 @@ export async function billCycle(
   meters: readonly Meter[],
   poll: Date,
   stoppers: readonly ServerStopper[] = [],
+  spanSeconds = CYCLE_MS / 1000,
 ): Promise<{ accounts: number; entries: number }> {
   const usage = await measure(s, tx, meters, poll);
   const { accounts, cloud } = byAccount(usage);
@@ -116,7 +124,7 @@ export async function billCycle(
   let entries = 0;
   for (const [owner, used] of accounts) {
     const account = locked.get(owner)!;
-    const charges = chargesOf(s, used, subscribed.get(owner) ?? new Map(), levels, account.currency, poll);
+    const charges = chargesOf(s, used, subscribed.get(owner) ?? new Map(), levels, account.currency, poll, spanSeconds);
     entries += charges.length;
     await post(tx, s, account, charges);
     await checkFunds(
@@ -131,6 +139,13 @@ export async function billCycle(
   return { accounts: accounts.size, entries };
 }
 
+/**
+ * Polls further behind than this are billed as one span (a service down for days, a clock set years
+ * ahead): one entry per resource for the whole span, measured as things stood when it ended, then the
+ * last day cycle by cycle. Every second is billed exactly once either way; the ledger stays bounded.
+ */
+export const CATCH_UP_CYCLES = 288;
+
 /** The poll as a durable recurring timer, on the cycle boundaries of the injected clock. */
 export function billingTimer(meters: readonly Meter[], stoppers: readonly ServerStopper[] = []): TimerHandler {
   return {
@@ -138,7 +153,16 @@ export function billingTimer(meters: readonly Meter[], stoppers: readonly Server
     catchUp: true,
     firstAt: (now) => nextBoundary(now),
     async run(s, tx, timer) {
-      await billCycle(s, tx, meters, new Date(Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1'))), stoppers);
+      const due = new Date(Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1')));
+      const behind = Math.floor((s.clock.now().getTime() - due.getTime()) / CYCLE_MS);
+      if (behind <= CATCH_UP_CYCLES) {
+        await billCycle(s, tx, meters, due, stoppers);
+        return;
+      }
+      // Bill from the cycle this poll closes to where the last day of cycles begins, in one span.
+      const spanEnd = new Date(due.getTime() + (behind - CATCH_UP_CYCLES) * CYCLE_MS);
+      await billCycle(s, tx, meters, spanEnd, stoppers, (spanEnd.getTime() - due.getTime()) / 1000 + CYCLE_MS / 1000);
+      return { nextAt: new Date(spanEnd.getTime() + CYCLE_MS) };
     },
   };
 }

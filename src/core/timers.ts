@@ -20,7 +20,8 @@ export interface TimerRow {
  * schedules the next in the same transaction.
  */
 export interface TimerHandler {
-  run(s: Services, tx: Tx, timer: TimerRow, payload: unknown): Promise<void>;
+  /** Recurring work may say when it runs next (billing bills a long gap at once, then goes on from there). */
+  run(s: Services, tx: Tx, timer: TimerRow, payload: unknown): Promise<void | { nextAt?: Date }>;
   failed?(s: Services, tx: Tx, timer: TimerRow, payload: unknown, error: Error): Promise<void>;
   /** Recurring period in ms of the injected clock (a function of the configuration, read at start). */
   everyMs?: (s: Services) => number;

@@ -180,14 +180,15 @@ describe('metering: every cycle charges what is in use, at the price in force, e
     assert.ok(Math.abs(byResource.cpu.interval - seconds) <= 2, `${byResource.cpu.interval} ~ ${seconds}`);
     const ran = byResource.cpu.interval;
     assert.equal(byResource.cpu.resource_amount, '2000');
-    assert.equal(byResource.cpu.amount, expectedAmount('cpu', 1, 'EUR', 2000, seconds));
-    assert.equal(byResource.mem.amount, expectedAmount('mem', 1, 'EUR', GiB, seconds));
+    assert.equal(byResource.mem.interval, ran);
+    assert.equal(byResource.cpu.amount, expectedAmount('cpu', 1, 'EUR', 2000, ran));
+    assert.equal(byResource.mem.amount, expectedAmount('mem', 1, 'EUR', GiB, ran));
     assert.equal(
       byResource.cpu.reason,
-      `Burst: 2.00 GHz of cpu for ${Math.round(seconds / 60)} minutes at ${first.toISOString().slice(0, 16).replace('T', ' ')}`,
+      `Burst: 2.00 GHz of cpu for ${Math.round(ran / 60)} minute${Math.round(ran / 60) === 1 ? '' : 's'} at ${first.toISOString().slice(0, 16).replace('T', ' ')}`,
     );
     // Everything is charged from when it began: the drive, IP and VLAN exist since before the start.
-    assert.ok(byResource.dssd.interval >= seconds);
+    assert.ok(byResource.dssd.interval >= ran);
     assert.equal(byResource.dssd.reason.split(' of ')[0], 'Burst: 10.00 GB');
     sameShape(entries[0], golden('response_ledger_list').objects[0]);
     // A whole cycle: 300 s of each.
@@ -236,6 +237,23 @@ describe('metering: every cycle charges what is in use, at the price in force, e
     // Running the poll again changes nothing.
     await srv.scheduler.runDue();
     assert.equal((await ledgerOf(c, 'limit=0')).length, all.length);
+  });
+
+  test('a gap of days (a clock set far ahead): one span entry per resource, then the last day cycle by cycle; every second billed once', async () => {
+    const c = await srv.user();
+    await c.post('drives/', { media: 'disk', name: 'long', size: GiB });
+    const start = await pastBoundary(srv, 0);
+    await srv.advance(3 * 86_400_000);
+    const entries = (await ledgerOf(c, 'order_by=time&limit=0')).filter((e) => Date.parse(e.poll_time) > start.getTime());
+    const span = entries[0];
+    assert.equal(span.human_interval, '2 days');
+    assert.equal(span.interval, 2 * 86_400);
+    assert.equal(span.amount, expectedAmount('dssd', 1, 'EUR', GiB, 2 * 86_400));
+    assert.equal(entries.length, 1 + 288);
+    assert.equal(
+      entries.reduce((sum, e) => sum + e.interval, 0),
+      3 * 86_400,
+    );
   });
 
   test('ledger filters, ordering, paging and bad input', async () => {
