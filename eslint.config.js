@@ -102,6 +102,11 @@ export default defineConfig(
               ['resources', 'http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
               'core/ is below the resource kinds and the HTTP layer: inject what it needs from the composition root.',
             ),
+            layer(
+              'billing',
+              ['resources', 'http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+              'billing/ is the metering engine below the kinds: kinds declare meters, the composition root injects them.',
+            ),
             layer('sim', ['resources', 'http'], 'sim/ is the simulator boundary: it never imports resource kinds or HTTP.'),
             layer(
               'resources',

@@ -11,6 +11,8 @@ import {
   parseLoginProtection,
   type LoginProtection,
 } from './resources/accounts/login-rules.js';
+import { readCatalogue as readPriceCatalogue, type PriceCatalogue } from './billing/catalogue.js';
+import { parseCapacity, DEFAULT_CAPACITY, type CloudCapacity } from './billing/capacity.js';
 import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './sim/ip-pool.js';
 
 export interface Config {
@@ -40,6 +42,14 @@ export interface Config {
   /** Seconds a Digest nonce stays valid before the client is told `stale=true`. */
   digestNonceTtl: number;
   currency: string;
+  /** The price catalogue, licences and discounts (billing/catalogue.ts), checked at start. */
+  pricing: PriceCatalogue;
+  /** What a new account's balance starts at (a decimal string). */
+  openingBalance: string;
+  /** The simulated cloud's capacity per resource, which burst levels follow (billing/capacity.ts). */
+  cloudCapacity: CloudCapacity;
+  /** The CPU type of this location's hosts: a new server's default `cpu_type`. */
+  cpuType: 'amd' | 'intel';
   capabilities: Record<string, unknown>;
   /** Probability (0..1) that a simulated boot fails; 0 = never (chaos testing). */
   simFailureRate: number;
@@ -221,6 +231,7 @@ const wrapped =
   };
 
 const DEFAULT_CAPABILITIES = assetPath('resources/capabilities/defaults.json');
+const DEFAULT_PRICING = assetPath('billing/prices.json');
 
 export const SETTINGS: Setting<keyof Config>[] = [
   { key: 'host', flag: 'host', env: 'STRATUS_HOST', help: 'address to listen on', parse: (s) => s, fallback: () => '127.0.0.1' },
@@ -292,6 +303,48 @@ export const SETTINGS: Setting<keyof Config>[] = [
       return s;
     },
     fallback: () => 'EUR',
+  },
+  {
+    key: 'pricing',
+    flag: 'pricing',
+    env: 'STRATUS_PRICING',
+    help: 'JSON price catalogue (a saved GET /pricing/?limit=0 answer, plus optional licenses and discounts)',
+    parse: readPriceCatalogue,
+    shown: 'built-in (src/billing/prices.json)',
+    fallback: () => readPriceCatalogue(DEFAULT_PRICING),
+  },
+  {
+    key: 'openingBalance',
+    flag: 'opening-balance',
+    env: 'STRATUS_OPENING_BALANCE',
+    help: "a new account's balance",
+    parse: (s) => {
+      if (!/^\d{1,15}(\.\d{1,20})?$/.test(s)) throw new ConfigError('opening-balance must be a non-negative decimal like 100 or 250.50');
+      return s;
+    },
+    fallback: () => '10000',
+  },
+  {
+    key: 'cloudCapacity',
+    flag: 'cloud-capacity',
+    env: 'STRATUS_CLOUD_CAPACITY',
+    help: 'simulated cloud capacity burst levels follow: cpu=MHz,mem=bytes,tx=bytes per 5 minutes',
+    parse: parseCapacity,
+    shown: Object.entries(DEFAULT_CAPACITY)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(','),
+    fallback: () => ({ ...DEFAULT_CAPACITY }),
+  },
+  {
+    key: 'cpuType',
+    flag: 'cpu-type',
+    env: 'STRATUS_CPU_TYPE',
+    help: "amd|intel: this location's hosts, a new server's default cpu_type",
+    parse: (s) => {
+      if (s !== 'amd' && s !== 'intel') throw new ConfigError('cpu-type must be amd or intel');
+      return s;
+    },
+    fallback: () => 'amd',
   },
   { key: 'smtpUrl', flag: 'smtp-url', env: 'STRATUS_SMTP_URL', help: 'SMTP server for mail (none: outbox folder)', parse: readSmtpUrl, fallback: () => null },
   {
@@ -564,7 +617,16 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
     const raw = rawOf(s);
     out[s.key] = raw === undefined ? (ci && s.ci ? s.ci() : s.fallback()) : s.parse(raw, { ci });
   }
-  return out as Config;
+  const config = out as Config;
+  // A location whose hosts are Intel (`--cpu-type intel`) offers that type where the capabilities say amd.
+  const hypervisors = config.capabilities.hypervisors as Record<string, string[]> | undefined;
+  if (config.cpuType !== 'amd' && hypervisors?.kvm && !hypervisors.kvm.includes(config.cpuType))
+    config.capabilities = { ...config.capabilities, hypervisors: { ...hypervisors, kvm: hypervisors.kvm.map((t) => (t === 'amd' ? config.cpuType : t)) } };
+  if (!config.pricing.rowAt('cpu', 0, config.currency) && !config.pricing.rows.some((r) => r.currency === config.currency))
+    throw new ConfigError(
+      `currency ${config.currency} has no prices in the price catalogue (--pricing); it prices ${[...new Set(config.pricing.rows.map((r) => r.currency))].join(', ')}`,
+    );
+  return config;
 }
 
 export { ConfigError };

@@ -1,7 +1,14 @@
 import type { ResourceDecl } from './core/resource.js';
 import type { Services } from './core/context.js';
 import type { TimerHandler } from './core/timers.js';
+import type { Meter } from './core/metering.js';
+import { billingTimer } from './billing/engine.js';
 import { acls } from './resources/acls/acls.js';
+import { balance } from './resources/billing/balance.js';
+import { discount, licenses, pricing } from './resources/billing/catalogue-kinds.js';
+import { currentUsage } from './resources/billing/currentusage.js';
+import { ledger } from './resources/billing/ledger.js';
+import { groupedSubscriptions, subscriptionCalculator, subscriptions } from './resources/billing/subscriptions.js';
 import { capabilities } from './resources/capabilities/capabilities.js';
 import { drives } from './resources/drives/drives.js';
 import { fwpolicies } from './resources/fwpolicies/fwpolicies.js';
@@ -52,6 +59,15 @@ export const registry: ResourceDecl[] = [
   notificationPreferences,
   notificationFeed,
   webhooks,
+  balance,
+  pricing,
+  discount,
+  licenses,
+  ledger,
+  subscriptions,
+  subscriptionCalculator,
+  groupedSubscriptions,
+  currentUsage(() => metersOf(registry)),
 ];
 
 /** Every kind of durable follow-up work the kinds declare, and what runs it. */
@@ -62,8 +78,16 @@ export function timerHandlers(kinds: readonly ResourceDecl[] = registry): Record
       if (out[name]) throw new Error(`timer kind ${name} is declared twice`);
       out[name] = handler;
     }
+  // The billing poll meters every kind that declares what it uses.
+  out['billing.cycle'] = billingTimer(
+    metersOf(kinds),
+    kinds.flatMap((k) => (k.outOfMoney ? [k.outOfMoney] : [])),
+  );
   return out;
 }
+
+/** What the kinds use, for billing: each kind's meter. */
+export const metersOf = (kinds: readonly ResourceDecl[] = registry): Meter[] => kinds.flatMap((k) => (k.meter ? [k.meter] : []));
 
 /** The kinds' start-up work (the library catalogue into the database), before the service answers. */
 export async function startKinds(s: Services, kinds: readonly ResourceDecl[] = registry): Promise<void> {

@@ -8,6 +8,7 @@ import { Store } from '../store/db.js';
 import { EventSubscriptions } from '../core/events.js';
 import { fromDatabaseError } from '../store/errors.js';
 import { ipsCommand, vlansCommand } from './network.js';
+import { billingCommand } from './billing.js';
 import { simCommand } from './sim.js';
 import { resetCommand, usersCommand } from './users.js';
 import { VERSION } from '../version.js';
@@ -51,6 +52,7 @@ const OWN_OPTIONS: Record<string, { type: 'string' | 'boolean'; value?: string; 
   written: { type: 'string', value: 'BYTES', help: 'set the bytes of data written on the drive' },
   address: { type: 'string', value: 'IP', help: 'a client address (IPv4 or IPv6)' },
   all: { type: 'boolean', help: 'every account and address' },
+  method: { type: 'string', value: 'M', help: 'how the payment was made, shown in the ledger (default operator)' },
 };
 
 export const COMMANDS: Record<string, CommandDef> = {
@@ -101,6 +103,20 @@ export const COMMANDS: Record<string, CommandDef> = {
       { name: 'assign', args: 'EMAIL', min: 1, max: 1, options: ['count'], help: 'give an account N new private VLANs' },
       { name: 'release', args: 'UUID', min: 1, max: 1, help: 'remove a VLAN' },
       { name: 'list', args: '[EMAIL]', min: 0, max: 1, help: 'VLANs and their owners' },
+    ],
+  },
+  billing: {
+    summary: "accounts' money: payments and balances",
+    subs: [
+      {
+        name: 'topup',
+        args: 'EMAIL AMOUNT',
+        min: 2,
+        max: 2,
+        options: ['method'],
+        help: 'pay AMOUNT into an account (a ledger credit "Payment through METHOD - <uuid>")',
+      },
+      { name: 'show', args: 'EMAIL', min: 1, max: 1, help: "an account's balance" },
     ],
   },
   sim: {
@@ -194,6 +210,7 @@ const OPERATOR: Record<string, Command> = {
   ips: ipsCommand,
   vlans: vlansCommand,
   sim: simCommand,
+  billing: billingCommand as Command,
 };
 
 /**

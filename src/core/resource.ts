@@ -2,6 +2,8 @@ import type { Field } from './fields.js';
 import type { Permission } from './permissions.js';
 import type { Ctx, Services } from './context.js';
 import type { TimerHandler } from './timers.js';
+import type { Meter } from './metering.js';
+import type { Tx } from '../store/db.js';
 
 export type Method = 'get' | 'post' | 'put' | 'delete';
 
@@ -18,6 +20,8 @@ export interface ListQuery {
 export interface ListResult {
   total: number;
   objects: Record<string, unknown>[];
+  /** Keys the envelope carries besides `meta` and `objects` (`/pricing/`: `current`, `next`). */
+  extra?: Record<string, unknown>;
 }
 
 /**
@@ -28,11 +32,26 @@ export class Accepted<T> {
   constructor(readonly value: T) {}
 }
 
+/**
+ * A create whose answer is not the plain 201 `{objects}`: another status and keys beside `objects`
+ * (`POST /subscriptions/` adds the total `price`; `/subscriptioncalculator/` answers 200).
+ */
+export class Answer<T> {
+  constructor(
+    readonly value: T,
+    readonly status: number,
+    readonly extra: Record<string, unknown> = {},
+  ) {}
+}
+
 /** What a collection kind's service implements; the generic routes call only this. */
 export interface CollectionService {
   list(ctx: Ctx, query: ListQuery): Promise<ListResult>;
   get(ctx: Ctx, uuid: string): Promise<Record<string, unknown>>;
-  create?(ctx: Ctx, inputs: Record<string, unknown>[]): Promise<Record<string, unknown>[] | Accepted<Record<string, unknown>[]>>;
+  create?(
+    ctx: Ctx,
+    inputs: Record<string, unknown>[],
+  ): Promise<Record<string, unknown>[] | Accepted<Record<string, unknown>[]> | Answer<Record<string, unknown>[]>>;
   update?(ctx: Ctx, uuid: string, input: Record<string, unknown>): Promise<Record<string, unknown> | Accepted<Record<string, unknown>>>;
   remove?(ctx: Ctx, uuid: string, query?: Record<string, unknown>): Promise<void | Accepted<Record<string, unknown>>>;
   removeMany?(ctx: Ctx, uuids: string[]): Promise<void>;
@@ -75,6 +94,10 @@ interface Common {
   schemaQuirks?: Record<string, unknown>;
   /** Durable follow-up work of this kind (timer kind -> handler), run by the scheduler. */
   timers?: Record<string, TimerHandler>;
+  /** What this kind's objects use, for billing (reference §16.6); absent = free. */
+  meter?: Meter;
+  /** An account's money ran out: stop what it runs (servers); returns how many stopped. */
+  outOfMoney?: (tx: Tx, s: Services, owner: string) => Promise<number>;
   /** Work before the service answers (the library catalogue into the database); idempotent, any process. */
   startup?(s: Services): Promise<void>;
 }

@@ -20,12 +20,15 @@ export interface TimerRow {
  * schedules the next in the same transaction.
  */
 export interface TimerHandler {
-  run(s: Services, tx: Tx, timer: TimerRow, payload: unknown): Promise<void>;
+  /** Recurring work may say when it runs next (billing bills a long gap at once, then goes on from there). */
+  run(s: Services, tx: Tx, timer: TimerRow, payload: unknown): Promise<void | { nextAt?: Date }>;
   failed?(s: Services, tx: Tx, timer: TimerRow, payload: unknown, error: Error): Promise<void>;
   /** Recurring period in ms of the injected clock (a function of the configuration, read at start). */
   everyMs?: (s: Services) => number;
   /** Recurring work that must run once per missed period after downtime (billing); else once, then on cadence. */
   catchUp?: boolean;
+  /** When recurring work first falls due (billing polls on the clock's 5-minute boundaries); default one period from now. */
+  firstAt?: (now: Date) => Date;
 }
 
 /** Schedule follow-up work in the caller's transaction (so it exists iff the change committed). */

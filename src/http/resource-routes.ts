@@ -1,7 +1,7 @@
 import type { Ctx, Services } from '../core/context.js';
 import { createItems, objectBody, relatedId } from '../core/input.js';
 import { validation } from '../core/errors.js';
-import { Accepted, type CollectionDecl, type ResourceDecl, type SingletonDecl } from '../core/resource.js';
+import { Accepted, Answer, type CollectionDecl, type ResourceDecl, type SingletonDecl } from '../core/resource.js';
 import { buildSchema } from '../core/schema.js';
 import { fieldsParam, listQuery, project, type RawQuery } from './query.js';
 import type { ApiRequest, Handler, PathSpec } from './routes.js';
@@ -15,9 +15,17 @@ const lastValue = (v: string | string[] | undefined): string | undefined => (Arr
 const ok = (body: unknown, root: Result['root'] = 'object'): Result => ({ status: 200, body, root });
 
 /** A list envelope, each object cut to `fields=` if asked, else to the given default projection. */
-function envelope(query: RawQuery, limit: number, offset: number, total: number, objects: Record<string, unknown>[], short?: readonly string[]): Result {
+function envelope(
+  query: RawQuery,
+  limit: number,
+  offset: number,
+  total: number,
+  objects: Record<string, unknown>[],
+  short?: readonly string[],
+  extra?: Record<string, unknown>,
+): Result {
   const keys = fieldsParam(query) ?? short;
-  return ok({ meta: { limit, offset, total_count: total }, objects: keys ? objects.map((o) => project(o, keys)) : objects }, 'response');
+  return ok({ ...extra, meta: { limit, offset, total_count: total }, objects: keys ? objects.map((o) => project(o, keys)) : objects }, 'response');
 }
 
 /** The generic routes of one collection kind, driven only by its declaration. */
@@ -32,8 +40,8 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     async (req) => {
       const q = listQuery(req.query, decl.defaultLimit, filters);
       q.fields = fieldsParam(req.query) ?? short;
-      const { total, objects } = await svc.list(ctxOf(req), q);
-      return envelope(req.query, q.limit, q.offset, total, objects, short);
+      const { total, objects, extra } = await svc.list(ctxOf(req), q);
+      return envelope(req.query, q.limit, q.offset, total, objects, short, extra);
     };
 
   const list: PathSpec = { url: base, methods: {} };
@@ -42,11 +50,12 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     const create = svc.create.bind(svc);
     list.methods.POST = async (req) => {
       const made = await create(ctxOf(req), createItems(req.body));
-      const objects = made instanceof Accepted ? made.value : made;
+      const objects = made instanceof Accepted || made instanceof Answer ? made.value : made;
+      const status = made instanceof Answer ? made.status : made instanceof Accepted ? 202 : 201;
       const headers: Record<string, string> = {};
       const first = objects[0]?.resource_uri;
-      if (typeof first === 'string') headers.Location = `${req.origin}${first}`;
-      return { status: made instanceof Accepted ? 202 : 201, body: { objects }, root: 'response', headers };
+      if (typeof first === 'string' && status === 201) headers.Location = `${req.origin}${first}`;
+      return { status, body: { ...(made instanceof Answer ? made.extra : {}), objects }, root: 'response', headers };
     };
   }
 

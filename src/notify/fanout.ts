@@ -72,7 +72,7 @@ async function notify(
         .values({ uuid: s.ids.uuid(), owner_uuid: owner, contact_uuid: c.uuid, type, subject, text, created_at: e.created_at || now, read_at: null })
         .execute();
 
-  for (const hook of await s.store.resources.owned(tx, WEBHOOKS, owner)) {
+  for (const hook of await s.store.resources.owned(tx, WEBHOOKS, { owner })) {
     const only = (hook.body.types as string[] | undefined) ?? [];
     if (only.length && !only.includes(type)) continue;
     const deliveryId = `${id}.${hook.uuid}`;

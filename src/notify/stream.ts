@@ -13,15 +13,12 @@ export const WEBSOCKET_PATH = '/websocket';
 /** Bytes a slow client may have queued before it is dropped (it reconnects and re-reads what it needs). */
 const MAX_BUFFERED = 1024 * 1024;
 
-/** Events that are changes of a user-level fact rather than of a stored object: event type -> what changed. */
-const EVENT_CHANGES: Record<string, { kind: string; uri: string }> = {
-  'billing.ledger': { kind: 'balance', uri: '/api/2.0/balance/' },
-};
+/** User-level facts rather than stored objects (billing notes a balance change with every ledger entry): kind -> URI. */
+const FACTS: Record<string, string> = { balance: '/api/2.0/balance/' };
 
 /** The frame a client gets for one change (pycloudsigma's `Websocket` matches on these keys). */
 export function frameOf(c: Change): Record<string, unknown> {
-  const fact = Object.values(EVENT_CHANGES).find((f) => f.kind === c.kind);
-  const uri = fact ? fact.uri : `/api/2.0/${c.kind}/${c.uuid}/`;
+  const uri = FACTS[c.kind] ?? `/api/2.0/${c.kind}/${c.uuid}/`;
   return { resource_type: c.kind, resource_uri: uri, uuid: c.uuid ?? undefined };
 }
 
@@ -45,11 +42,6 @@ export class EventStream {
     private readonly log?: FastifyBaseLogger,
   ) {
     s.store.changes.enabled = true;
-    // A recorded event that stands for a change of a user-level fact (the balance) joins the change feed.
-    s.events?.taps.push((tx, type, e) => {
-      const fact = EVENT_CHANGES[type];
-      if (fact && e.owner) s.store.changes.note(tx, { owner: e.owner, kind: fact.kind, uuid: null });
-    });
   }
 
   /** Wires the upgrade path into the app's HTTP server and the store's feed; undone when the app closes. */

@@ -85,7 +85,7 @@ export class Scheduler {
       if (!h.everyMs) continue;
       await store.db
         .insertInto('timers')
-        .values(this.recurringRow(kind, new Date(now.getTime() + h.everyMs(this.s)), isoTimestamp(now)))
+        .values(this.recurringRow(kind, h.firstAt ? h.firstAt(now) : new Date(now.getTime() + h.everyMs(this.s)), isoTimestamp(now)))
         .onConflict((oc) => oc.column('unique_key').doNothing())
         .execute();
     }
@@ -107,10 +107,10 @@ export class Scheduler {
   }
 
   /** The successor of a recurring timer: one period after the one that ran (every missed period for catch-up work). */
-  private async reschedule(tx: Tx, timer: TimerRow, handler: TimerHandler): Promise<void> {
+  private async reschedule(tx: Tx, timer: TimerRow, handler: TimerHandler, nextAt?: Date): Promise<void> {
     const every = Math.max(1, handler.everyMs!(this.s));
     const now = this.s.clock.now().getTime();
-    let next = Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1')) + every;
+    let next = nextAt?.getTime() ?? Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1')) + every;
     if (!handler.catchUp && next <= now) next = now + every;
     await tx
       .insertInto('timers')
@@ -149,9 +149,9 @@ export class Scheduler {
         try {
           if (!handler) throw new Error(`no handler for timer kind ${timer.kind}`);
           // A failing handler rolls the whole transaction back; the failure is recorded in a new one below.
-          await handler.run(this.s, tx, timer, JSON.parse(timer.payload));
+          const outcome = await handler.run(this.s, tx, timer, JSON.parse(timer.payload));
           await tx.deleteFrom('timers').where('id', '=', timer.id).execute();
-          if (handler.everyMs) await this.reschedule(tx, timer, handler);
+          if (handler.everyMs) await this.reschedule(tx, timer, handler, outcome?.nextAt);
         } catch (error) {
           failure = { timer, error: error as Error };
           throw error;

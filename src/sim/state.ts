@@ -18,13 +18,16 @@ export async function readState<T extends object = SimState>(db: Db | Tx, kind: 
 export async function readStates<T extends object = SimState>(db: Db | Tx, kind: string, uuids: readonly string[]): Promise<Map<string, Partial<T>>> {
   const out = new Map<string, Partial<T>>();
   if (!uuids.length) return out;
-  const rows = await db
-    .selectFrom('sim_state')
-    .select(['uuid', 'state'])
-    .where('kind', '=', kind)
-    .where('uuid', 'in', [...uuids])
-    .execute();
-  for (const r of rows) out.set(r.uuid, JSON.parse(r.state) as Partial<T>);
+  // In slices: a statement's parameters are bounded (SQLite 32766, PostgreSQL 65535), a billing poll is not.
+  for (let i = 0; i < uuids.length; i += 5000) {
+    const rows = await db
+      .selectFrom('sim_state')
+      .select(['uuid', 'state'])
+      .where('kind', '=', kind)
+      .where('uuid', 'in', uuids.slice(i, i + 5000))
+      .execute();
+    for (const r of rows) out.set(r.uuid, JSON.parse(r.state) as Partial<T>);
+  }
   return out;
 }
 

@@ -546,9 +546,15 @@ export class ResourceRepository {
     return new Set((await db.selectFrom('resources').select('uuid').where('kind', '=', kind).execute()).map((r) => r.uuid));
   }
 
-  /** All of an owner's rows of a small kind (notification contacts, webhooks), in creation order. */
-  async owned(db: Db | Tx, kind: string, owner: string): Promise<Resource[]> {
-    return ((await this.select(db, kind).where('owner_uuid', '=', owner).orderBy('seq').execute()) as Row[]).map(toResource);
+  /**
+   * Every owned row of a kind, of every account or one (`owner`), optionally only in some states (the
+   * indexed status column): what billing meters read at a poll, set-wise across accounts.
+   */
+  async owned(db: Db | Tx, kind: string, opts: { owner?: string; statuses?: readonly string[] } = {}): Promise<Resource[]> {
+    let q = this.select(db, kind);
+    q = opts.owner !== undefined ? q.where('owner_uuid', '=', opts.owner) : q.where('owner_uuid', 'is not', null);
+    if (opts.statuses) q = q.where('status', 'in', [...opts.statuses]);
+    return ((await q.orderBy('seq').execute()) as Row[]).map(toResource);
   }
 
   /** All rows of a kind without an owner (the library), for synchronising it. */

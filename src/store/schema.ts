@@ -235,11 +235,70 @@ export interface NotificationsTable {
   read_at: string | null;
 }
 
+/** An account's money (reference §16.1): an exact decimal as text. */
+export interface BillingAccountsTable {
+  owner_uuid: string;
+  balance: string;
+  currency: string;
+  credit_limit: string | null;
+  notice: string | null;
+  updated_at: string;
+}
+
+/** A debit (positive `amount`) or credit (negative) of an account (reference §16.4). */
+export interface LedgerTable {
+  id: Generated<number>;
+  owner_uuid: string;
+  amount: string;
+  billing_cycle: number | null;
+  initial: string;
+  end_balance: string;
+  interval: number | null;
+  human_interval: string | null;
+  poll_time: string;
+  reason: string;
+  resource: string | null;
+  resource_amount: string | null;
+  time: string;
+}
+
+/** The burst level in force (`current`) and the one that follows (`next`) per priced resource. */
+export interface BurstLevelsTable {
+  resource: string;
+  current: number;
+  next: number;
+  updated_at: string;
+}
+
+/** A subscription bought (reference §16.8); `root_id` is the first of its extension chain. */
+export interface SubscriptionsTable {
+  id: Generated<number>;
+  uuid: string;
+  owner_uuid: string;
+  resource: string;
+  amount: number;
+  start_time: string;
+  end_time: string;
+  period: string | null;
+  price: string;
+  discount_amount: string;
+  discount_percent: string;
+  auto_renew: number;
+  subscribed_object: string | null;
+  parent_id: number | null;
+  root_id: number | null;
+  created_at: string;
+}
+
 export interface Database {
   notification_preferences: NotificationPreferencesTable;
   notification_fanout: NotificationFanoutTable;
   notification_deliveries: NotificationDeliveriesTable;
   notifications: NotificationsTable;
+  subscriptions: SubscriptionsTable;
+  billing_accounts: BillingAccountsTable;
+  ledger: LedgerTable;
+  burst_levels: BurstLevelsTable;
   timers: TimersTable;
   sim_state: SimStateTable;
   event_outbox: EventOutboxTable;

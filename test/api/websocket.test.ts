@@ -4,7 +4,7 @@ import WebSocket from 'ws';
 import { startServer, type TestServer } from '../helpers/server.js';
 import { Client } from '../helpers/client.js';
 import { newDrive, newServer } from '../helpers/seed.js';
-import { record } from '../../src/core/events.js';
+import { billingCommand } from '../../src/cli/billing.js';
 
 let srv: TestServer;
 before(async () => {
@@ -79,8 +79,8 @@ describe('websocket event stream', () => {
     await srv.advance(60_000);
     await mine.waitFor(suri, mark);
 
-    // A balance change (billing's ledger event) is a frame for the balance.
-    await srv.services.store.transaction((tx) => record(tx, srv.services, { category: 'billing', action: 'ledger', uuid: '', owner: u.uuid, actor: null }));
+    // A balance change (a ledger entry: here a payment) is a frame for the balance.
+    await billingCommand(srv.services, ['topup', u.email, '5'], {}, 'usage');
     assert.equal((await mine.waitFor('/api/2.0/balance/')).resource_type, 'balance');
 
     // Another user's socket saw none of it.

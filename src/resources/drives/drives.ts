@@ -1,3 +1,4 @@
+import { driveUsage } from './meter.js';
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, notFound, permission, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
@@ -65,6 +66,7 @@ export const drives = storedDecl(
     detailMethods: ['get', 'put', 'delete'],
     listFields: ['owner', 'resource_uri', 'status', 'uuid'],
     permissions: ['LIST', 'EDIT', 'CLONE', 'ATTACH', 'DELETE'],
+    meter: driveUsage,
     taggable: true,
     actions: {
       clone: {

@@ -1,3 +1,4 @@
+import { perObject } from '../../core/metering.js';
 import Type from 'typebox';
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, permission, validation } from '../../core/errors.js';
@@ -72,6 +73,7 @@ export const ips = storedDecl(
     permissions: ['LIST', 'EDIT', 'ATTACH'],
     taggable: true,
     schemaQuirks: { allowed_list_http_methods: 'get' },
+    meter: perObject('ips', 'ip'),
   },
   {
     prepare: (values) => mirrorMetaName(values),

@@ -129,7 +129,7 @@ export const notificationContacts = { ...decl, service };
 
 /** An account's contacts (the main one first): uuid and address (the main contact's is the account's). */
 export async function contactsOf(db: Db | Tx, store: Services['store'], owner: string): Promise<{ uuid: string; email: string; main: boolean }[]> {
-  const rows = await store.resources.owned(db, CONTACTS, owner);
+  const rows = await store.resources.owned(db, CONTACTS, { owner });
   const account = rows.some((r) => r.body.main === true) ? (await accountEmails(db, [owner])).get(owner) : undefined;
   return rows.map((r) => ({
     uuid: r.uuid,

@@ -40,8 +40,9 @@ export const serverFields = {
     choices: ['kvm64'],
     help: "Choose the virtual CPU model, for mitigating compatibility issues between the guest operating system and the underlying host's CPU. If not specified, all of the hypervisor's CPU capabilities are passed directly to the virtual machine.",
   }),
+  // Absent on create: the location's cpu type (`--cpu-type`), filled in by the servers kind.
   cpu_type: f.string({
-    default: 'amd',
+    schemaDefault: 'amd',
     choices: ['amd', 'intel', 'sparc_t4', 'sparc_t5', 'vmware'],
     help: 'Specify the CPU type of the host on which this virtual server should run',
   }),

@@ -1,3 +1,4 @@
+import { requireFunds } from './funds.js';
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, notFound, permission } from '../../core/errors.js';
 import { record } from '../../core/events.js';
@@ -58,6 +59,7 @@ async function start(ctx: Ctx, uuid: string, avoid: readonly string[] = []): Pro
   await ctx.store.transaction(async (tx) => {
     const row = await lockServer(tx, ctx, uuid);
     requireState(row.body, 'start', ['stopped'], 'stopped');
+    await requireFunds(tx, ctx, row.owner_uuid!, row.body);
     const boot = await hypervisor.beginBoot(tx, ctx, uuid, avoid);
     await saveServer(tx, ctx, row, { ...row.body, status: 'starting' });
     await logServer(tx, ctx, row, 'start_send', ctx.caller.uuid);
@@ -125,6 +127,22 @@ async function enterRunning(tx: Tx, s: Services, row: Resource): Promise<void> {
 export async function enterStopped(tx: Tx, s: Services, row: Resource): Promise<void> {
   await hypervisor.powerOff(tx, s, row.uuid, await disksOf(tx, s, row.body));
   await saveServer(tx, s, row, { ...row.body, status: 'stopped' });
+}
+
+/**
+ * The account ran out of money: its started servers stop at once, each with an audit `stop` by the
+ * system and no `stop_send` (issue 14, item 7). Returns how many stopped.
+ */
+export async function stopForBilling(tx: Tx, s: Services, owner: string): Promise<number> {
+  const uuids = (await s.store.resources.uuidsInStatus(tx, 'servers', ['starting', 'running', 'paused', 'stopping'], owner)).sort();
+  const rows = await s.store.resources.lockMany(tx, 'servers', uuids);
+  for (const row of rows) {
+    await cancelTimers(tx, row.uuid, ['server.booted', 'server.acpi', 'server.stopped']);
+    if (row.body.status === 'starting') await saveServer(tx, s, row, { ...row.body, status: 'stopped' });
+    else await enterStopped(tx, s, row);
+    await logServer(tx, s, row, 'stop', null, { details: 'out of money' });
+  }
+  return rows.length;
 }
 
 /** Run `fn` on the server under its row lock, if it still exists. */

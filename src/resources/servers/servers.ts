@@ -1,3 +1,4 @@
+import { serverUsage } from './meter.js';
 import type { Ctx } from '../../core/context.js';
 import { permission, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
@@ -18,7 +19,7 @@ import { checkHardware, defaultSmp } from './hardware.js';
 import { attachedDrives, syncMounts } from './mounts.js';
 import { forgetNics, normaliseNics, publicPolicies, recordNics, type Nic } from './nics.js';
 import { policyVersions } from '../../sim/firewall-apply.js';
-import { powerActions, powerTimers } from './power.js';
+import { powerActions, powerTimers, stopForBilling } from './power.js';
 import { reconcileTimers } from './reconcile.js';
 import { presentRuntime } from './runtime.js';
 
@@ -111,6 +112,8 @@ export const servers = storedDecl(
     listFields: ['name', 'owner', 'resource_uri', 'runtime', 'status', 'uuid'],
     ordering: ['uuid', 'name'],
     permissions: ['LIST', 'EDIT', 'CLONE', 'START', 'STOP', 'OPEN_VNC', 'DELETE'],
+    meter: serverUsage,
+    outOfMoney: stopForBilling,
     taggable: true,
     actions: { ...powerActions, ...consoleActions, clone: cloneAction((ctx, uuid) => servers.service.get(ctx, uuid)) },
     timers: { ...powerTimers, ...cloneTimers, ...reconcileTimers },
@@ -133,6 +136,7 @@ export const servers = storedDecl(
     // Drives, NICs and pubkeys are resolved before the row is written, so a create is one insert.
     async beforeInsert(tx, ctx, uuid, values) {
       const body = await normalise(tx, ctx, ctx.caller.uuid, uuid, values, undefined);
+      body.cpu_type ??= ctx.config.cpuType;
       body.smp ??= defaultSmp(ctx, body);
       checkHardware(ctx, body);
       return body;

@@ -1,9 +1,10 @@
 import type { Ctx, Services } from '../../core/context.js';
+import type { Meter, Usage } from '../../core/metering.js';
 import { record } from '../../core/events.js';
 import type { Obj } from '../../core/input.js';
 import { cancelTimers } from '../../core/timers.js';
 import { forgetSnapshots, snapshotSizes } from '../../sim/storage.js';
-import type { Db, Tx } from '../../store/db.js';
+import type { Tx } from '../../store/db.js';
 import type { Resource } from '../../store/repository.js';
 
 /**
@@ -50,14 +51,13 @@ export async function dropSnapshotsOf(tx: Tx, ctx: Ctx, drive: Resource): Promis
 }
 
 /**
- * Snapshot storage an account occupies now, per storage type of the drives they were taken of: billed as
- * drive storage of that type (spec "Snapshot"). What the billing engine reads.
+ * What snapshots use (spec "Snapshot"): the storage each occupies at the poll, billed as drive storage of
+ * its drive's type. Sizes come from the simulated storage as of the poll, so a cycle billed late (after
+ * downtime) is billed as it was.
  */
-export async function snapshotStorage(s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | Tx, owner: string): Promise<Map<string, number>> {
-  const uuids = (await s.store.resources.ownedUuids(db, 'snapshots', owner).execute()).map((r) => r.uuid);
-  const out = new Map<string, number>();
-  if (!uuids.length) return out;
-  const snapshots = await s.store.resources.getMany(db, 'snapshots', uuids);
+export const snapshotUsage: Meter = async (s, db, at, owner) => {
+  const snapshots = await s.store.resources.owned(db, 'snapshots', { owner });
+  if (!snapshots.length) return [];
   const drives = new Map(
     (
       await s.store.resources.getMany(
@@ -65,12 +65,18 @@ export async function snapshotStorage(s: Pick<Services, 'store' | 'clock' | 'con
         'drives',
         snapshots.map((r) => r.body.drive as string),
       )
-    ).map((d) => [d.uuid, d.body.storage_type as string]),
+    ).map((d) => [d.uuid, String(d.body.storage_type)]),
   );
-  const sizes = await snapshotSizes(db, s, uuids);
+  const sizes = await snapshotSizes(
+    db,
+    { ...s, clock: { now: () => at } },
+    snapshots.map((r) => r.uuid),
+  );
+  const out: Usage[] = [];
   for (const snap of snapshots) {
     const type = drives.get(snap.body.drive as string);
-    if (type) out.set(type, (out.get(type) ?? 0) + (sizes.get(snap.uuid) ?? 0));
+    const size = sizes.get(snap.uuid) ?? 0;
+    if (type && size > 0) out.push({ owner: snap.owner_uuid!, keys: [type], amount: size, since: Date.parse(snap.created_at) });
   }
   return out;
-}
+};

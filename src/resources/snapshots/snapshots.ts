@@ -11,7 +11,7 @@ import { ref } from '../../store/repository.js';
 import { drives } from '../drives/drives.js';
 import { BUSY } from '../drives/storage-rules.js';
 import { cloneSnapshot } from './clone.js';
-import { snapshotsOf } from './of-drive.js';
+import { snapshotsOf, snapshotUsage } from './of-drive.js';
 
 /**
  * Snapshots of drives (spec "Snapshot", reference §7). A snapshot belongs to its drive's owner and is
@@ -114,6 +114,7 @@ export const snapshots = storedDecl(
     // The recorded schema lists PUT on the list; the list PUT itself answers 405 (see the closing note of issue 12).
     listMethods: ['get', 'put', 'delete', 'post'],
     detailMethods: ['get', 'put', 'delete'],
+    meter: snapshotUsage,
     unlistedFilters: ['drive'],
     permissions: ['LIST', 'EDIT', 'CLONE', 'DELETE'],
     taggable: true,

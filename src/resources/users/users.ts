@@ -1,3 +1,4 @@
+import { openAccount } from '../../billing/accounts.js';
 import type { Selectable } from 'kysely';
 import type { UsersTable } from '../../store/schema.js';
 import type { Services } from '../../core/context.js';
@@ -39,7 +40,11 @@ export async function createUser(s: Services, input: { email: string; password?:
   };
   const existing = await findUserByEmail(s, email);
   if (existing) throw new ApiError('conflict', `A user with e-mail ${email} already exists`, 'email');
-  await s.store.db.insertInto('users').values(row).execute();
+  // The account's money starts with it (the opening balance), in one transaction.
+  await s.store.transaction(async (tx) => {
+    await tx.insertInto('users').values(row).execute();
+    await openAccount(tx, s, uuid);
+  });
   return row;
 }
 

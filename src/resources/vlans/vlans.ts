@@ -1,3 +1,4 @@
+import { perObject } from '../../core/metering.js';
 import Type from 'typebox';
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, permission } from '../../core/errors.js';
@@ -58,6 +59,7 @@ export const vlans = storedDecl(
     permissions: ['LIST', 'EDIT', 'ATTACH'],
     taggable: true,
     schemaQuirks: { allowed_list_http_methods: 'get' },
+    meter: perObject('vlans', 'vlan'),
   },
   { prepare: (values) => mirrorMetaName(values), decorate },
 );

@@ -10,6 +10,8 @@ import { simState } from './0008_sim_state.js';
 import { resourceCounts } from './0009_resource_counts.js';
 import { loginUnlock } from './0010_login_unlock.js';
 import { fwpolicyServers } from './0011_fwpolicy_servers.js';
+import { billing } from './0012_billing.js';
+import { subscriptions } from './0013_subscriptions.js';
 import { notifications } from './0020_notifications.js';
 
 /**
@@ -74,6 +76,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0009_resource_counts': resourceCounts,
     '0010_login_unlock': loginUnlock,
     '0011_fwpolicy_servers': fwpolicyServers,
+    '0012_billing': billing(dialect),
+    '0013_subscriptions': subscriptions(dialect),
     '0020_notifications': notifications(dialect),
   };
 }

@@ -1,0 +1,26 @@
+import type { Services } from './context.js';
+import type { Db, Tx } from '../store/db.js';
+
+/**
+ * What a resource kind contributes to billing (reference §16.6): at a poll, the usage of every account
+ * at once. Each item names the usage keys it counts under, most specific first (`intel_cpu`, `cpu`): it
+ * counts under all of them in `/currentusage/`, subscriptions of any of them cover it (specific first),
+ * and it is charged under the first key the price catalogue prices.
+ */
+export interface Usage {
+  owner: string;
+  keys: readonly string[];
+  /** Base units: MHz, bytes, objects, licences. */
+  amount: number;
+  /** When the use began (ms since the epoch), for a cycle it only partly covers; absent = long before. */
+  since?: number;
+}
+
+/** A kind's meter: the usage of every account now, or of one account (`owner`), read set-wise. */
+export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | Tx, at: Date, owner?: string) => Promise<Usage[]>;
+
+/** A kind billed per object an account holds (IPs, VLANs): one of `key` per owned object, from its creation. */
+export const perObject =
+  (kind: string, key: string): Meter =>
+  async (s, db, _at, owner) =>
+    (await s.store.resources.owned(db, kind, { owner })).map((r) => ({ owner: r.owner_uuid!, keys: [key], amount: 1, since: Date.parse(r.created_at) }));

@@ -1,0 +1,46 @@
+import { accountOf } from '../../billing/accounts.js';
+import { measure } from '../../billing/engine.js';
+import { ledgerAmount } from '../../billing/money.js';
+import { subscribedAt } from '../../billing/subscriptions.js';
+import { f } from '../../core/fields.js';
+import type { Meter } from '../../core/metering.js';
+import type { SingletonDecl } from '../../core/resource.js';
+
+/**
+ * `GET /currentusage/` (reference §16.6): what the caller uses now per usage key (cpu in MHz, memory and
+ * storage in bytes, IPs and VLANs as counts), what subscriptions cover, and the part beyond them billed at
+ * burst prices; with the balance. Keys: every priced resource plus `amd_cpu`/`amd_mem`, and any key in use.
+ * A server counts from the moment it is started. Measured by the same meters the billing poll uses.
+ */
+export function currentUsage(meters: () => readonly Meter[]): SingletonDecl {
+  return {
+    shape: 'singleton',
+    kind: 'currentusage',
+    flavour: 'custom',
+    fields: { balance: f.dict({ required: true }), usage: f.dict({ required: true }) },
+    defaultLimit: 20,
+    listMethods: ['get'],
+    detailMethods: ['get'],
+    schemaQuirks: { filtering: { name: 'exact', name__contains: 'exact', tag: 'exact', uuid: 'exact' } },
+    service: {
+      async get(ctx) {
+        const owner = ctx.caller.uuid;
+        const at = ctx.clock.now();
+        const [used, account, subs] = await ctx.store.snapshot(
+          async (db) => [await measure(ctx, db, meters(), at, owner), await accountOf(db, ctx, owner), await subscribedAt(db, at, owner)] as const,
+        );
+        const subscribed = subs.get(owner) ?? new Map<string, number>();
+        const using = new Map<string, number>();
+        for (const key of [...ctx.config.pricing.resources, 'amd_cpu', 'amd_mem', ...subscribed.keys()]) using.set(key, 0);
+        for (const u of used) for (const key of u.keys) using.set(key, (using.get(key) ?? 0) + u.amount);
+        const usage: Record<string, unknown> = {};
+        for (const key of [...using.keys()].sort()) {
+          const have = subscribed.get(key) ?? 0;
+          const now = using.get(key)!;
+          usage[key] = { burst: Math.max(0, now - have), subscribed: have, using: now };
+        }
+        return { balance: { balance: ledgerAmount(account.balance), currency: account.currency }, usage };
+      },
+    },
+  };
+}
