@@ -28,8 +28,9 @@ interface Area {
 
 const AREAS: Area[] = [
   // Not yet: the lead's part of issue 17.
-  { name: 'billing', match: /^(balance|pricing|discount|ledger|currentusage|licenses|subscription|burst_usage)/, scope: 'not yet', reason: 'billing (lead)' },
-  { name: 'notifications', match: /^notification_/, scope: 'not yet', reason: 'notification contacts and preferences (lead)' },
+  { name: 'billing', match: /^(balance|pricing|discount|ledger|currentusage|licenses|subscription)/, scope: 'in' },
+  { name: 'burst usage', match: /^burst_usage/, scope: 'not yet', reason: '/burstusage/ is not built yet (issue 17, after billing)' },
+  { name: 'notifications', match: /^notification_/, scope: 'in' },
   // Out: not HTTP exchanges, or products Stratus does not simulate.
   { name: 'guest context', match: /^(context_|global_context_)/, scope: 'out', reason: 'read by the guest over its serial console, not HTTP' },
   { name: 'global context', match: /^update_global_context$/, scope: 'out', reason: '/global_context/ is not simulated (reference §19)' },
@@ -84,6 +85,22 @@ const DEVIATIONS: Record<string, Deviation> = {
       'fields.created.default',
       'fields.last_modified.default',
     ],
+  },
+  ledger_schema: {
+    why: "the recorded defaults of `poll_time` and `time` are the recording's own moments; Stratus prints no default",
+    schemaIgnores: ['fields.poll_time.default', 'fields.time.default'],
+  },
+  subscription_schema: {
+    why: 'the recorded default of `start_time` is the recording\'s own moment ("now"); Stratus prints no default',
+    schemaIgnores: ['fields.start_time.default'],
+  },
+  pricing_list: {
+    why: "`current` and `next` name every resource of the deployment's price catalogue (src/billing/prices.json: the libcloud fixture's resources plus intel_cpu/intel_mem, vlan_ecx and sms), not the recorded location's (sparc, zadara); billing.test.ts checks the rows and levels",
+    skipShape: true,
+  },
+  currentusage_list: {
+    why: '`usage` has a key per priced resource of the deployment (as pricing_list), plus amd_cpu/amd_mem; billing.test.ts checks every recorded key that the catalogue prices',
+    skipShape: true,
   },
   profile_schema: {
     why: "the recorded default of `signup_time` is the recording's own moment; Stratus prints no default",
@@ -162,8 +179,9 @@ function recordedIds(ex: Exchange): Map<string, string> {
   const note = (id: string, kind: string) => {
     if (!kinds.has(id) && sent.includes(id)) kinds.set(id, kind);
   };
-  // 1. The path: /api/2.0/<kind>/<id>/…
+  // 1. The path: /api/2.0/<kind>/<id>/… (subscriptions have numeric ids)
   for (const m of req.path.matchAll(ID_URI)) note(m[2], m[1]);
+  for (const m of req.path.matchAll(/\/api\/2\.0\/subscription(?:s|calculator)\/(\d+)\//g)) note(m[1], 'subscriptions');
   // 2. resource_uri strings in the recorded request and answer.
   for (const m of JSON.stringify([req.body, ex.response?.body ?? null]).matchAll(ID_URI)) note(m[2], m[1]);
   // 3. Query parameters (`drive=`, `avoid=`) and body keys.
@@ -258,6 +276,14 @@ async function make(kind: string, id: string, ex: Exchange, ids: Map<string, str
     }
     case 'tags':
       return (await alice.post('tags/', { name: 'replay' })).json.objects[0].uuid;
+    case 'notification_contacts':
+      return (await alice.post('notification_contacts/', { name: 'replay', email: 'replay@example.com' })).json.objects[0].uuid;
+    case 'subscriptions': {
+      // A year: the recorded extension shows the period discount.
+      const res = await alice.post('subscriptions/', [{ amount: 1, period: '1 year', resource: 'vlan' }]);
+      assert.equal(res.status, 201, res.text);
+      return res.json.objects[0].id;
+    }
     case 'acls':
       return (await alice.post('acls/', { name: 'replay', rules: [{ permission: 'LIST' }] })).json.objects[0].uuid;
     case 'fwpolicies':

@@ -191,7 +191,9 @@ async function listSubscriptions(ctx: Ctx, q: ListQuery) {
   const total = short ? q.offset + rows.length : Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
   const kids = await descendantsOf(ctx, rows);
   const now = ctx.clock.now();
-  return { total, objects: rows.map((r) => presentSubscription(r, now, kids.get(r.id))) };
+  // The recorded list carries the listed subscriptions' total price beside them.
+  const price = rows.reduce((sum, r) => sum.plus(r.price), new Money(0));
+  return { total, objects: rows.map((r) => presentSubscription(r, now, kids.get(r.id))), extra: { price: ledgerAmount(price) } };
 }
 
 const extendAction: ActionDecl = {
