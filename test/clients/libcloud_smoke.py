@@ -143,4 +143,23 @@ step('ex_delete_tag')
 assert driver.destroy_volume(drive)
 step('destroy_volume')
 assert not any(n.id == node.id for n in driver.list_nodes())
+
+# Billing (issue 14): balance, pricing, current usage, subscriptions through the driver's own calls.
+balance = driver.ex_get_balance()
+assert set(balance) >= {'balance', 'currency'} and float(balance['balance']) > 0, balance
+step('ex_get_balance', balance['currency'])
+pricing = driver.ex_get_pricing()
+assert pricing['objects'] and 'cpu' in pricing['current'] and 'cpu' in pricing['next'], list(pricing)
+step('ex_get_pricing', len(pricing['objects']))
+usage = driver.ex_get_usage()
+assert 'cpu' in usage['usage'] and set(usage['usage']['cpu']) == {'burst', 'subscribed', 'using'}, usage
+step('ex_get_usage')
+sub = driver.ex_create_subscription(amount=1, period='1 month', resource='vlan', auto_renew=False)
+assert sub.resource == 'vlan' and sub.amount == 1 and sub.status == 'active' and sub.subscribed_object, sub
+step('ex_create_subscription', sub.id)
+subs = driver.ex_list_subscriptions(status='active', resources=['vlan'])
+assert [s.id for s in subs] == [sub.id], subs
+assert driver.ex_toggle_subscription_auto_renew(sub)
+assert driver.ex_list_subscriptions()[0].auto_renew is True
+step('ex_list_subscriptions / ex_toggle_subscription_auto_renew')
 print('ALL OK', flush=True)
