@@ -1,3 +1,4 @@
+import type { TSchema } from 'typebox';
 import type { Field } from './fields.js';
 import type { Permission } from './permissions.js';
 import type { Ctx, Services } from './context.js';
@@ -51,6 +52,8 @@ export interface ActionDecl {
   async: boolean;
   /** Query parameters the action reads besides `do` (e.g. `avoid`); the last value of each. */
   params?: readonly string[];
+  /** What the action answers, for the OpenAPI document: a kind's full object, `{objects: [...]}` of one, or a schema. */
+  answer?: { object: string } | { objects: string } | { schema: object };
   run(ctx: Ctx, uuid: string, body: Record<string, unknown>, params: Record<string, string | undefined>): Promise<unknown>;
 }
 
@@ -97,6 +100,10 @@ export interface CollectionDecl extends Common {
    * function answers for an object the caller can see (it answers 404 otherwise, as a GET of the object).
    */
   views?: Record<string, (ctx: Ctx, uuid: string) => Promise<unknown>>;
+  /** What each view answers, for the OpenAPI document (absent: an object). */
+  viewAnswers?: Record<string, TSchema>;
+  /** Writes may only start work and answer 202 (the service returns `Accepted`), besides the usual 201/200/204. */
+  acceptsWrites?: boolean;
   service: CollectionService;
 }
 

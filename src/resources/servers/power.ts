@@ -3,6 +3,7 @@ import { ApiError, notFound, permission } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import type { Obj } from '../../core/input.js';
 import type { ActionDecl } from '../../core/resource.js';
+import { ACTION_RESULT } from '../../core/contract.js';
 import { cancelTimers, schedule, type TimerHandler } from '../../core/timers.js';
 import * as hypervisor from '../../sim/hypervisor.js';
 import type { Tx } from '../../store/db.js';
@@ -92,9 +93,9 @@ async function shutdown(ctx: Ctx, uuid: string): Promise<Obj> {
 }
 
 export const powerActions: Record<string, ActionDecl> = {
-  start: { permission: 'START', async: true, run: (ctx, uuid) => start(ctx, uuid) },
-  stop: { permission: 'STOP', async: true, run: (ctx, uuid) => stop(ctx, uuid) },
-  shutdown: { permission: 'STOP', async: true, run: (ctx, uuid) => shutdown(ctx, uuid) },
+  start: { permission: 'START', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => start(ctx, uuid) },
+  stop: { permission: 'STOP', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => stop(ctx, uuid) },
+  shutdown: { permission: 'STOP', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => shutdown(ctx, uuid) },
 };
 
 /**

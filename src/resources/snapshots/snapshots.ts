@@ -122,6 +122,7 @@ export const snapshots = storedDecl(
         permission: 'CLONE',
         async: true,
         params: ['avoid'],
+        answer: { object: 'drives' },
         run: async (ctx, uuid, body, params) =>
           drives.service.get(ctx, await cloneSnapshot(ctx, uuid, body, params.avoid, (tx) => snapshots.service.authorize(ctx, uuid, 'CLONE', tx))),
       },
