@@ -70,6 +70,9 @@ function make(type: FieldType, schema: TSchema, opts: Opts): Field {
   };
 }
 
+/** How answers show a subscription: numbered, not a uuid (`{id, resource_uri}`), or null. */
+export const SUBSCRIPTION_REF = Type.Union([Type.Object({ id: Type.Integer(), resource_uri: Type.String() }, { additionalProperties: false }), Type.Null()]);
+
 /** Field builders used by resource declarations. */
 export const f = {
   string: (opts: Opts & { maxLength?: number } = {}) => {

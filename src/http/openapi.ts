@@ -64,7 +64,7 @@ function content(schema: JsonSchema): JsonSchema {
   return { 'application/json': { schema }, 'application/xml': { schema: { type: 'string', description: 'The same data as XML (tastypie layout).' } } };
 }
 
-function operation(method: HttpMethod, doc: OperationDoc, params: string[], isPublic: boolean): JsonSchema {
+function operation(doc: OperationDoc, params: string[], isPublic: boolean): JsonSchema {
   const parameters: JsonSchema[] = [
     ...params.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } })),
     FORMAT_PARAM,
@@ -100,7 +100,7 @@ export function openApiDocument(app: FastifyInstance, kinds: readonly ResourceDe
     if (!doc) continue;
     const { path, params } = openApiPath(url);
     const item: JsonSchema = (paths[path] ??= {});
-    for (const [method, op] of Object.entries(doc) as [HttpMethod, OperationDoc][]) item[method.toLowerCase()] = operation(method, op, params, isPublic);
+    for (const [method, op] of Object.entries(doc) as [HttpMethod, OperationDoc][]) item[method.toLowerCase()] = operation(op, params, isPublic);
     item.options = {
       summary: 'The methods this URL allows (also in the Allow header).',
       security: [],

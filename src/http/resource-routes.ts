@@ -4,7 +4,7 @@ import { validation } from '../core/errors.js';
 import { Accepted, type CollectionDecl, type ResourceDecl, type SingletonDecl } from '../core/resource.js';
 import { buildSchema } from '../core/schema.js';
 import { fieldsParam, listQuery, project, type RawQuery } from './query.js';
-import { actionAnswer, componentRef, filterNames, listEnvelope, type JsonSchema } from '../core/contract.js';
+import { actionAnswer, componentRef, filterNames, listEnvelope, plain, type JsonSchema } from '../core/contract.js';
 import type { ApiRequest, Handler, OperationDoc, PathSpec } from './routes.js';
 import type { Result } from './respond.js';
 
@@ -141,7 +141,7 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       doc: {
         GET: {
           summary: `The ${name} of one of ${decl.kind}`,
-          responses: { 200: decl.viewAnswers?.[name] ? plainSchema(decl.viewAnswers[name]) : { type: 'object' } },
+          responses: { 200: decl.viewAnswers?.[name] ? plain(decl.viewAnswers[name]) : { type: 'object' } },
         },
       },
     });
@@ -187,7 +187,6 @@ function actionDoc(decl: CollectionDecl, actions: NonNullable<CollectionDecl['ac
 }
 
 const dedupe = (list: JsonSchema[]): JsonSchema[] => [...new Map(list.map((s) => [JSON.stringify(s), s])).values()];
-const plainSchema = (s: unknown): JsonSchema => JSON.parse(JSON.stringify(s)) as JsonSchema;
 
 /** `GET /<kind>/schema/`: tastypie's description of the kind (core/schema.ts). */
 function schemaPath(decl: ResourceDecl, base: string): PathSpec {

@@ -39,7 +39,7 @@ const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
 export class Contract {
   // strict off: the document's OpenAPI keywords (x-stratus-fields, readOnly descriptions) are not validation keywords.
-  private readonly ajv = new Ajv2020({ strict: false, allErrors: false });
+  private readonly ajv = new Ajv2020({ strict: false, allErrors: true });
   private readonly compiled = new Map<string, ValidateFunction>();
   private readonly routes: Route[];
 

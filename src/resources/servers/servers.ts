@@ -115,6 +115,7 @@ export const servers = storedDecl(
     timers: { ...powerTimers, ...cloneTimers, ...reconcileTimers },
     // pycloudsigma's Server.runtime(): the runtime alone (null while the server is not running).
     views: { runtime: async (ctx, uuid) => (await servers.service.get(ctx, uuid)).runtime },
+    viewAnswers: { runtime: serverFields.runtime.output! },
   },
   {
     prepare(values, mode) {
