@@ -102,6 +102,8 @@ export interface CollectionDecl extends Common {
   views?: Record<string, (ctx: Ctx, uuid: string) => Promise<unknown>>;
   /** What each view answers, for the OpenAPI document (absent: an object). */
   viewAnswers?: Record<string, TSchema>;
+  /** Keys a create's answer shows besides the declared fields (the recorded vrfwfilters create shows its policy; GET never does). */
+  createdKeys?: Record<string, TSchema>;
   /** Writes may only start work and answer 202 (the service returns `Accepted`), besides the usual 201/200/204. */
   acceptsWrites?: boolean;
   service: CollectionService;

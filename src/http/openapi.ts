@@ -10,7 +10,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { ApiError, STATUS_BY_TYPE, type ErrorType } from '../core/errors.js';
-import { componentRef, DECIMAL_STRING, inputSchema, objectSchema, REFERENCE } from '../core/contract.js';
+import { componentRef, DECIMAL_STRING, inputSchema, objectSchema, plain, REFERENCE } from '../core/contract.js';
 import type { ResourceDecl } from '../core/resource.js';
 import { VERSION } from '../version.js';
 import { documentedPaths, registerPath, type HttpMethod, type JsonSchema, type OperationDoc } from './routes.js';
@@ -129,6 +129,15 @@ export function openApiDocument(app: FastifyInstance, kinds: readonly ResourceDe
     schemas[`${decl.kind}_create`] = inputSchema(decl, true);
     schemas[`${decl.kind}_fields`] = objectSchema(decl, undefined, { allOptional: true });
     if (decl.shape !== 'collection') continue;
+    if (decl.createdKeys) {
+      const full = schemas[decl.kind];
+      const extra = Object.fromEntries(Object.entries(decl.createdKeys).map(([k, s]) => [k, plain(s)]));
+      schemas[`${decl.kind}_created`] = {
+        ...full,
+        properties: { ...(full.properties as object), ...extra },
+        required: [...(full.required as string[]), ...Object.keys(extra)],
+      };
+    }
     const short = objectSchema(decl, decl.listFields);
     if (decl.listFields) schemas[`${decl.kind}_short`] = short;
     // A tag's member lists nest `resource_uri` as a reference (resource-routes.ts taggedPaths).

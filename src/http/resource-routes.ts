@@ -89,7 +89,11 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       if (typeof first === 'string') headers.Location = `${req.origin}${first}`;
       return { status: made instanceof Accepted ? 202 : 201, body: { objects }, root: 'response', headers };
     };
-    docs.POST = { summary: `Create ${decl.kind}`, body: createBody(ref(decl, '_create')), responses: answers(201, objectsOf(ref(decl)), accepts) };
+    docs.POST = {
+      summary: `Create ${decl.kind}`,
+      body: createBody(ref(decl, '_create')),
+      responses: answers(201, objectsOf(ref(decl, decl.createdKeys ? '_created' : '')), accepts),
+    };
   }
 
   if (allows(decl.listMethods, 'delete') && svc.removeMany) {

@@ -1,3 +1,4 @@
+import Type from 'typebox';
 import type { Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
@@ -81,6 +82,7 @@ const stored = storedDecl(
       disable_logging: { permission: 'EDIT', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => setLogging(ctx, uuid, false) },
     },
     acceptsWrites: true,
+    createdKeys: { policy: Type.String() },
   },
   {
     filters,
