@@ -12,7 +12,7 @@ import { clientErrorHandler, frameworkErrors, guardUnusedBodies } from './http/e
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
 import { fromDatabaseError } from './store/errors.js';
-import { registerPath } from './http/routes.js';
+import { registerPath, trackRoutes } from './http/routes.js';
 import { resourcePaths } from './http/resource-routes.js';
 import { Auth } from './http/auth/index.js';
 import { accountPaths } from './http/accounts/routes.js';
@@ -23,6 +23,7 @@ import { EventStream } from './notify/stream.js';
 import type { RawQuery } from './http/query.js';
 import { RateLimiter } from './http/ratelimit/limiter.js';
 import { registerOps } from './http/ops.js';
+import { registerOpenApi } from './http/openapi.js';
 import { Faults, registerAdmin } from './http/admin.js';
 import { LOGIN_LOCK_MESSAGE } from './resources/accounts/login-guard.js';
 import { registerMetrics, type Metrics, type RejectionReason } from './http/metrics.js';
@@ -83,6 +84,7 @@ export async function buildApp(
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
   });
 
+  trackRoutes(app);
   await app.register(compress, { global: true, threshold: 0, encodings: ['gzip', 'deflate'], zlibOptions: { level: 1 } });
   registerBodyParsers(app);
   guardUnusedBodies(app, config.bodyLimit);
@@ -132,6 +134,8 @@ export async function buildApp(
   for (const spec of [...resourcePaths(kinds, services), ...accounts]) registerPath(app, spec, auth.authenticate, limiter);
   // Health, readiness, version and the API index: public, never limited (http/ops.ts).
   registerOps(app, services, kinds);
+  // The contract of every route above (and of the admin plane below, read on the first request).
+  registerOpenApi(app, kinds);
   metrics = registerMetrics(app, services);
   // The admin plane (http/admin.ts): absent with --admin-token off, or when no token was given to this app.
   if (config.adminToken && config.adminToken !== 'off')

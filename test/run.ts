@@ -9,7 +9,7 @@
  * line per store (CI reads them) and the overall result.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { build } from 'esbuild';
@@ -92,7 +92,7 @@ function run(engine: 'sqlite' | 'postgres'): Outcome {
       `--test-reporter-destination=${eventsFile}`,
       ...files.map(compiled),
     ],
-    { cwd: root, stdio: 'inherit', env: { ...process.env, STRATUS_TEST_DB: engine } },
+    { cwd: root, stdio: 'inherit', env: { ...process.env, STRATUS_TEST_DB: engine, STRATUS_CONTRACT_COUNTS: eventsDir } },
   );
   const wall = performance.now() - started;
   const r = summarize(eventsFile, root);
@@ -107,11 +107,22 @@ function run(engine: 'sqlite' | 'postgres'): Outcome {
   console.log(`tests:   ${r.passed + r.failed + r.skipped + r.todo} (${counts(r)}, ${r.todo} todo)`);
   console.log(`files:   ${r.files.length} of ${files.length}${r.files.length < files.length ? ' (some never reported: see above)' : ''}`);
   console.log(`time:    ${seconds(wall)} wall`);
+  console.log(`contract: ${contractChecks(engine)} answers checked against the OpenAPI document (test/helpers/contract.ts)`);
   const slowest = [...r.files].sort((a, b) => b.ms - a.ms).slice(0, 5);
   console.log(`slowest: ${slowest.map((f) => `${f.file} ${seconds(f.ms)}`).join(', ')}`);
   if (res.status !== 0 && r.failed === 0) console.log(`the test runner exited with ${res.status ?? res.signal}`);
   for (const f of r.failures) console.log(`  ✖ ${f.name}  (${f.where})`);
   return { engine, line: `${engine}: ${counts(r)}`, failed, failingNames: r.failures.map((f) => f.name) };
+}
+
+/** Answers the test client checked against the OpenAPI document: each test process adds a line on exit. */
+function contractChecks(engine: string): number {
+  const file = join(eventsDir, `${engine}.count`);
+  if (!existsSync(file)) return 0;
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .reduce((sum, n) => sum + Number(n), 0);
 }
 
 async function postgresReachable(): Promise<string | null> {

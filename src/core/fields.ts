@@ -28,6 +28,10 @@ export interface Field {
   numericStrings?: boolean;
   /** Sub-fields of the items `schema/` describes under `fields` (a drive's `licenses`); documentation only. */
   fields?: Record<string, Field>;
+  /** The value as answers show it, where the type's usual answer shape (core/contract.ts) does not fit. */
+  output?: TSchema;
+  /** A full object may leave the key out (a value that is only there when given). */
+  mayBeAbsent?: boolean;
 }
 
 /** tastypie's stock help texts, reproduced because clients and the golden schemas show them. */
@@ -65,6 +69,9 @@ function make(type: FieldType, schema: TSchema, opts: Opts): Field {
     nullable,
   };
 }
+
+/** How answers show a subscription: numbered, not a uuid (`{id, resource_uri}`), or null. */
+export const SUBSCRIPTION_REF = Type.Union([Type.Object({ id: Type.Integer(), resource_uri: Type.String() }, { additionalProperties: false }), Type.Null()]);
 
 /** Field builders used by resource declarations. */
 export const f = {

@@ -1,3 +1,4 @@
+import type { TSchema } from 'typebox';
 import type { Field } from './fields.js';
 import type { Permission } from './permissions.js';
 import type { Ctx, Services } from './context.js';
@@ -72,6 +73,8 @@ export interface ActionDecl {
   async: boolean;
   /** Query parameters the action reads besides `do` (e.g. `avoid`); the last value of each. */
   params?: readonly string[];
+  /** What the action answers, for the OpenAPI document: a kind's full object, `{objects: [...]}` of one, or a schema. */
+  answer?: { object: string } | { objects: string } | { schema: object };
   run(ctx: Ctx, uuid: string, body: Record<string, unknown>, params: Record<string, string | undefined>): Promise<unknown>;
 }
 
@@ -127,6 +130,12 @@ export interface CollectionDecl extends Common {
    * at `GET /<kind>/<name>/<uuid>/` (availability groups): the bare JSON value each answers.
    */
   collectionViews?: Record<string, { all(ctx: Ctx): Promise<unknown>; of(ctx: Ctx, uuid: string): Promise<unknown> }>;
+  /** What each view answers, for the OpenAPI document (absent: an object). */
+  viewAnswers?: Record<string, TSchema>;
+  /** Keys a create's answer shows besides the declared fields (the recorded vrfwfilters create shows its policy; GET never does). */
+  createdKeys?: Record<string, TSchema>;
+  /** Writes may only start work and answer 202 (the service returns `Accepted`), besides the usual 201/200/204. */
+  acceptsWrites?: boolean;
   service: CollectionService;
 }
 

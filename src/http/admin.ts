@@ -8,7 +8,7 @@ import { randomPassword, safeEqual } from '../core/passwords.js';
 import { schedule } from '../core/timers.js';
 import { unlockLogins } from '../resources/accounts/login-guard.js';
 import { createUser, ensureDemoLogin, findUserByEmail, savedDemoLogin, setPassword, setState } from '../resources/users/users.js';
-import { registerPath, type Handler, type PathSpec } from './routes.js';
+import { registerPath, type Handler, type JsonSchema, type OperationDoc, type PathSpec } from './routes.js';
 import { OPS_BASE } from './ops.js';
 
 /**
@@ -134,10 +134,30 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     return { now: isoTimestamp(now), offset_ms: now.getTime() - Date.now() };
   };
 
+  const STR: JsonSchema = { type: 'string' };
+  /** An object with these keys, and these optional ones, nothing else. */
+  const obj = (required: Record<string, JsonSchema>, optional: Record<string, JsonSchema> = {}) => ({
+    type: 'object',
+    properties: { ...required, ...optional },
+    required: Object.keys(required),
+    additionalProperties: false,
+  });
+  const op = (summary: string, answer: JsonSchema, status = 200): OperationDoc => ({
+    summary,
+    body: { type: ['object', 'null'] },
+    responses: { [status]: answer },
+  });
+  const CLOCK = {
+    type: 'object',
+    properties: { now: STR, offset_ms: { type: 'integer' }, ran: { type: 'integer' } },
+    required: ['now', 'offset_ms'],
+    additionalProperties: false,
+  };
   const post = (fn: Handler): Partial<Record<'POST', Handler>> => ({ POST: fn });
   const paths: PathSpec[] = [
     {
       url: ADMIN_BASE,
+      doc: { GET: op('The admin actions', obj({ actions: { type: 'array', items: { type: 'string' } } })) },
       methods: {
         GET: async () => ({
           status: 200,
@@ -147,6 +167,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}reset`,
+      doc: { POST: op('Empty every account', obj({ deleted: { type: 'object' }, demo_login: { type: ['string', 'null'] } })) },
       methods: post(async (req) => {
         const b = body(req);
         if (Object.keys(b).length) throw validation(Object.keys(b)[0], 'reset takes no parameters (it empties every account)');
@@ -161,6 +182,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}users`,
+      doc: { POST: op('Create a user', obj({ uuid: STR, email: STR, state: STR }, { password: STR }), 201) },
       methods: post(async (req) => {
         const b = body(req);
         const email = str(b, 'email', true)!;
@@ -173,6 +195,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}users/:email/password`,
+      doc: { POST: op("Set a user's password (random when not given)", obj({ email: STR }, { password: STR })) },
       methods: post(async (req) => {
         const b = body(req);
         const given = str(b, 'password');
@@ -184,6 +207,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}users/:email/state`,
+      doc: { POST: op("Set a user's state", obj({ email: STR, state: STR })) },
       methods: post(async (req) => {
         const state = str(body(req), 'state', true)!.toUpperCase();
         const user = await setState(s, req.params.email, state);
@@ -193,6 +217,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}unlock`,
+      doc: { POST: op('Lift login protection', obj({ cleared: { type: 'integer' } })) },
       methods: post(async (req) => {
         const b = body(req);
         const email = str(b, 'email');
@@ -208,6 +233,10 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}clock`,
+      doc: {
+        GET: op('The injected clock', CLOCK),
+        POST: op('Move the clock forward and run what fell due', { ...CLOCK, required: [...CLOCK.required, 'ran'] }),
+      },
       methods: {
         GET: async () => ({ status: 200, body: clockState() }),
         POST: async (req) => {
@@ -234,6 +263,11 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}faults`,
+      doc: {
+        GET: op('Injected faults in force', obj({ objects: { type: 'array', items: { type: 'object' } } })),
+        DELETE: op('Clear the injected faults', obj({ cleared: { type: 'integer' } })),
+        POST: op('Inject a fault (a failing boot, or failing HTTP answers)', { type: 'object', required: ['type'] }, 201),
+      },
       methods: {
         GET: async () => ({ status: 200, body: { objects: faults.list() } }),
         DELETE: async (req) => {

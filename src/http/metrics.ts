@@ -3,6 +3,7 @@ import type { Services } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
 import { lazyPackage } from '../core/lazy.js';
 import { send } from './respond.js';
+import { documentPath } from './routes.js';
 
 /**
  * Prometheus metrics at `/_stratus/metrics` (prom-client's text format), public and never rate-limited like
@@ -168,6 +169,11 @@ export function registerMetrics(app: FastifyInstance, services: Services): Metri
       done();
     });
   }
+  documentPath(app, {
+    url: '/_stratus/metrics',
+    public: true,
+    doc: { GET: { summary: 'Prometheus metrics (text exposition format)', responses: { 200: { contentType: 'text/plain' } } } },
+  });
   app.route({
     method: ['GET', 'HEAD'],
     url: '/_stratus/metrics',

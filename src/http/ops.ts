@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Services } from '../core/context.js';
 import type { ResourceDecl } from '../core/resource.js';
 import { VERSION } from '../version.js';
-import { registerPath, type PathSpec } from './routes.js';
+import { registerPath, type JsonSchema, type PathSpec } from './routes.js';
 import { API_BASE } from './resource-routes.js';
 
 /**
@@ -37,6 +37,23 @@ declare module 'fastify' {
   }
 }
 
+/** An object with exactly these keys (all present). */
+const obj = (properties: Record<string, JsonSchema>): JsonSchema => ({
+  type: 'object',
+  properties,
+  required: Object.keys(properties),
+  additionalProperties: false,
+});
+const check = (extra: Record<string, JsonSchema>): JsonSchema => ({ type: 'object', properties: { ok: { type: 'boolean' }, ...extra }, required: ['ok'] });
+const READINESS = obj({
+  status: { enum: ['ready', 'not ready'] },
+  checks: obj({
+    database: check({ ms: { type: 'number' }, error: { type: 'string' } }),
+    schema: check({ version: { type: ['string', 'null'] }, expected: { type: ['string', 'null'] } }),
+    scheduler: check({ running: { type: 'boolean' }, due_timers: { type: ['integer', 'null'] }, lag_ms: { type: ['number', 'null'] } }),
+  }),
+});
+
 export function registerOps(app: FastifyInstance, services: Services, kinds: ResourceDecl[]): void {
   app.decorate('schedulerProbe', null);
   const { store } = services;
@@ -44,10 +61,21 @@ export function registerOps(app: FastifyInstance, services: Services, kinds: Res
     throw new Error('never called: the operator endpoints are public');
   };
   const paths: PathSpec[] = [
-    { url: `${OPS_BASE}health`, public: true, methods: { GET: async () => ({ status: 200, body: { status: 'ok' } }) } },
+    {
+      url: `${OPS_BASE}health`,
+      public: true,
+      methods: { GET: async () => ({ status: 200, body: { status: 'ok' } }) },
+      doc: { GET: { summary: 'Liveness', responses: { 200: obj({ status: { const: 'ok' } }) } } },
+    },
     {
       url: `${OPS_BASE}ready`,
       public: true,
+      doc: {
+        GET: {
+          summary: 'Readiness: database, schema version, scheduler',
+          responses: { 200: READINESS, 503: READINESS },
+        },
+      },
       methods: {
         GET: async () => {
           const database = await timed(() => store.ping());
@@ -77,6 +105,20 @@ export function registerOps(app: FastifyInstance, services: Services, kinds: Res
     {
       url: `${OPS_BASE}version`,
       public: true,
+      doc: {
+        GET: {
+          summary: 'This release',
+          responses: {
+            200: obj({
+              version: { type: 'string' },
+              api: { type: 'string' },
+              node: { type: 'string' },
+              database: { type: 'string' },
+              schema: { type: ['string', 'null'] },
+            }),
+          },
+        },
+      },
       methods: {
         GET: async () => {
           const { known } = await store.schemaStatus();
@@ -84,10 +126,23 @@ export function registerOps(app: FastifyInstance, services: Services, kinds: Res
         },
       },
     },
-    { url: API_BASE, public: true, methods: { GET: async () => ({ status: 200, body: apiIndex(kinds) }) } },
+    {
+      url: API_BASE,
+      public: true,
+      methods: { GET: async () => ({ status: 200, body: apiIndex(kinds) }) },
+      doc: {
+        GET: {
+          summary: 'The API index: every kind with its list and schema URLs',
+          responses: { 200: { type: 'object', additionalProperties: { type: 'object' } } },
+        },
+      },
+    },
     {
       url: '/',
       public: true,
+      doc: {
+        GET: { summary: 'Where the API and the operator endpoints are', responses: { 200: { type: 'object', additionalProperties: { type: 'string' } } } },
+      },
       methods: {
         GET: async () => ({
           status: 200,

@@ -4,7 +4,8 @@ import { validation } from '../core/errors.js';
 import { Accepted, Answer, type CollectionDecl, type ResourceDecl, type SingletonDecl } from '../core/resource.js';
 import { buildSchema } from '../core/schema.js';
 import { fieldsParam, listQuery, project, type RawQuery } from './query.js';
-import type { ApiRequest, Handler, PathSpec } from './routes.js';
+import { actionAnswer, componentRef, filterNames, listEnvelope, plain, type JsonSchema } from '../core/contract.js';
+import type { ApiRequest, Handler, OperationDoc, PathSpec } from './routes.js';
 import type { Result } from './respond.js';
 
 export const API_BASE = '/api/2.0/';
@@ -28,6 +29,40 @@ function envelope(
   return ok({ ...extra, meta: { limit, offset, total_count: total }, objects: keys ? objects.map((o) => project(o, keys)) : objects }, 'response');
 }
 
+const PAGING = {
+  limit: "Objects per page (0: all); the default is the kind's default_limit.",
+  offset: 'Objects to skip.',
+  fields: 'Comma-separated keys each object is cut to (x-stratus-fields: any declared key may then be absent).',
+};
+const FIELDS = { fields: PAGING.fields };
+const ref = (decl: ResourceDecl, variant = '') => componentRef(`${decl.kind}${variant}`);
+/** A create takes `{objects: [...]}`, a bare list, or one object. */
+const createBody = (item: JsonSchema): JsonSchema => ({
+  anyOf: [{ type: 'object', properties: { objects: { type: 'array', items: item } }, required: ['objects'] }, { type: 'array', items: item }, item],
+});
+const objectsOf = (item: JsonSchema): JsonSchema => ({
+  type: 'object',
+  properties: { objects: { type: 'array', items: item } },
+  required: ['objects'],
+  additionalProperties: false,
+});
+/** A write that may only start work (Accepted): 202 with the same body where the kind can answer so. */
+const answers = (status: number, body: JsonSchema | null, mayAccept: boolean): OperationDoc['responses'] =>
+  mayAccept ? { [status]: body, 202: body ?? { type: 'object' } } : { [status]: body };
+
+/** The contract of a list answer: the envelope of full objects, or of the short list form. */
+function listDoc(decl: CollectionDecl, summary: string, short: boolean): OperationDoc {
+  const filters = Object.fromEntries(
+    filterNames(decl).map((n) => [n, `Filter (${String(decl.filtering[n] ?? 'exact')}); repeated: all must match, comma: any.`]),
+  );
+  return {
+    summary,
+    query: { ...PAGING, ...filters },
+    responses: { 200: listEnvelope(short && decl.listFields ? ref(decl, '_short') : ref(decl)) },
+    projected: listEnvelope(ref(decl, '_fields')),
+  };
+}
+
 /** The generic routes of one collection kind, driven only by its declaration. */
 function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx): PathSpec[] {
   const base = `${API_BASE}${decl.kind}/`;
@@ -44,8 +79,14 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       return envelope(req.query, q.limit, q.offset, total, objects, short, extra);
     };
 
-  const list: PathSpec = { url: base, methods: {} };
-  if (allows(decl.listMethods, 'get')) list.methods.GET = lister(decl.listFields);
+  const list: PathSpec = { url: base, methods: {}, doc: {} };
+  const docs = list.doc!;
+  // Kinds whose writes only start work answer 202 (core/resource.ts Accepted); the declaration says which.
+  const accepts = decl.acceptsWrites === true;
+  if (allows(decl.listMethods, 'get')) {
+    list.methods.GET = lister(decl.listFields);
+    docs.GET = listDoc(decl, `List ${decl.kind}${decl.listFields ? ' (short form)' : ''}`, true);
+  }
   if (allows(decl.listMethods, 'post') && svc.create) {
     const create = svc.create.bind(svc);
     list.methods.POST = async (req) => {
@@ -56,6 +97,11 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       const first = objects[0]?.resource_uri;
       if (typeof first === 'string' && status === 201) headers.Location = `${req.origin}${first}`;
       return { status, body: { ...(made instanceof Answer ? made.extra : {}), objects }, root: 'response', headers };
+    };
+    docs.POST = {
+      summary: `Create ${decl.kind}`,
+      body: createBody(ref(decl, '_create')),
+      responses: answers(201, objectsOf(ref(decl, decl.createdKeys ? '_created' : '')), accepts),
     };
   }
 
@@ -74,16 +120,22 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       );
       return { status: 204 };
     };
+    docs.DELETE = { summary: `Delete several ${decl.kind}`, body: createBody(componentRef('Reference')), responses: { 204: null } };
   }
 
-  const single: PathSpec = { url: `${base}:uuid/`, methods: {} };
-  if (allows(decl.detailMethods, 'get')) single.methods.GET = async (req) => ok(project(await svc.get(ctxOf(req), req.params.uuid), fieldsParam(req.query)));
+  const single: PathSpec = { url: `${base}:uuid/`, methods: {}, doc: {} };
+  const one = single.doc!;
+  if (allows(decl.detailMethods, 'get')) {
+    single.methods.GET = async (req) => ok(project(await svc.get(ctxOf(req), req.params.uuid), fieldsParam(req.query)));
+    one.GET = { summary: `One of ${decl.kind}`, query: FIELDS, responses: { 200: ref(decl) }, projected: ref(decl, '_fields') };
+  }
   if (allows(decl.detailMethods, 'put') && svc.update) {
     const update = svc.update.bind(svc);
     single.methods.PUT = async (req) => {
       const updated = await update(ctxOf(req), req.params.uuid, objectBody(req.body));
       return updated instanceof Accepted ? { status: 202, body: updated.value, root: 'object' } : ok(updated);
     };
+    one.PUT = { summary: `Update one of ${decl.kind} (partial)`, body: ref(decl, '_input'), responses: answers(200, ref(decl), accepts) };
   }
   if (allows(decl.detailMethods, 'delete') && svc.remove) {
     const remove = svc.remove.bind(svc);
@@ -91,22 +143,40 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       const removed = await remove(ctxOf(req), req.params.uuid, req.query);
       return removed instanceof Accepted ? { status: 202, body: removed.value, root: 'object' } : { status: 204 };
     };
+    one.DELETE = { summary: `Delete one of ${decl.kind}`, responses: answers(204, null, accepts) };
   }
 
   const paths: PathSpec[] = [
     list,
-    { url: `${base}detail/`, methods: { GET: lister() } },
-    { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } },
+    { url: `${base}detail/`, methods: { GET: lister() }, doc: { GET: listDoc(decl, `List ${decl.kind} (full objects)`, false) } },
+    schemaPath(decl, base),
     single,
   ];
   // Collection views (`availability_groups/`) before `:uuid/`: a static segment wins in the router anyway.
   for (const [name, view] of Object.entries(decl.collectionViews ?? {}))
     paths.push(
-      { url: `${base}${name}/`, methods: { GET: async (req) => ({ status: 200, body: await view.all(ctxOf(req)) }) } },
-      { url: `${base}${name}/:uuid/`, methods: { GET: async (req) => ({ status: 200, body: await view.of(ctxOf(req), req.params.uuid) }) } },
+      {
+        url: `${base}${name}/`,
+        methods: { GET: async (req) => ({ status: 200, body: await view.all(ctxOf(req)) }) },
+        doc: { GET: { summary: `The ${name} of the caller's ${decl.kind}: groups of uuids`, responses: { 200: { type: 'array', items: { type: 'array', items: { type: 'string' } } } } } },
+      },
+      {
+        url: `${base}${name}/:uuid/`,
+        methods: { GET: async (req) => ({ status: 200, body: await view.of(ctxOf(req), req.params.uuid) }) },
+        doc: { GET: { summary: `The ${name} group one of ${decl.kind} belongs to`, responses: { 200: { type: 'array', items: { type: 'string' } } } } },
+      },
     );
   for (const [name, view] of Object.entries(decl.views ?? {}))
-    paths.push({ url: `${base}:uuid/${name}/`, methods: { GET: async (req) => ok(await view(ctxOf(req), req.params.uuid)) } });
+    paths.push({
+      url: `${base}:uuid/${name}/`,
+      methods: { GET: async (req) => ok(await view(ctxOf(req), req.params.uuid)) },
+      doc: {
+        GET: {
+          summary: `The ${name} of one of ${decl.kind}`,
+          responses: { 200: decl.viewAnswers?.[name] ? plain(decl.viewAnswers[name]) : { type: 'object' } },
+        },
+      },
+    });
   const actions = decl.actions;
   if (actions && svc.authorize) {
     const authorize = svc.authorize.bind(svc);
@@ -125,19 +195,55 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
           return { status: action.async ? 202 : 200, body, root: 'object' };
         },
       },
+      doc: { POST: actionDoc(decl, actions) },
     });
   }
   return paths;
+}
+
+/** `POST …/action/?do=`: one operation for all the kind's actions; each declares its status (async: 202) and answer. */
+function actionDoc(decl: CollectionDecl, actions: NonNullable<CollectionDecl['actions']>): OperationDoc {
+  const byStatus = new Map<number, JsonSchema[]>();
+  for (const action of Object.values(actions)) {
+    const status = action.async ? 202 : 200;
+    byStatus.set(status, [...(byStatus.get(status) ?? []), actionAnswer(action)]);
+  }
+  const names = Object.keys(actions);
+  const params = [...new Set(Object.values(actions).flatMap((a) => a.params ?? []))];
+  return {
+    summary: `Actions on one of ${decl.kind}: ${names.join(', ')}`,
+    query: { do: `The action: ${names.join(', ')}.`, ...Object.fromEntries(params.map((p) => [p, 'Action parameter.'])) },
+    body: { type: ['object', 'null'] },
+    responses: Object.fromEntries([...byStatus].map(([status, list]) => [status, list.length === 1 ? list[0] : { anyOf: dedupe(list) }])),
+  };
+}
+
+const dedupe = (list: JsonSchema[]): JsonSchema[] => [...new Map(list.map((s) => [JSON.stringify(s), s])).values()];
+
+/** `GET /<kind>/schema/`: tastypie's description of the kind (core/schema.ts). */
+function schemaPath(decl: ResourceDecl, base: string): PathSpec {
+  return {
+    url: `${base}schema/`,
+    methods: { GET: async () => ok(buildSchema(decl), 'response') },
+    doc: { GET: { summary: `The tastypie schema of ${decl.kind}`, responses: { 200: { type: 'object' } } } },
+  };
 }
 
 /** A single-object kind: GET (and PUT) on the kind's URL, plus its schema. */
 function singletonPaths(decl: SingletonDecl, ctxOf: (req: ApiRequest) => Ctx): PathSpec[] {
   const base = `${API_BASE}${decl.kind}/`;
   const root = decl.envelope ? 'response' : 'object';
-  const main: PathSpec = { url: base, methods: { GET: async (req) => ok(project(await decl.service.get(ctxOf(req)), fieldsParam(req.query)), root) } };
+  const main: PathSpec = {
+    url: base,
+    methods: { GET: async (req) => ok(project(await decl.service.get(ctxOf(req)), fieldsParam(req.query)), root) },
+    doc: { GET: { summary: `The caller's ${decl.kind}`, query: FIELDS, responses: { 200: ref(decl) }, projected: ref(decl, '_fields') } },
+  };
   const update = decl.service.update;
-  if (update) main.methods.PUT = async (req) => ok(await update(ctxOf(req), objectBody(req.body)));
-  return [main, { url: `${base}schema/`, methods: { GET: async () => ok(buildSchema(decl), 'response') } }];
+  if (update) {
+    main.methods.PUT = async (req) => ok(await update(ctxOf(req), objectBody(req.body)));
+    main.doc!.PUT = { summary: `Update the caller's ${decl.kind} (partial)`, body: ref(decl, '_input'), responses: { 200: ref(decl) } };
+  }
+  return [main, schemaPath(decl, base)];
 }
 
 /**
@@ -165,9 +271,24 @@ function taggedPaths(decls: ResourceDecl[], ctxOf: (req: ApiRequest) => Ctx): Pa
   return decls
     .filter((d): d is CollectionDecl => d.shape === 'collection' && d.taggable === true)
     .flatMap((decl) => [
-      { url: `${API_BASE}tags/:uuid/${decl.kind}/`, methods: { GET: lister(decl, false) } },
-      { url: `${API_BASE}tags/:uuid/${decl.kind}/detail/`, methods: { GET: lister(decl, true) } },
+      {
+        url: `${API_BASE}tags/:uuid/${decl.kind}/`,
+        methods: { GET: lister(decl, false) },
+        doc: {
+          GET: { ...listDoc(decl, `The caller's ${decl.kind} that carry the tag (short form)`, true), responses: { 200: listEnvelope(taggedItem(decl)) } },
+        },
+      },
+      {
+        url: `${API_BASE}tags/:uuid/${decl.kind}/detail/`,
+        methods: { GET: lister(decl, true) },
+        doc: { GET: listDoc(decl, `The caller's ${decl.kind} that carry the tag (full objects)`, false) },
+      },
     ]);
+}
+
+/** A short item of a tag's member list: `resource_uri` is itself a reference there (the recorded quirk). */
+function taggedItem(decl: CollectionDecl): JsonSchema {
+  return ref(decl, '_tagged');
 }
 
 /** Every route of every declared kind. */

@@ -31,11 +31,71 @@ export interface RequestInfo {
 
 export type Handler = (req: ApiRequest) => Promise<Result>;
 
+/** A JSON Schema (2020-12, the dialect of OpenAPI 3.1). */
+export type JsonSchema = Record<string, unknown>;
+
+/**
+ * The contract of one method of a route, for the OpenAPI document (http/openapi.ts). Error answers (the error
+ * array, per status) are added for every operation there; only what succeeds is described here.
+ */
+export interface OperationDoc {
+  summary: string;
+  /** Success answers: status -> the JSON body's schema; `null` for an empty body (204), `{contentType}` for another type. */
+  responses: Record<number, JsonSchema | null | { contentType: string }>;
+  /** Query parameters besides `format` (which every route takes): name -> description. */
+  query?: Record<string, string>;
+  /** The JSON request body, when the method reads one. */
+  body?: JsonSchema;
+  /** The answer's schema when `fields=` cuts its objects to some keys (any declared key may then be absent). */
+  projected?: JsonSchema;
+}
+
+export type PathDoc = Partial<Record<HttpMethod, OperationDoc>>;
+
 export interface PathSpec {
   url: string;
   methods: Partial<Record<HttpMethod, Handler>>;
   /** Reachable without credentials (sign-up, login). */
   public?: boolean;
+  /** The contract of each method; a route without one is missing from the OpenAPI document (and a test says so). */
+  doc?: PathDoc;
+}
+
+/** What a route contributes to the OpenAPI document. */
+export interface DocumentedPath {
+  url: string;
+  public: boolean;
+  doc?: PathDoc;
+}
+
+const documented = new WeakMap<FastifyInstance, DocumentedPath[]>();
+const served = new WeakMap<FastifyInstance, { url: string; methods: string[] }[]>();
+
+/**
+ * Records every route `app` (and its child scopes) will serve, with the methods it answers (registerPath's
+ * allowed list, not the catch-all it registers): the test that every route is in the contract reads it.
+ */
+export function trackRoutes(app: FastifyInstance): void {
+  const list: { url: string; methods: string[] }[] = [];
+  served.set(app, list);
+  app.addHook('onRoute', (route) => {
+    const allowed = (route.config as { allowed?: string } | undefined)?.allowed;
+    const methods = allowed !== undefined ? allowed.split(',').filter(Boolean) : [route.method].flat().filter((m) => m !== 'HEAD' && m !== 'OPTIONS');
+    list.push({ url: route.url, methods });
+  });
+}
+
+/** The routes `app` serves (after trackRoutes). */
+export const servedRoutes = (app: FastifyInstance): readonly { url: string; methods: string[] }[] => served.get(app) ?? [];
+
+/** Routes registered on `app` with their contracts, in registration order (the OpenAPI document reads them). */
+export const documentedPaths = (app: FastifyInstance): readonly DocumentedPath[] => documented.get(app) ?? [];
+
+/** Adds a route to `app`'s contract; registerPath does it for its routes, routes registered otherwise call it. */
+export function documentPath(app: FastifyInstance, path: DocumentedPath): void {
+  let list = documented.get(app);
+  if (!list) documented.set(app, (list = []));
+  list.push(path);
 }
 
 declare module 'fastify' {
@@ -70,6 +130,7 @@ export interface Limiter {
  */
 export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate: Authenticator, limiter?: Limiter | null): void {
   const allowed = (Object.keys(spec.methods) as HttpMethod[]).join(',');
+  documentPath(app, { url: spec.url, public: spec.public ?? false, doc: spec.doc });
   app.route({
     method: [...ALL],
     url: spec.url,

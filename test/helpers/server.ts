@@ -12,6 +12,7 @@ import { Scheduler } from '../../src/sim/scheduler.js';
 import { timerHandlers } from '../../src/registry.js';
 import { EventSubscriptions } from '../../src/core/events.js';
 import { Client } from './client.js';
+import { knownContract } from './contract.js';
 
 export interface TestServer {
   base: string;
@@ -55,6 +56,8 @@ export async function startServer(
   await app.listen({ host: '127.0.0.1', port: 0 });
   const port = (app.server.address() as { port: number }).port;
   const base = `http://127.0.0.1:${port}`;
+  // The contract the test client checks every answer against, read in-process (test/helpers/contract.ts).
+  knownContract(base, (await app.inject({ method: 'GET', url: '/api/2.0/openapi.json' })).body);
   return {
     base,
     port,

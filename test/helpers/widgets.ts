@@ -1,3 +1,4 @@
+import { ACTION_RESULT } from '../../src/core/contract.js';
 import { f } from '../../src/core/fields.js';
 import type { CollectionDecl } from '../../src/core/resource.js';
 import { storedDecl } from '../../src/core/stored.js';
@@ -33,7 +34,7 @@ export const widgets: CollectionDecl = storedDecl({
   taggable: true,
   actions: {
     // An action as servers and drives declare theirs: the generic route checks the permission first.
-    poke: { permission: 'ATTACH', async: true, run: async (_ctx, uuid) => ({ action: 'poke', result: 'success', uuid }) },
+    poke: { permission: 'ATTACH', async: true, answer: { schema: ACTION_RESULT }, run: async (_ctx, uuid) => ({ action: 'poke', result: 'success', uuid }) },
   },
 });
 

@@ -8,6 +8,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import { byCodePoint } from '../../src/core/order.js';
 import { hashPassword } from '../../src/core/passwords.js';
+import { profileDefaults } from '../../src/resources/profile/profile.js';
 import { migrationProvider } from '../../src/store/migrations/index.js';
 import { Client } from '../helpers/client.js';
 import { cli } from '../helpers/cli.js';
@@ -115,7 +116,8 @@ describe('a newer Stratus opens an older database', () => {
           email: 'old@example.com',
           password_hash: await hashPassword('old-secret'),
           state: 'REGULAR',
-          profile: JSON.stringify({ email: 'old@example.com', uuid: '6f3f9b8e-0d51-4a56-9d7e-000000000001', currency: 'EUR' }),
+          // The profile sign-up writes (as version 0001 wrote it too).
+          profile: JSON.stringify(profileDefaults('6f3f9b8e-0d51-4a56-9d7e-000000000001', new Date('2024-01-01T00:00:00Z'), 'EUR')),
           created_at: '2024-01-01T00:00:00.000000+00:00',
         })
         .execute();

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
+import { documentPath } from '../routes.js';
 import { CONFIRM_PATH, confirmSignup, MIN_PASSWORD_LENGTH, pendingSignup } from '../../resources/accounts/signup.js';
 
 /**
@@ -87,6 +88,15 @@ export function registerConfirmPage(app: FastifyInstance, s: Services, apiBase: 
   };
 
   // Its own encapsulated scope: HTML forms need a urlencoded body parser the API does not accept.
+  const html = { 200: { contentType: 'text/html' }, 400: { contentType: 'text/html' }, 404: { contentType: 'text/html' } } as const;
+  documentPath(app, {
+    url: `${CONFIRM_PATH}:token`,
+    public: true,
+    doc: {
+      GET: { summary: 'The sign-up confirmation page (HTML)', responses: html },
+      POST: { summary: 'Set the password of a new account (HTML form)', responses: html },
+    },
+  });
   return app.register(async (scope) => {
     scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
       const params = new URLSearchParams(typeof body === 'string' ? body : body.toString('utf8'));

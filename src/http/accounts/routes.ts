@@ -53,6 +53,15 @@ export function accountPaths(s: Services, auth: Auth, signup: SignupDeps): PathS
     {
       url: `${API_BASE}accounts/action/`,
       public: true,
+      doc: {
+        POST: {
+          summary: `Account actions: ${ACTIONS.join(', ')}`,
+          query: { do: `The action: ${ACTIONS.join(', ')}.` },
+          body: { type: ['object', 'null'] },
+          // create: {success, uuid}; login and check_login_with_return_uuid: {uuid}; logout and check_login: {}.
+          responses: { 200: { type: 'object', properties: { success: { type: 'boolean' }, uuid: { type: 'string' } }, additionalProperties: false } },
+        },
+      },
       methods: {
         POST: async (req) => {
           const action = actionOf(req);

@@ -72,9 +72,15 @@ export const drives = storedDecl(
       clone: {
         permission: 'CLONE',
         async: true,
+        answer: { objects: 'drives' },
         run: async (ctx, uuid, body) => ({ objects: [await drives.service.get(ctx, await cloneDrive(ctx, uuid, body))] }),
       },
-      resize: { permission: 'EDIT', async: true, run: async (ctx, uuid, body) => ({ objects: [await resizeDrive(ctx, uuid, body)] }) },
+      resize: {
+        permission: 'EDIT',
+        async: true,
+        answer: { objects: 'drives' },
+        run: async (ctx, uuid, body) => ({ objects: [await resizeDrive(ctx, uuid, body)] }),
+      },
     },
     // Drives sharing a simulated storage node (library drives, ownerless, are on none of the caller's).
     collectionViews: {

@@ -34,9 +34,11 @@ export const driveFields = {
   meta: f.dict({ schemaDefault: {}, help: 'User defined meta information' }),
   mounted_on: f.relatedItems(Type.Unknown(), { readonly: true, help: 'Servers on which this drive is mounted on' }),
   name: f.string({ required: true, maxLength: 1024, schemaDefault: null, help: 'Human readable name of the drive' }),
-  owner: f.related({ readonly: true, schemaDefault: null, help: 'Owner of the drive' }),
+  // null for library drives, which /drives/ lists too.
+  owner: f.related({ readonly: true, nullable: true, schemaDefault: null, help: 'Owner of the drive' }),
   resource_uri: f.string({ readonly: true, required: true }),
-  runtime: f.related({ readonly: true, help: 'Runtime information of the drive', fields: runtimeDoc }),
+  // tastypie calls it related; answers show the runtime object itself.
+  runtime: f.related({ readonly: true, help: 'Runtime information of the drive', fields: runtimeDoc, output: Type.Record(Type.String(), Type.Unknown()) }),
   size: f.integer({ required: true, minimum: 1, numericStrings: true, schemaDefault: null, help: 'Size of the drive in bytes' }),
   snapshots: f.relatedItems(Type.Unknown(), { readonly: true, help: 'Servers on which this drive is mounted on' }),
   status: f.string({ readonly: true, required: true, help: 'Status of the drive.' }),

@@ -2,7 +2,7 @@ import { perObject } from '../../core/metering.js';
 import Type from 'typebox';
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, permission, validation } from '../../core/errors.js';
-import { f, NO_DEFAULT } from '../../core/fields.js';
+import { f, NO_DEFAULT, SUBSCRIPTION_REF } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
 import { lockAttachable } from '../../core/permissions.js';
 import { storedDecl } from '../../core/stored.js';
@@ -27,10 +27,11 @@ export const ipFields = {
   meta: f.dict({ schemaDefault: {}, help: 'User defined meta information' }),
   nameservers: f.list(Type.String(), { readonly: true, schemaDefault: null, help: 'Nameserver IPs' }),
   netmask: f.integer({ readonly: true, required: true, schemaDefault: null, help: 'IP netmask' }),
-  owner: f.related({ readonly: true, schemaDefault: null, help: 'IP owner' }),
+  // null for a running server's DHCP lease.
+  owner: f.related({ readonly: true, nullable: true, schemaDefault: null, help: 'IP owner' }),
   resource_uri: f.string({ readonly: true, required: true }),
-  server: f.related({ readonly: true, schemaDefault: NO_DEFAULT, help: 'Reference to server using that IP' }),
-  subscription: f.related({ readonly: true, schemaDefault: null, help: 'Subscription, related to this IP' }),
+  server: f.related({ readonly: true, nullable: true, schemaDefault: NO_DEFAULT, help: 'Reference to server using that IP' }),
+  subscription: f.related({ readonly: true, schemaDefault: null, help: 'Subscription, related to this IP', output: SUBSCRIPTION_REF }),
   tags: f.relatedMany(),
   uuid: f.string({ readonly: true, required: true, schemaDefault: null, help: 'IP UUID, in this case, the actual IP' }),
 };

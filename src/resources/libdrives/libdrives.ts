@@ -53,6 +53,7 @@ export const libdrives = storedDecl(
       clone: {
         permission: 'CLONE',
         async: true,
+        answer: { objects: 'drives' },
         run: async (ctx, uuid, body) => ({ objects: [await drives.service.get(ctx, await cloneDrive(ctx, uuid, body))] }),
       },
     },

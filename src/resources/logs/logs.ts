@@ -16,12 +16,12 @@ import type { AuditLogTable, Database } from '../../store/schema.js';
  */
 const fields = {
   action: f.string({ required: true, schemaDefault: null, help: 'Name of the executed action' }),
-  actor: f.related({ schemaDefault: null, help: 'User who executed action.' }),
+  actor: f.related({ nullable: true, schemaDefault: null, help: 'User who executed action.' }),
   category: f.string({ required: true, schemaDefault: null, help: 'Category the action belongs to.' }),
-  details: f.string({ schemaDefault: null, help: 'Details about the executed action.' }),
-  error_message: f.string({ schemaDefault: null, help: 'Error message, if applicable.' }),
-  error_point: f.string({ schemaDefault: null, help: 'The field that caused the error, if applicable.' }),
-  error_type: f.string({ schemaDefault: null, help: 'Type of error, if applicable.' }),
+  details: f.string({ nullable: true, schemaDefault: null, help: 'Details about the executed action.' }),
+  error_message: f.string({ nullable: true, schemaDefault: null, help: 'Error message, if applicable.' }),
+  error_point: f.string({ nullable: true, schemaDefault: null, help: 'The field that caused the error, if applicable.' }),
+  error_type: f.string({ nullable: true, schemaDefault: null, help: 'Type of error, if applicable.' }),
   success: f.boolean({ required: true, default: true, help: 'Whether the action was successful.' }),
   timestamp: f.string({ required: true, schemaDefault: null, help: 'Time when entry was added.' }),
   uuid: f.string({

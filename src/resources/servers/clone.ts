@@ -121,5 +121,6 @@ export const cloneTimers: Record<string, TimerHandler> = {
 export const cloneAction = (present: (ctx: Ctx, uuid: string) => Promise<Obj>): ActionDecl => ({
   permission: 'CLONE',
   async: true,
+  answer: { object: 'servers' },
   run: async (ctx, uuid, body) => present(ctx, await cloneServer(ctx, uuid, body)),
 });

@@ -1,6 +1,7 @@
 import type { Ctx } from '../../core/context.js';
 import type { Obj } from '../../core/input.js';
 import type { ActionDecl } from '../../core/resource.js';
+import { ACTION_RESULT } from '../../core/contract.js';
 import { closeTunnel, openTunnel, type Tunnel } from '../../sim/hypervisor.js';
 import { accepted, lockServer, logServer, requireState } from './power.js';
 
@@ -32,9 +33,12 @@ async function close(ctx: Ctx, uuid: string, which: Tunnel): Promise<Obj> {
   return accepted(`close_${which}`, uuid);
 }
 
+/** The action answer with the tunnel's URL. */
+const opened = (which: Tunnel) => ({ ...ACTION_RESULT, required: [...(ACTION_RESULT.required as string[]), URL_KEY[which]] });
+
 export const consoleActions: Record<string, ActionDecl> = {
-  open_vnc: { permission: 'OPEN_VNC', async: true, run: (ctx, uuid) => open(ctx, uuid, 'vnc') },
-  close_vnc: { permission: 'OPEN_VNC', async: true, run: (ctx, uuid) => close(ctx, uuid, 'vnc') },
-  open_console: { permission: 'OPEN_VNC', async: true, run: (ctx, uuid) => open(ctx, uuid, 'console') },
-  close_console: { permission: 'OPEN_VNC', async: true, run: (ctx, uuid) => close(ctx, uuid, 'console') },
+  open_vnc: { permission: 'OPEN_VNC', async: true, answer: { schema: opened('vnc') }, run: (ctx, uuid) => open(ctx, uuid, 'vnc') },
+  close_vnc: { permission: 'OPEN_VNC', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => close(ctx, uuid, 'vnc') },
+  open_console: { permission: 'OPEN_VNC', async: true, answer: { schema: opened('console') }, run: (ctx, uuid) => open(ctx, uuid, 'console') },
+  close_console: { permission: 'OPEN_VNC', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => close(ctx, uuid, 'console') },
 };

@@ -29,9 +29,12 @@ export const nicSchema = Type.Object({
 });
 
 /** Server fields, defaults and help texts as the recorded `servers/schema/` shows them (reference §5.2). */
+/** Keys requests may give that answers never show (the recorded servers leave them out). */
+const notShown = { mayBeAbsent: true } as const;
+
 export const serverFields = {
-  allocation_pool: f.string({ nullable: true, schemaDefault: null, help: 'Host Allocation Pool associated to the server' }),
-  auto_start: f.boolean({ schemaDefault: false, help: 'Enable auto starting of the guest after a clone.' }),
+  allocation_pool: f.string({ ...notShown, nullable: true, schemaDefault: null, help: 'Host Allocation Pool associated to the server' }),
+  auto_start: f.boolean({ ...notShown, schemaDefault: false, help: 'Enable auto starting of the guest after a clone.' }),
   context: f.boolean({ default: true, help: 'Enable guest context serial device' }),
   cpu: f.integer({ required: true, numericStrings: true, schemaDefault: null, help: "Server's CPU Clock speed measured in MHz" }),
   cpu_model: f.string({
@@ -49,12 +52,12 @@ export const serverFields = {
   cpus_instead_of_cores: f.boolean({ default: false, help: 'Expose server SMPs as separate CPUs, instead of cores of a single CPU.' }),
   drives: f.relatedItems(attachmentSchema, { schemaDefault: [], fields: serverDrivesDoc, help: 'List of attached Drives to server' }),
   enable_numa: f.boolean({ default: false, help: 'Expose NUMA topology to the server.' }),
-  epcs: f.relatedItems(Type.Unknown(), { default: undefined, schemaDefault: [], fields: serverEpcsDoc, help: 'List of defined EPCs' }),
-  gpus: f.relatedItems(Type.Unknown(), { default: undefined, schemaDefault: [], fields: serverGpusDoc, help: 'List of attached GPUs' }),
+  epcs: f.relatedItems(Type.Unknown(), { ...notShown, default: undefined, schemaDefault: [], fields: serverEpcsDoc, help: 'List of defined EPCs' }),
+  gpus: f.relatedItems(Type.Unknown(), { ...notShown, default: undefined, schemaDefault: [], fields: serverGpusDoc, help: 'List of attached GPUs' }),
   hv_relaxed: f.boolean({ default: false, help: 'Improve performance of Windows servers.' }),
   hv_tsc: f.boolean({ default: false, help: 'Improves performance of Windows servers with the trade off that the servers cannot be live migrated.' }),
   hypervisor: f.string({ default: 'kvm', choices: ['kvm', 'solaris-kz'], help: 'Specify hypervisor on which this server should run' }),
-  is_grey: f.boolean({ schemaDefault: false, help: 'Specifies if server can be used to fill up free capacity' }),
+  is_grey: f.boolean({ ...notShown, schemaDefault: false, help: 'Specifies if server can be used to fill up free capacity' }),
   jobs: f.relatedItems(Type.Unknown(), { readonly: true, required: true, help: 'Background jobs related to this resource' }),
   mem: f.integer({ required: true, numericStrings: true, schemaDefault: null, help: "Server's Random Access Memory measured in bytes" }),
   meta: f.dict({ schemaDefault: {}, help: 'User assigned meta information for this server' }),
@@ -64,7 +67,13 @@ export const serverFields = {
   pubkeys: f.relatedItems(ref, { schemaDefault: [], help: 'List of SSH keys for that server' }),
   requirements: f.list(Type.String({ maxLength: 64 }), { schemaDefault: [], help: 'A collection of special requirements for this server' }),
   resource_uri: f.string({ readonly: true, required: true }),
-  runtime: f.related({ readonly: true, help: 'Runtime information of the guest', fields: serverRuntimeDoc }),
+  // tastypie calls it related; answers show the runtime object itself (null while the server is not running).
+  runtime: f.related({
+    readonly: true,
+    help: 'Runtime information of the guest',
+    fields: serverRuntimeDoc,
+    output: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
+  }),
   // No fixed default: when absent, as many cores as the cpu needs at the host's top speed per core (1 for the usual sizes).
   smp: f.integer({ numericStrings: true, minimum: 1, schemaDefault: null, help: 'Symmetric Multiprocessing (SMP) i.e. number of CPU cores' }),
   status: f.string({ readonly: true, help: 'Status of the guest.' }),

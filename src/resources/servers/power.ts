@@ -4,6 +4,7 @@ import { ApiError, notFound, permission } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { avoidList, type Obj } from '../../core/input.js';
 import type { ActionDecl } from '../../core/resource.js';
+import { ACTION_RESULT } from '../../core/contract.js';
 import { cancelTimers, schedule, type TimerHandler } from '../../core/timers.js';
 import * as hypervisor from '../../sim/hypervisor.js';
 import type { Tx } from '../../store/db.js';
@@ -95,9 +96,15 @@ async function shutdown(ctx: Ctx, uuid: string): Promise<Obj> {
 
 export const powerActions: Record<string, ActionDecl> = {
   // `avoid`: servers whose hosts this one should not run on (reference §5.1).
-  start: { permission: 'START', async: true, params: ['avoid'], run: (ctx, uuid, _body, params) => start(ctx, uuid, avoidList(params.avoid)) },
-  stop: { permission: 'STOP', async: true, run: (ctx, uuid) => stop(ctx, uuid) },
-  shutdown: { permission: 'STOP', async: true, run: (ctx, uuid) => shutdown(ctx, uuid) },
+  start: {
+    permission: 'START',
+    async: true,
+    params: ['avoid'],
+    answer: { schema: ACTION_RESULT },
+    run: (ctx, uuid, _body, params) => start(ctx, uuid, avoidList(params.avoid)),
+  },
+  stop: { permission: 'STOP', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => stop(ctx, uuid) },
+  shutdown: { permission: 'STOP', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => shutdown(ctx, uuid) },
 };
 
 /**

@@ -127,6 +127,7 @@ export const servers = storedDecl(
         placed: (server) => server.status === 'running',
       }),
     },
+    viewAnswers: { runtime: serverFields.runtime.output! },
   },
   {
     prepare(values, mode) {

@@ -24,7 +24,7 @@ import { snapshotsOf, snapshotUsage } from './of-drive.js';
  * a drive's delete locks its snapshots); the account-wide limit is checked under the owner's count lock.
  */
 export const snapshotFields = {
-  allocated_size: f.integer({ readonly: true, required: true, help: 'Physical size of the snapshot' }),
+  allocated_size: f.integer({ readonly: true, required: true, nullable: true, help: 'Physical size of the snapshot' }),
   drive: f.related({ required: true, schemaDefault: null, help: 'Drive UUID' }),
   meta: f.dict({ schemaDefault: {}, help: 'User defined meta information' }),
   name: f.string({ maxLength: 1024, schemaDefault: null, help: 'Optional human readable name of the snapshot' }),
@@ -123,6 +123,7 @@ export const snapshots = storedDecl(
         permission: 'CLONE',
         async: true,
         params: ['avoid'],
+        answer: { object: 'drives' },
         run: async (ctx, uuid, body, params) =>
           drives.service.get(ctx, await cloneSnapshot(ctx, uuid, body, params.avoid, (tx) => snapshots.service.authorize(ctx, uuid, 'CLONE', tx))),
       },

@@ -2,7 +2,7 @@ import { perObject } from '../../core/metering.js';
 import Type from 'typebox';
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, permission } from '../../core/errors.js';
-import { f } from '../../core/fields.js';
+import { f, SUBSCRIPTION_REF } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
 import type { Tx } from '../../store/db.js';
@@ -15,12 +15,12 @@ import { mirrorMetaName } from '../ips/ips.js';
  * As with IPs, the `name` filters match `meta.name`.
  */
 export const vlanFields = {
-  bottom_vlan_tag: f.integer({ readonly: true, schemaDefault: null }),
+  bottom_vlan_tag: f.integer({ readonly: true, nullable: true, schemaDefault: null }),
   meta: f.dict({ schemaDefault: {}, help: 'User defined meta information' }),
   owner: f.related({ readonly: true, schemaDefault: null, help: 'VLAN owner' }),
   resource_uri: f.string({ readonly: true, required: true }),
   servers: f.relatedItems(Type.Unknown(), { readonly: true, schemaDefault: [], help: 'Servers in this VLAN' }),
-  subscription: f.related({ readonly: true, schemaDefault: null, help: 'Subscription related to this VLAN' }),
+  subscription: f.related({ readonly: true, schemaDefault: null, help: 'Subscription related to this VLAN', output: SUBSCRIPTION_REF }),
   tags: f.relatedMany(),
   uuid: f.string({ readonly: true, required: true, schemaDefault: null, help: 'VLAN UUID' }),
 };

@@ -1,3 +1,4 @@
+import Type from 'typebox';
 import type { Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
@@ -5,6 +6,7 @@ import { isPlainObject, relatedId, type Obj } from '../../core/input.js';
 import { Accepted } from '../../core/resource.js';
 import { StoredFront } from './front.js';
 import { storedDecl, type Row, type StoredFilter } from '../../core/stored.js';
+import { ACTION_RESULT } from '../../core/contract.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { existingJobs } from '../jobs/jobs.js';
@@ -76,9 +78,11 @@ const stored = storedDecl(
     unlistedFilters: ['policy'],
     ordering: ['uuid', 'name'],
     actions: {
-      enable_logging: { permission: 'EDIT', async: true, run: (ctx, uuid) => setLogging(ctx, uuid, true) },
-      disable_logging: { permission: 'EDIT', async: true, run: (ctx, uuid) => setLogging(ctx, uuid, false) },
+      enable_logging: { permission: 'EDIT', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => setLogging(ctx, uuid, true) },
+      disable_logging: { permission: 'EDIT', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => setLogging(ctx, uuid, false) },
     },
+    acceptsWrites: true,
+    createdKeys: { policy: Type.String() },
   },
   {
     filters,

@@ -5,6 +5,7 @@ import { isPlainObject, validateFields, type Obj } from '../../core/input.js';
 import { Accepted } from '../../core/resource.js';
 import { StoredFront } from './front.js';
 import { storedDecl, type Row } from '../../core/stored.js';
+import { ACTION_RESULT } from '../../core/contract.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { existingJobs } from '../jobs/jobs.js';
@@ -148,9 +149,10 @@ const stored = storedDecl(
     filtering: { name: 'exact', name__contains: 'exact', tag: 'exact', uuid: 'exact' },
     ordering: ['uuid', 'name'],
     actions: {
-      enable: { permission: 'EDIT', async: true, run: (ctx, uuid) => setActive(ctx, uuid, true) },
-      disable: { permission: 'EDIT', async: true, run: (ctx, uuid) => setActive(ctx, uuid, false) },
+      enable: { permission: 'EDIT', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => setActive(ctx, uuid, true) },
+      disable: { permission: 'EDIT', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => setActive(ctx, uuid, false) },
     },
+    acceptsWrites: true,
     timers: routerTimers,
   },
   { presentStatic, decorate },
