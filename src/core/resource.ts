@@ -134,6 +134,12 @@ export interface CollectionDecl extends Common {
   viewAnswers?: Record<string, TSchema>;
   /** Keys a create's answer shows besides the declared fields (the recorded vrfwfilters create shows its policy; GET never does). */
   createdKeys?: Record<string, TSchema>;
+  /** Keys an update's answer shows besides the declared fields (the recorded notification-contact PUT adds `pk`). */
+  updatedKeys?: Record<string, TSchema>;
+  /** Keys a list answer carries beside `meta` and `objects` (`/pricing/`: `current`, `next`; `/subscriptions/`: `price`). */
+  listExtras?: Record<string, TSchema>;
+  /** A create answering other than 201 `{objects}` (core Answer): its status and the keys beside `objects`. */
+  createAnswer?: { status: number; extras?: Record<string, TSchema> };
   /** Writes may only start work and answer 202 (the service returns `Accepted`), besides the usual 201/200/204. */
   acceptsWrites?: boolean;
   service: CollectionService;

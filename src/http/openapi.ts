@@ -138,6 +138,11 @@ export function openApiDocument(app: FastifyInstance, kinds: readonly ResourceDe
         required: [...(full.required as string[]), ...Object.keys(extra)],
       };
     }
+    if (decl.updatedKeys) {
+      const full = schemas[decl.kind];
+      const extra = Object.fromEntries(Object.entries(decl.updatedKeys).map(([k, s]) => [k, plain(s)]));
+      schemas[`${decl.kind}_updated`] = { ...full, properties: { ...(full.properties as object), ...extra } };
+    }
     const short = objectSchema(decl, decl.listFields);
     if (decl.listFields) schemas[`${decl.kind}_short`] = short;
     // A tag's member lists nest `resource_uri` as a reference (resource-routes.ts taggedPaths).

@@ -1,3 +1,4 @@
+import type { TSchema } from 'typebox';
 import type { Ctx, Services } from '../core/context.js';
 import { createItems, objectBody, relatedId } from '../core/input.js';
 import { validation } from '../core/errors.js';
@@ -50,6 +51,13 @@ const objectsOf = (item: JsonSchema): JsonSchema => ({
 const answers = (status: number, body: JsonSchema | null, mayAccept: boolean): OperationDoc['responses'] =>
   mayAccept ? { [status]: body, 202: body ?? { type: 'object' } } : { [status]: body };
 
+/** An envelope schema with the keys a kind declares beside it (`listExtras`, a create's `extras`). */
+function withExtras(schema: JsonSchema, extras: Record<string, TSchema> | undefined): JsonSchema {
+  if (!extras) return schema;
+  const more = Object.fromEntries(Object.entries(extras).map(([k, s]) => [k, plain(s)]));
+  return { ...schema, properties: { ...(schema.properties as object), ...more }, required: [...((schema.required as string[]) ?? []), ...Object.keys(more)] };
+}
+
 /** The contract of a list answer: the envelope of full objects, or of the short list form. */
 function listDoc(decl: CollectionDecl, summary: string, short: boolean): OperationDoc {
   const filters = Object.fromEntries(
@@ -58,8 +66,8 @@ function listDoc(decl: CollectionDecl, summary: string, short: boolean): Operati
   return {
     summary,
     query: { ...PAGING, ...filters },
-    responses: { 200: listEnvelope(short && decl.listFields ? ref(decl, '_short') : ref(decl)) },
-    projected: listEnvelope(ref(decl, '_fields')),
+    responses: { 200: withExtras(listEnvelope(short && decl.listFields ? ref(decl, '_short') : ref(decl)), decl.listExtras) },
+    projected: withExtras(listEnvelope(ref(decl, '_fields')), decl.listExtras),
   };
 }
 
@@ -101,13 +109,22 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     docs.POST = {
       summary: `Create ${decl.kind}`,
       body: createBody(ref(decl, '_create')),
-      responses: answers(201, objectsOf(ref(decl, decl.createdKeys ? '_created' : '')), accepts),
+      responses: answers(
+        decl.createAnswer?.status ?? 201,
+        withExtras(objectsOf(ref(decl, decl.createdKeys ? '_created' : '')), decl.createAnswer?.extras),
+        accepts,
+      ),
     };
   }
 
   if (allows(decl.listMethods, 'put') && svc.updateMany) {
     const updateMany = svc.updateMany.bind(svc);
     list.methods.PUT = async (req) => ({ status: 202, body: { objects: await updateMany(ctxOf(req), createItems(req.body)) }, root: 'response' });
+    docs.PUT = {
+      summary: `Update several ${decl.kind} (202: the changed objects)`,
+      body: createBody(ref(decl, '_input')),
+      responses: { 202: objectsOf(ref(decl)) },
+    };
   }
 
   if (allows(decl.listMethods, 'delete') && svc.removeMany) {
@@ -135,7 +152,11 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       const updated = await update(ctxOf(req), req.params.uuid, objectBody(req.body));
       return updated instanceof Accepted ? { status: 202, body: updated.value, root: 'object' } : ok(updated);
     };
-    one.PUT = { summary: `Update one of ${decl.kind} (partial)`, body: ref(decl, '_input'), responses: answers(200, ref(decl), accepts) };
+    one.PUT = {
+      summary: `Update one of ${decl.kind} (partial)`,
+      body: ref(decl, '_input'),
+      responses: answers(200, ref(decl, decl.updatedKeys ? '_updated' : ''), accepts),
+    };
   }
   if (allows(decl.detailMethods, 'delete') && svc.remove) {
     const remove = svc.remove.bind(svc);
@@ -158,7 +179,12 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       {
         url: `${base}${name}/`,
         methods: { GET: async (req) => ({ status: 200, body: await view.all(ctxOf(req)) }) },
-        doc: { GET: { summary: `The ${name} of the caller's ${decl.kind}: groups of uuids`, responses: { 200: { type: 'array', items: { type: 'array', items: { type: 'string' } } } } } },
+        doc: {
+          GET: {
+            summary: `The ${name} of the caller's ${decl.kind}: groups of uuids`,
+            responses: { 200: { type: 'array', items: { type: 'array', items: { type: 'string' } } } },
+          },
+        },
       },
       {
         url: `${base}${name}/:uuid/`,

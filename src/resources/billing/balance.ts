@@ -10,7 +10,7 @@ export const balance: SingletonDecl = {
   flavour: 'custom',
   fields: {
     balance: f.decimal({ readonly: true, required: true, help: 'Amount of money in account' }),
-    credit_limit: f.string({ readonly: true, required: true, help: 'Credit limit applied to the account, if present' }),
+    credit_limit: f.string({ readonly: true, required: true, nullable: true, help: 'Credit limit applied to the account, if present' }),
     currency: f.string({ readonly: true, required: true, help: 'Currency of the account' }),
   },
   defaultLimit: 20,

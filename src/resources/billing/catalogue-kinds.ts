@@ -1,3 +1,4 @@
+import Type from 'typebox';
 import { f } from '../../core/fields.js';
 import { notFound } from '../../core/errors.js';
 import { readLevels } from '../../billing/levels.js';
@@ -32,6 +33,7 @@ export const pricing: CollectionDecl = {
   listMethods: ['get'],
   detailMethods: ['get'],
   filtering: { level: 1 },
+  listExtras: { current: Type.Record(Type.String(), Type.Integer()), next: Type.Record(Type.String(), Type.Integer()) },
   service: {
     async list(ctx, q) {
       const rows = ctx.config.pricing.rows.filter((r) => matchesAll(q.filters.get('level'), String(r.level)));

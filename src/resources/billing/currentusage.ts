@@ -1,3 +1,4 @@
+import Type from 'typebox';
 import { accountOf } from '../../billing/accounts.js';
 import { measure } from '../../billing/engine.js';
 import { ledgerAmount } from '../../billing/money.js';
@@ -17,7 +18,13 @@ export function currentUsage(meters: () => readonly Meter[]): SingletonDecl {
     shape: 'singleton',
     kind: 'currentusage',
     flavour: 'custom',
-    fields: { balance: f.dict({ required: true }), usage: f.dict({ required: true }) },
+    fields: {
+      balance: f.dict({ required: true, output: Type.Object({ balance: Type.String(), currency: Type.String() }) }),
+      usage: f.dict({
+        required: true,
+        output: Type.Record(Type.String(), Type.Object({ burst: Type.Integer(), subscribed: Type.Integer(), using: Type.Integer() })),
+      }),
+    },
     defaultLimit: 20,
     listMethods: ['get'],
     detailMethods: ['get'],

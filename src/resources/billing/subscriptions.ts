@@ -1,3 +1,4 @@
+import Type from 'typebox';
 import { lockAccounts, post } from '../../billing/accounts.js';
 import { ledgerAmount, Money } from '../../billing/money.js';
 import {
@@ -43,7 +44,12 @@ const NOTICES = [
 const fields = {
   amount: f.string({ default: 1, help: 'Subscription amount' }),
   auto_renew: f.boolean({ default: true, help: 'States if the subscription will auto renew on expire' }),
-  descendants: f.related({ readonly: true, nullable: true, help: 'Subscriptions that have been extended from the current one' }),
+  descendants: f.related({
+    readonly: true,
+    nullable: true,
+    help: 'Subscriptions that have been extended from the current one',
+    output: Type.Array(Type.String()),
+  }),
   discount_amount: f.decimal({ nullable: true, blank: true, help: 'Amount of discount' }),
   discount_percent: f.decimal({ nullable: true, blank: true, help: 'Percent of discount' }),
   discounts: f.dict({ readonly: true, nullable: true, blank: true, help: 'All discounts for this subscription' }),
@@ -199,6 +205,7 @@ async function listSubscriptions(ctx: Ctx, q: ListQuery) {
 const extendAction: ActionDecl = {
   permission: 'EDIT',
   async: false,
+  answer: { schema: { type: 'object', properties: { objects: { type: 'array' }, price: { type: 'string' } }, required: ['objects', 'price'] } },
   async run(ctx, id, body) {
     const currency = await currencyOf(ctx);
     const made = await ctx.store.transaction(async (tx) => {
@@ -215,6 +222,7 @@ const extendAction: ActionDecl = {
 const autoRenewAction: ActionDecl = {
   permission: 'EDIT',
   async: false,
+  answer: { object: 'subscriptions' },
   async run(ctx, id, body) {
     const row = await mine(ctx, id);
     const next = body.auto_renew === undefined || body.auto_renew === null ? Number(row.auto_renew) !== 1 : autoRenewOf(body.auto_renew);
@@ -297,6 +305,8 @@ export const subscriptions: CollectionDecl = {
   detailMethods: ['get', 'post'],
   filtering: { subscribed_object: ['exact'] } as unknown as Record<string, string>,
   unlistedFilters: ['status', 'resource'],
+  listExtras: { price: Type.String() },
+  createAnswer: { status: 201, extras: { price: Type.String() } },
   actions: { extend: extendAction, auto_renew: autoRenewAction },
   timers: { 'subscription.notice': noticeTimer, 'subscription.end': endTimer },
   service: {
@@ -336,10 +346,12 @@ export const subscriptionCalculator: CollectionDecl = {
   listMethods: ['post'],
   detailMethods: [],
   filtering: {},
+  createAnswer: { status: 200, extras: { price: Type.String() } },
   actions: {
     extend: {
       permission: 'EDIT',
       async: false,
+      answer: { object: 'subscriptioncalculator' },
       async run(ctx, id, body) {
         const row = await mine(ctx, id);
         return presentQuote(extensionOf(ctx, await currencyOf(ctx), await lastOfChain(ctx.store.db, row), body));

@@ -1,3 +1,4 @@
+import Type from 'typebox';
 import { createHash } from 'node:crypto';
 import { f } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
@@ -68,6 +69,8 @@ const decl = storedDecl(
     fields,
     listMethods: ['get', 'post'],
     detailMethods: ['get', 'put', 'delete'],
+    // The recorded PUT answer repeats the uuid as `pk`.
+    updatedKeys: { pk: Type.String() },
   },
   {
     prepare,
