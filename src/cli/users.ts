@@ -5,6 +5,7 @@ import type { Services } from '../core/context.js';
 import { randomPassword } from '../core/passwords.js';
 import { createUser, ensureDemoLogin, findUserByEmail, listUsers, savedDemoLogin, setPassword, setState, USER_STATES } from '../resources/users/users.js';
 import { resetAll } from '../admin/reset.js';
+import { setAccountLimits } from '../http/ratelimit/overrides.js';
 import { limitsCommand, type LimitsOptions } from './limits.js';
 import { unlockLogins } from '../resources/accounts/login-guard.js';
 import { describeLoginProtection } from '../resources/accounts/login-rules.js';
@@ -12,6 +13,7 @@ import { describeLoginProtection } from '../resources/accounts/login-rules.js';
 export interface UsersOptions extends LimitsOptions {
   password?: string;
   state?: string;
+  limits?: string;
   address?: string;
   all?: boolean;
 }
@@ -25,6 +27,12 @@ export async function usersCommand(s: Services, args: string[], opts: UsersOptio
   if (sub === 'add' && email) {
     const password = opts.password ?? randomPassword();
     const user = await createUser(s, { email, password, state: opts.state });
+    if (opts.limits !== undefined)
+      await setAccountLimits(s, user.email, opts.limits).catch(async (e: unknown) => {
+        // A refused limit refuses the whole command: the user goes again.
+        await s.store.db.deleteFrom('users').where('uuid', '=', user.uuid).execute();
+        throw e;
+      });
     return `created ${user.email} ${user.uuid}${opts.password ? '' : `\npassword: ${password}`}\n`;
   }
   if (sub === 'list') {
