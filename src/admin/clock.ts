@@ -71,10 +71,11 @@ export async function moveClock(s: Services, move: ClockMove): Promise<ClockStat
       .set({ value: String(next) })
       .where('key', '=', CLOCK_SETTING)
       .execute();
-    return next;
+    return { next, target };
   });
-  if (s.clock instanceof AdjustableClock) s.clock.setOffset(offset);
-  return clockState(s);
+  if (s.clock instanceof AdjustableClock) s.clock.setOffset(offset.next);
+  // The time moved to, exactly (a fresh reading would be a few ms later).
+  return { now: isoTimestamp(new Date(offset.target)), offset_ms: offset.next };
 }
 
 /** `1h`, `30m`, `90s`, `2d`, `500ms` (or a sum like `1h30m`) as milliseconds; null when it is none of those. */
