@@ -143,7 +143,8 @@ export async function buildApp(services: Services, kinds: ResourceDecl[] = regis
     registerAdmin(app, services, config.adminToken, config.adminAccess, faults, {
       runDue: async () => (await app.schedulerProbe?.runDue?.()) ?? 0,
       forgetCredentials: () => auth.cache.clear(),
-      afterImport: () => syncClock(services),
+      // The imported state's clock (real time when it has none).
+      afterImport: () => syncClock(services, 0),
       log: app.log,
     });
 

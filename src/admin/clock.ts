@@ -22,11 +22,14 @@ export async function storedOffset(db: Db | Tx): Promise<number | null> {
   return Number.isFinite(n) ? n : null;
 }
 
-/** Copy the shared offset into this process's clock (a no-op on a fixed clock or when none was ever set). */
-export async function syncClock(s: Services): Promise<void> {
+/**
+ * Copy the shared offset into this process's clock (a no-op on a fixed clock). When none was ever set the
+ * process keeps its own, unless `unset` says what that means (after an import: the state's clock is real time).
+ */
+export async function syncClock(s: Services, unset?: number): Promise<void> {
   if (!(s.clock instanceof AdjustableClock)) return;
-  const stored = await storedOffset(s.store.db);
-  if (stored !== null) s.clock.setOffset(stored);
+  const stored = (await storedOffset(s.store.db)) ?? unset;
+  if (stored !== undefined) s.clock.setOffset(stored);
 }
 
 export interface ClockState {

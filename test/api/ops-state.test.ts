@@ -175,6 +175,8 @@ describe('export and import', () => {
   test('round trip: the state after an import is the exported one, in a used database and in a fresh one', async () => {
     const u = await srv.user();
     const d = (await u.post('drives/', { name: 'keep', size: 1 << 30, media: 'disk' })).json.objects[0];
+    await call('POST', 'clock', { advance: '1h' });
+    const clockAtExport = (await call('GET', 'clock')).json.offset_ms;
     const exported = await call('GET', 'state');
     assert.equal(exported.status, 200);
     assert.equal(exported.json.format, 'stratus-state');
@@ -184,8 +186,10 @@ describe('export and import', () => {
     await u.post('drives/', { name: 'later', size: 1 << 30, media: 'disk' });
     assert.equal((await u.put(`drives/${d.uuid}/`, { name: 'renamed', size: 1 << 30, media: 'disk' })).status, 200);
     const late = await srv.user();
+    await call('POST', 'clock', { advance: '1h' });
     const imported = await call('POST', 'state', exported.json);
     assert.equal(imported.status, 200, imported.text);
+    assert.ok(Math.abs(imported.json.offset_ms - clockAtExport) < 1000, 'the clock is part of the state');
     assert.deepEqual(await inventory(u), before);
     assert.equal((await u.get(`drives/${d.uuid}/`)).json.name, 'keep', 'not a cached later version');
     assert.equal((await late.get('profile/')).status, 401, 'a user made after the export is gone');
