@@ -305,6 +305,12 @@ describe('the clock from the command line', () => {
       const back = await cli(['clock', 'set', `${year - 1}-01-01T00:00:00Z`, '--db', url]);
       assert.equal(back.status, 2);
       assert.match(back.stderr, /only moves forward/);
+      // Like every operator command, they refuse a database without a current schema.
+      for (const args of [['clock', 'show'], ['export'], ['seed', 'x.json'], ['import', 'x.json'], ['faults', 'clone']]) {
+        const res = await cli([...args, '--db', join(dir, 'nothing.db')]);
+        assert.equal(res.status, 2, args.join(' '));
+        assert.match(res.stderr, /there is no database at .*nothing\.db: run `stratus migrate/);
+      }
       for (const bad of [
         ['advance', '5x'],
         ['advance', '-1h'],
