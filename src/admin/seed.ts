@@ -4,6 +4,7 @@ import type { CollectionDecl } from '../core/resource.js';
 import { verifyPassword } from '../core/passwords.js';
 import { setAccountLimits } from '../http/ratelimit/overrides.js';
 import { registry } from '../registry.js';
+import { checkLimits } from './limits.js';
 import { assignIps } from '../resources/ips/ips.js';
 import { createUser, findUserByEmail, setPassword, setState, USER_STATES, type UserRow } from '../resources/users/users.js';
 import { assignVlans } from '../resources/vlans/vlans.js';
@@ -98,7 +99,7 @@ export function parseSeed(doc: unknown): SeedUser[] {
       email,
       password: str('password'),
       state,
-      rate_limits: str('rate_limits'),
+      rate_limits: u.rate_limits === undefined ? undefined : checkLimits(u.rate_limits, `${at}.rate_limits`),
       ips: count('ips'),
       vlans: count('vlans'),
       drives: list('drives'),

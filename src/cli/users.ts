@@ -6,6 +6,7 @@ import { randomPassword } from '../core/passwords.js';
 import { createUser, ensureDemoLogin, findUserByEmail, listUsers, savedDemoLogin, setPassword, setState, USER_STATES } from '../resources/users/users.js';
 import { resetAll } from '../admin/reset.js';
 import { setAccountLimits } from '../http/ratelimit/overrides.js';
+import { checkLimits } from '../admin/limits.js';
 import { limitsCommand, type LimitsOptions } from './limits.js';
 import { unlockLogins } from '../resources/accounts/login-guard.js';
 import { describeLoginProtection } from '../resources/accounts/login-rules.js';
@@ -26,13 +27,9 @@ export async function usersCommand(s: Services, args: string[], opts: UsersOptio
   const [sub, email] = args;
   if (sub === 'add' && email) {
     const password = opts.password ?? randomPassword();
+    const limits = opts.limits === undefined ? undefined : checkLimits(opts.limits, 'limits');
     const user = await createUser(s, { email, password, state: opts.state });
-    if (opts.limits !== undefined)
-      await setAccountLimits(s, user.email, opts.limits).catch(async (e: unknown) => {
-        // A refused limit refuses the whole command: the user goes again.
-        await s.store.db.deleteFrom('users').where('uuid', '=', user.uuid).execute();
-        throw e;
-      });
+    if (limits !== undefined) await setAccountLimits(s, user.email, limits);
     return `created ${user.email} ${user.uuid}${opts.password ? '' : `\npassword: ${password}`}\n`;
   }
   if (sub === 'list') {

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify
 import { resetAccount, resetAll } from '../admin/reset.js';
 import { clockState, moveClock, parseDuration } from '../admin/clock.js';
 import { seed } from '../admin/seed.js';
+import { checkLimits } from '../admin/limits.js';
 import { exportState, importState } from '../admin/state-file.js';
 import { failNextClone } from '../sim/storage.js';
 import { setAccountLimits } from './ratelimit/overrides.js';
@@ -192,15 +193,9 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
         const email = str(b, 'email', true)!;
         const given = str(b, 'password');
         const password = given ?? randomPassword();
-        const limits = b.rate_limits;
-        if (limits !== undefined && typeof limits !== 'string') throw validation('rate_limits', 'rate_limits must be "off" or rules like "GET=1000/min"');
+        const limits = b.rate_limits === undefined ? undefined : checkLimits(b.rate_limits, 'rate_limits');
         const user = await createUser(s, { email, password, state: str(b, 'state')?.toUpperCase() });
-        if (limits !== undefined)
-          await setAccountLimits(s, user.email, limits).catch(async (e: unknown) => {
-            // Nothing stays of a refused create: the user goes again.
-            await s.store.db.deleteFrom('users').where('uuid', '=', user.uuid).execute();
-            throw e;
-          });
+        if (limits !== undefined) await setAccountLimits(s, user.email, limits);
         audit('users.create', { email: user.email, state: user.state, rate_limits: limits }, req);
         return { status: 201, body: { uuid: user.uuid, email: user.email, state: user.state, ...(given ? {} : { password }) } };
       }),

@@ -98,6 +98,7 @@ describe('seeding', () => {
       [{ users: [{ email: 'x@example.com', ips: -1 }] }, 'users[0].ips'],
       [{ users: [{ email: 'x@example.com' }, { email: 'X@example.com' }] }, 'users[1].email'],
       [{ users: [{ email: 'x@example.com', state: 'ADMIN' }] }, 'users[0].state'],
+      [{ users: [{ email: 'x@example.com', rate_limits: 'GET=lots' }] }, 'users[0].rate_limits'],
       [[1], 'seed'],
     ];
     for (const [doc, point] of cases) {
@@ -127,6 +128,13 @@ describe('seeding', () => {
       assert.equal(bad.status, 2);
       assert.match(bad.stderr, /^stratus: .*bad\.json: users\[0\]\.balance: balance is not supported yet/);
       assert.equal((await cli(['seed', join(dir, 'missing.json'), '--db', url])).status, 2);
+      // users add --limits: a refused rule creates nothing.
+      const refused = await cli(['users', 'add', 'lim@example.com', '--limits', 'GET=lots', '--db', url]);
+      assert.equal(refused.status, 2);
+      assert.match(refused.stderr, /^stratus: /);
+      const added = await cli(['users', 'add', 'lim@example.com', '--limits', 'off', '--password', 'lim-secret', '--db', url]);
+      assert.equal(added.status, 0, added.stderr);
+      assert.match((await cli(['users', 'limits', 'lim@example.com', '--db', url])).stdout, /account override: off/);
       writeFileSync(join(dir, 'garbage.json'), '{nope');
       assert.match((await cli(['seed', join(dir, 'garbage.json'), '--db', url])).stderr, /is not JSON/);
     } finally {
