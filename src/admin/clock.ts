@@ -38,8 +38,9 @@ export interface ClockState {
 }
 
 export function clockState(s: Services): ClockState {
-  const now = s.clock.now();
-  return { now: isoTimestamp(now), offset_ms: now.getTime() - Date.now() };
+  // The offset itself where the clock has one (two readings of real time may straddle a millisecond).
+  const offset = s.clock instanceof AdjustableClock ? s.clock.offset : s.clock.now().getTime() - Date.now();
+  return { now: isoTimestamp(new Date(Date.now() + offset)), offset_ms: offset };
 }
 
 export type ClockMove = { advanceMs: number } | { to: Date };
