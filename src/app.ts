@@ -25,6 +25,8 @@ import { RateLimiter } from './http/ratelimit/limiter.js';
 import { registerOps } from './http/ops.js';
 import { registerOpenApi } from './http/openapi.js';
 import { Faults, registerAdmin } from './http/admin.js';
+import { syncClock } from './admin/clock.js';
+import { prettyStream } from './http/log-format.js';
 import { LOGIN_LOCK_MESSAGE } from './resources/accounts/login-guard.js';
 import { registerMetrics, type Metrics, type RejectionReason } from './http/metrics.js';
 
@@ -55,7 +57,7 @@ export async function buildApp(
   // The kinds' start-up work (the library catalogue into the database): idempotent, safe for several processes.
   await startKinds(services, kinds);
   const app = Fastify<http.Server>({
-    logger: { level: config.logLevel },
+    logger: { level: config.logLevel, ...(config.logFormat === 'pretty' ? { stream: prettyStream() } : {}) },
     bodyLimit: config.bodyLimit,
     // Our own node:http server, because slow-client protection needs options Fastify does not pass on:
     // Node checks request deadlines only every `connectionsCheckingInterval` (30 s by default).
@@ -104,6 +106,24 @@ export async function buildApp(
     if (faults.active) faults.check(req.method, req.url);
   });
 
+  // `--access-log`: one line per answered request at info, whatever the log level of the rest.
+  if (config.accessLog) {
+    const access = app.log.child({}, { level: 'info' });
+    app.addHook('onResponse', async (req, reply) => {
+      access.info(
+        {
+          req_id: req.id,
+          method: req.method,
+          path: req.url.split('?')[0],
+          status: reply.statusCode,
+          duration_ms: Math.round(reply.elapsedTime * 10) / 10,
+          user: req.caller?.uuid ?? null,
+        },
+        'request',
+      );
+    });
+  }
+
   // Set once the routes are in (below); the error handler counts refusals on it.
   let metrics: Metrics | null = null;
   app.setErrorHandler((err, req, reply) => {
@@ -147,6 +167,8 @@ export async function buildApp(
         return ran;
       },
       forgetCredentials: () => auth.cache.clear(),
+      // The imported state's clock (real time when it has none).
+      afterImport: () => syncClock(services, 0),
       log: app.log,
     });
 

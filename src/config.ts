@@ -86,6 +86,12 @@ export interface Config {
   adminAccess: 'loopback' | 'any';
   /** Where `serve` writes `{url, email, password, admin_token, pid}` once it answers; null = nowhere. */
   readyFile: string | null;
+  /** A seed file (src/admin/seed.ts) `serve` applies before it answers; null = none. */
+  seed: string | null;
+  /** Log lines as JSON (pino's) or readable text; default pretty on a terminal, json otherwise. */
+  logFormat: 'pretty' | 'json';
+  /** One `info` line per request: method, path, status, duration, request id, user. */
+  accessLog: boolean;
 }
 
 /** Every setting: flag name, environment variable, default, and how to read it. */
@@ -260,6 +266,27 @@ export const SETTINGS: Setting<keyof Config>[] = [
       return s as Config['logLevel'];
     },
     fallback: () => 'info',
+  },
+  {
+    key: 'logFormat',
+    flag: 'log-format',
+    env: 'STRATUS_LOG_FORMAT',
+    help: 'pretty (readable lines) or json (one JSON object a line, for log collectors)',
+    parse: (raw) => {
+      if (raw !== 'pretty' && raw !== 'json') throw new ConfigError(`log-format must be pretty or json, got "${raw}"`);
+      return raw;
+    },
+    fallback: () => (process.stdout.isTTY ? 'pretty' : 'json'),
+    shown: 'pretty on a terminal, json otherwise',
+  },
+  {
+    key: 'accessLog',
+    flag: 'access-log',
+    env: 'STRATUS_ACCESS_LOG',
+    help: 'log every request at info: method, path, status, duration, request id, user',
+    parse: readSwitch('access-log'),
+    fallback: () => false,
+    boolean: true,
   },
   {
     key: 'bodyLimit',
@@ -586,6 +613,17 @@ export const SETTINGS: Setting<keyof Config>[] = [
     help: 'file serve writes {url, email, password, admin_token, pid} to (JSON) once it answers',
     parse: (raw) => {
       if (!raw.trim()) throw new ConfigError('ready-file must be a file path');
+      return raw;
+    },
+    fallback: () => null,
+  },
+  {
+    key: 'seed',
+    flag: 'seed',
+    env: 'STRATUS_SEED',
+    help: 'seed file (JSON: users, their IPs, VLANs, drives, servers, tags) serve applies before it answers; idempotent',
+    parse: (raw) => {
+      if (!raw.trim()) throw new ConfigError('seed must be a file path');
       return raw;
     },
     fallback: () => null,

@@ -2,24 +2,25 @@
  * `stratus serve`: the API server in this process (src/main.ts loads this module only for `serve`), with
  * its scheduler loop and signal handling.
  */
-import { accessSync, constants, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { buildApp } from './app.js';
 import { ConfigError, type Config } from './config.js';
 import { randomAlnum, randomPassword } from './core/passwords.js';
-import { AdjustableClock } from './core/clock.js';
+import { syncClock } from './admin/clock.js';
 import { openServices as open } from './cli/index.js';
 import { timerHandlers } from './registry.js';
 import { Scheduler } from './sim/scheduler.js';
 import { ensureDemoLogin } from './resources/users/users.js';
 import { loadTls, type TlsMaterial } from './http/tls.js';
+import { seed, type SeedReport } from './admin/seed.js';
+import { ApiError } from './core/errors.js';
+import { VERSION } from './version.js';
 
 export async function serve(config: Config): Promise<void> {
   // A ready file left by an earlier run must not tell a pipeline this one is up: it goes first.
   if (config.readyFile) clearReadyFile(config.readyFile);
   const services = await open(config, 'migrate');
-  // The injected clock the admin plane can move (real time plus an offset).
-  services.clock = new AdjustableClock();
   // An admin token, generated for this run when none is configured (printed below, and in the ready file).
   const adminToken = config.adminToken ?? randomAlnum(32);
   services.config = { ...config, adminToken };
@@ -34,7 +35,16 @@ export async function serve(config: Config): Promise<void> {
   const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword(), config.demoLogin), buildApp(services, undefined, { tls })]);
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
-  const scheduler = new Scheduler(services, timerHandlers(), app.log);
+  // Each pass first copies in the deployment's shared clock (moved by another process or `stratus clock`).
+  const scheduler = new Scheduler(services, timerHandlers(), app.log, () => syncClock(services));
+  // `--seed FILE`: applied before the service answers (a pipeline's ready file means seeded); idempotent.
+  const seeded = config.seed
+    ? await seedAtStart(services, config.seed, () => scheduler.runDue()).catch(async (e: unknown) => {
+        await app.close();
+        await services.store.close();
+        throw e;
+      })
+    : null;
   let address: string;
   try {
     address = await app.listen({ host: config.host, port: config.port });
@@ -49,23 +59,28 @@ export async function serve(config: Config): Promise<void> {
   // Fastify names the scheme from its own `https` option, which a server factory bypasses.
   if (tls) address = address.replace(/^http:/, 'https:');
   const base = `${address}/api/2.0/`;
-  const lines = [`Stratus listening at ${base} (database: ${services.store.dialect} ${services.store.location})`];
-  if (demo) {
-    lines.push(`Demo login: ${demo.email} / ${demo.password}`);
-    lines.push(`Try: curl -u '${demo.email}:${demo.password}' ${base}capabilities/`);
-  }
-  if (tls)
-    lines.push(
-      tls.caFile
+  // The start banner: one structured event (a log collector reads its fields; --log-format pretty shows
+  // it as lines), written whatever the log level: it is how an operator learns where and how to log in.
+  const banner = {
+    event: 'start',
+    version: VERSION,
+    url: base,
+    database: `${services.store.dialect} ${services.store.location}`,
+    demo_login: demo ? { email: demo.email, password: demo.password } : null,
+    try: demo ? `curl -u '${demo.email}:${demo.password}' ${base}capabilities/` : null,
+    tls: tls
+      ? tls.caFile
         ? `HTTPS for ${tls.names.join(', ')}; trust the local CA ${tls.caFile} (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS) and map the name, e.g. curl --cacert ${tls.caFile} --resolve ${config.location}.cloudsigma.com:<port>:127.0.0.1`
-        : `HTTPS with ${config.tlsCert} (${tls.names.join(', ')})`,
-    );
-  if (adminToken !== 'off') {
-    const who = config.adminAccess === 'any' ? 'any client' : 'loopback only';
+        : `HTTPS with ${config.tlsCert} (${tls.names.join(', ')})`
+      : null,
     // A generated token is printed (it exists nowhere else); a configured one is the operator's already.
-    lines.push(`Admin plane: ${address}/_stratus/admin/ (${who}); token ${config.adminToken === null ? adminToken : 'from --admin-token'}`);
-  }
-  process.stdout.write(lines.join('\n') + '\n');
+    admin:
+      adminToken === 'off'
+        ? null
+        : { url: `${address}/_stratus/admin/`, access: config.adminAccess, token: config.adminToken === null ? adminToken : 'from --admin-token' },
+    seeded: seeded ?? null,
+  };
+  app.log.child({}, { level: 'info' }).info(banner, `Stratus listening at ${base} (database: ${banner.database})`);
   if (config.readyFile) {
     writeReadyFile(config.readyFile, {
       url: base,
@@ -127,4 +142,20 @@ function writeReadyFile(path: string, content: Record<string, unknown>): void {
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, JSON.stringify(content, null, 2) + '\n', { mode: 0o600 });
   renameSync(tmp, path);
+}
+
+/** `--seed FILE` at start: an unreadable or refused seed stops start-up with one line naming the setting (exit code 2). */
+async function seedAtStart(s: Parameters<typeof seed>[0], path: string, runDue: () => Promise<unknown>): Promise<SeedReport> {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (e) {
+    throw new ConfigError(`seed: cannot read ${path} as JSON (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  try {
+    return await seed(s, doc, runDue);
+  } catch (e) {
+    if (e instanceof ApiError) throw new ConfigError(`seed: ${path}: ${e.point ? `${e.point}: ` : ''}${e.message}`);
+    throw e;
+  }
 }

@@ -19,6 +19,7 @@ const TABLES = [
   'sim_state',
   'ip_servers',
   'vlan_servers',
+  'fwpolicy_servers',
   'tag_members',
   'acl_grantees',
   'acl_rules',
@@ -51,6 +52,60 @@ export async function resetAll(s: Services): Promise<Record<string, number>> {
       if (table === 'resource_counts') q = q.where('owner_uuid', '<>', '');
       deleted[table] = Number((await q.executeTakeFirst()).numDeletedRows);
     }
+    return deleted;
+  });
+}
+
+/**
+ * Empties one account (`POST /_stratus/admin/reset {"email"}`, `stratus reset EMAIL`): everything it owns
+ * (resources, their tags, ACLs, network and simulator state, pending timers), its counts, sessions,
+ * audit log and events, in one transaction. The user stays with its password, state, profile and rate-limit
+ * override: a pipeline resets its test account between runs and logs in as before. Other accounts are
+ * untouched (their tags lose members that were this account's objects).
+ */
+export async function resetAccount(s: Services, userUuid: string): Promise<Record<string, number>> {
+  return s.store.transaction(async (tx) => {
+    const deleted: Record<string, number> = {};
+    const owned = () => tx.selectFrom('resources').select('uuid').where('owner_uuid', '=', userUuid);
+    const run = async (table: string, q: { executeTakeFirst(): Promise<{ numDeletedRows: bigint }> }) => {
+      deleted[table] = (deleted[table] ?? 0) + Number((await q.executeTakeFirst()).numDeletedRows);
+    };
+    await run('timers', tx.deleteFrom('timers').where('unique_key', 'is', null).where('subject', 'in', owned()));
+    await run('sim_state', tx.deleteFrom('sim_state').where('uuid', 'in', owned()));
+    await run(
+      'tag_members',
+      tx.deleteFrom('tag_members').where((eb) => eb.or([eb('tag_uuid', 'in', owned()), eb('res_uuid', 'in', owned())])),
+    );
+    await run('acl_grantees', tx.deleteFrom('acl_grantees').where('acl_uuid', 'in', owned()));
+    await run('acl_rules', tx.deleteFrom('acl_rules').where('acl_uuid', 'in', owned()));
+    await run(
+      'acl_tags',
+      tx.deleteFrom('acl_tags').where((eb) => eb.or([eb('acl_uuid', 'in', owned()), eb('tag_uuid', 'in', owned())])),
+    );
+    await run(
+      'ip_servers',
+      tx.deleteFrom('ip_servers').where((eb) => eb.or([eb('server_uuid', 'in', owned()), eb('address', 'in', owned())])),
+    );
+    await run(
+      'vlan_servers',
+      tx.deleteFrom('vlan_servers').where((eb) => eb.or([eb('server_uuid', 'in', owned()), eb('vlan_uuid', 'in', owned())])),
+    );
+    await run(
+      'fwpolicy_servers',
+      tx.deleteFrom('fwpolicy_servers').where((eb) => eb.or([eb('server_uuid', 'in', owned()), eb('policy_uuid', 'in', owned())])),
+    );
+    await run('resources', tx.deleteFrom('resources').where('owner_uuid', '=', userUuid));
+    // Counts go to 0 with a new version (kept rows: the repository caches by (kind, owner, version)).
+    const counts = await tx
+      .updateTable('resource_counts')
+      .set((eb) => ({ n: 0, version: eb('version', '+', 1) }))
+      .where('owner_uuid', '=', userUuid)
+      .executeTakeFirst();
+    deleted.resource_counts = Number(counts.numUpdatedRows);
+    await run('audit_log', tx.deleteFrom('audit_log').where('owner_uuid', '=', userUuid));
+    await run('event_outbox', tx.deleteFrom('event_outbox').where('owner_uuid', '=', userUuid));
+    await run('sessions', tx.deleteFrom('sessions').where('user_uuid', '=', userUuid));
+    await run('signup_tokens', tx.deleteFrom('signup_tokens').where('user_uuid', '=', userUuid));
     return deleted;
   });
 }

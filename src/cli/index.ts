@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, settingDefault, SETTINGS, type Config } from '../config.js';
-import { systemClock } from '../core/clock.js';
+import { AdjustableClock } from '../core/clock.js';
+import { syncClock } from '../admin/clock.js';
 import type { Services } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
 import { randomIds } from '../core/ids.js';
@@ -10,6 +11,7 @@ import { fromDatabaseError } from '../store/errors.js';
 import { ipsCommand, vlansCommand } from './network.js';
 import { billingCommand } from './billing.js';
 import { simCommand } from './sim.js';
+import { clockCommand, exportCommand, faultsCommand, importCommand, resetOneCommand, seedCommand } from './admin.js';
 import { resetCommand, usersCommand } from './users.js';
 import { VERSION } from '../version.js';
 
@@ -53,6 +55,7 @@ const OWN_OPTIONS: Record<string, { type: 'string' | 'boolean'; value?: string; 
   address: { type: 'string', value: 'IP', help: 'a client address (IPv4 or IPv6)' },
   all: { type: 'boolean', help: 'every account and address' },
   method: { type: 'string', value: 'M', help: 'how the payment was made, shown in the ledger (default operator)' },
+  limits: { type: 'string', value: 'RULES', help: "rate limits of the new account: off, or rules like 'GET=1000/min'" },
 };
 
 export const COMMANDS: Record<string, CommandDef> = {
@@ -67,7 +70,14 @@ export const COMMANDS: Record<string, CommandDef> = {
   users: {
     summary: 'accounts: add, list, passwords, states, rate limits, login locks',
     subs: [
-      { name: 'add', args: 'EMAIL', min: 1, max: 1, options: ['password', 'state'], help: 'create a user (a password is generated when none is given)' },
+      {
+        name: 'add',
+        args: 'EMAIL',
+        min: 1,
+        max: 1,
+        options: ['password', 'state', 'limits'],
+        help: 'create a user (a password is generated when none is given)',
+      },
       { name: 'list', args: '', min: 0, max: 0, help: 'list users' },
       { name: 'set-password', args: 'EMAIL', min: 1, max: 1, options: ['password'], help: "set a user's password (generated when none is given)" },
       { name: 'set-state', args: 'EMAIL STATE', min: 2, max: 2, help: "set an account's state (REGULAR, TRIAL, GUEST, NEW_USER)" },
@@ -133,8 +143,48 @@ export const COMMANDS: Record<string, CommandDef> = {
     ],
   },
   reset: {
-    summary: 'empty the service: every account and everything in it (the library, settings and demo login stay)',
-    subs: [{ args: '', min: 0, max: 0, help: 'as POST /_stratus/admin/reset: a running server sees it at once (its cached logins end within 2 s)' }],
+    summary: 'empty the service (every account; the library, settings, clock and demo login stay), or one account',
+    subs: [
+      {
+        args: '[EMAIL]',
+        min: 0,
+        max: 1,
+        help: 'as POST /_stratus/admin/reset: without EMAIL every account goes; with it that account is emptied (its login stays). A running server sees it at once (its cached logins end within 2 s)',
+      },
+    ],
+  },
+  seed: {
+    summary: 'create users and what they hold from a JSON file (idempotent; the format is in the README)',
+    subs: [{ args: 'FILE', min: 1, max: 1, help: 'as POST /_stratus/admin/seed and serve --seed FILE; seeding twice changes nothing' }],
+  },
+  export: {
+    summary: 'write the whole state of --db as one JSON file',
+    subs: [{ args: '[FILE]', min: 0, max: 1, help: 'as GET /_stratus/admin/state; without FILE (or -) to stdout' }],
+  },
+  import: {
+    summary: 'replace the whole state of --db with an exported file (same Stratus version)',
+    subs: [{ args: 'FILE', min: 1, max: 1, help: 'as POST /_stratus/admin/state; a file from another schema is refused' }],
+  },
+  clock: {
+    summary: "the deployment's clock, shared by every server process on --db",
+    subs: [
+      { name: 'show', args: '', min: 0, max: 0, help: 'the simulated time and its offset from real time' },
+      {
+        name: 'advance',
+        args: 'DURATION',
+        min: 1,
+        max: 1,
+        help: 'move forward by 90s, 30m, 1h, 2d or 1h30m; running servers run the work that fell due at their next tick',
+      },
+      { name: 'set', args: 'ISO-TIME', min: 1, max: 1, help: 'move forward to a time (2030-01-01T00:00:00Z); earlier times are refused (exit 2)' },
+    ],
+  },
+  faults: {
+    summary: 'make the simulated infrastructure fail once (the admin plane also injects HTTP 503/500)',
+    subs: [
+      { name: 'boot', args: 'SERVER', min: 1, max: 1, help: 'the next boot of the server fails' },
+      { name: 'clone', args: '[DRIVE]', min: 0, max: 1, help: 'the next clone of the drive (without DRIVE: of any drive) fails' },
+    ],
   },
   help: {
     summary: 'show the help of a command',
@@ -188,12 +238,15 @@ export interface CliOptions {
 }
 
 /**
- * The services an operator command (or the server) works with: the store of `--db`, the real clock.
+ * The services an operator command (or the server) works with: the store of `--db`, the shared clock.
  * `schema`: the server and `stratus migrate` create or upgrade the schema; other commands only check it.
  */
 export async function openServices(config: Config, schema: 'migrate' | 'check'): Promise<Services> {
   const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, schema });
-  return { store, clock: systemClock, ids: randomIds, config, events: new EventSubscriptions() };
+  // The deployment's shared clock (real time plus the offset the admin plane or `stratus clock` set).
+  const services: Services = { store, clock: new AdjustableClock(), ids: randomIds, config, events: new EventSubscriptions() };
+  await syncClock(services);
+  return services;
 }
 
 const OPTIONS = {
@@ -205,7 +258,12 @@ const OPTIONS = {
 
 type Command = (s: Services, args: string[], opts: Record<string, string | undefined>, usage: string) => Promise<string>;
 const OPERATOR: Record<string, Command> = {
-  reset: resetCommand,
+  reset: (s, args) => (args[0] ? resetOneCommand(s, args[0]) : resetCommand(s)),
+  seed: seedCommand,
+  export: exportCommand,
+  import: importCommand,
+  clock: clockCommand,
+  faults: faultsCommand,
   users: usersCommand as Command,
   ips: ipsCommand,
   vlans: vlansCommand,

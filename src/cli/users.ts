@@ -5,6 +5,8 @@ import type { Services } from '../core/context.js';
 import { randomPassword } from '../core/passwords.js';
 import { createUser, ensureDemoLogin, findUserByEmail, listUsers, savedDemoLogin, setPassword, setState, USER_STATES } from '../resources/users/users.js';
 import { resetAll } from '../admin/reset.js';
+import { setAccountLimits } from '../http/ratelimit/overrides.js';
+import { checkLimits } from '../admin/limits.js';
 import { limitsCommand, type LimitsOptions } from './limits.js';
 import { unlockLogins } from '../resources/accounts/login-guard.js';
 import { describeLoginProtection } from '../resources/accounts/login-rules.js';
@@ -12,6 +14,7 @@ import { describeLoginProtection } from '../resources/accounts/login-rules.js';
 export interface UsersOptions extends LimitsOptions {
   password?: string;
   state?: string;
+  limits?: string;
   address?: string;
   all?: boolean;
 }
@@ -24,7 +27,9 @@ export async function usersCommand(s: Services, args: string[], opts: UsersOptio
   const [sub, email] = args;
   if (sub === 'add' && email) {
     const password = opts.password ?? randomPassword();
+    const limits = opts.limits === undefined ? undefined : checkLimits(opts.limits, 'limits');
     const user = await createUser(s, { email, password, state: opts.state });
+    if (limits !== undefined) await setAccountLimits(s, user.email, limits);
     return `created ${user.email} ${user.uuid}${opts.password ? '' : `\npassword: ${password}`}\n`;
   }
   if (sub === 'list') {

@@ -5,9 +5,19 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => new Date() };
 
-/** A clock that follows real time plus an offset that can be advanced (tests, admin clock control). */
+/**
+ * A clock that follows real time plus an offset that can be advanced (tests, admin clock control). `now()`
+ * is one addition: the request path never waits for the database. The offset shared by every process of a
+ * deployment lives in the database (src/admin/clock.ts); each process copies it in at its scheduler ticks.
+ */
 export class AdjustableClock implements Clock {
   private offsetMs = 0;
+  get offset(): number {
+    return this.offsetMs;
+  }
+  setOffset(ms: number): void {
+    this.offsetMs = ms;
+  }
   now(): Date {
     return new Date(Date.now() + this.offsetMs);
   }

@@ -1,7 +1,12 @@
 import { isIP } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
-import { resetAll } from '../admin/reset.js';
-import { AdjustableClock, isoTimestamp } from '../core/clock.js';
+import { resetAccount, resetAll } from '../admin/reset.js';
+import { clockState, moveClock, parseDuration } from '../admin/clock.js';
+import { seed } from '../admin/seed.js';
+import { checkLimits } from '../admin/limits.js';
+import { exportState, importState } from '../admin/state-file.js';
+import { failNextClone } from '../sim/storage.js';
+import { setAccountLimits } from './ratelimit/overrides.js';
 import type { Caller, Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
 import { randomPassword, safeEqual } from '../core/passwords.js';
@@ -20,32 +25,50 @@ import { OPS_BASE } from './ops.js';
  * it did (never a password), so the service log is its audit trail. Bodies are JSON (or XML), answers in the
  * API's conventions; bad input is a 400 `validation` that changes nothing.
  *
- *   POST   reset                     {}                        every account and everything in it (the library,
- *                                                              settings and demo login stay)
- *   POST   users                     {email, password?, state?}  create (a password is generated when absent)
+ *   POST   reset                     {} | {email}              every account and everything in it (the library,
+ *                                                              settings, clock and demo login stay), or one account
+ *                                                              emptied (its login, state and limits stay)
+ *   POST   users                     {email, password?, state?, rate_limits?}
+ *                                                              create (a password is generated when absent;
+ *                                                              rate_limits "off" or rules as `users limits --set`)
  *   POST   users/EMAIL/password      {password?}               set (generated when absent)
  *   POST   users/EMAIL/state         {state}                   REGULAR, TRIAL, GUEST, NEW_USER
+ *   POST   users/EMAIL/limits        {rate_limits}             "off", rules, or null (the deployment's apply)
  *   POST   unlock                    {email?, address?, all?}  clear login-protection counters
+ *   POST   seed                      a seed document           users and what they hold (src/admin/seed.ts); idempotent
+ *   GET    state                                               the whole state as one document (src/admin/state-file.ts)
+ *   POST   state                     a state document          replace the whole state with it
  *   GET    clock                                               {now, offset_ms}
- *   POST   clock                     {advance_ms} | {set}      move the injected clock; due work runs at once
+ *   POST   clock                     {advance_ms} | {advance: "1h30m"} | {set: ISO}
+ *                                                              move the deployment's shared clock forward; due
+ *                                                              work runs at once here, at the next tick elsewhere
  *   GET    faults                                              the HTTP fault rules in force
  *   POST   faults                    {type: "boot", server}    the server's next boot fails
+ *                                    {type: "clone", drive?}   the next clone of the drive (of any drive) fails
  *                                    {type: "http", method, path, count?, error?}
  *                                                              the next `count` (1) requests of METHOD (or *) whose
  *                                                              path starts with `path` answer 503 `concurrency` or
  *                                                              500 `backend` (`error`, default concurrency)
  *   DELETE faults                                              drop the HTTP fault rules
  *
- * The clock and the HTTP fault rules belong to the process asked (on PostgreSQL with several processes,
- * ask each); everything else is in the database.
+ * Every action but the HTTP fault rules has the same operator command (`stratus reset|seed|export|import|
+ * clock|faults|users`), acting on the database directly.
+ *
+ * The HTTP fault rules belong to the process asked (on PostgreSQL with several processes, ask each); the
+ * clock and everything else is in the database.
  */
 export const ADMIN_BASE = `${OPS_BASE}admin/`;
+
+/** Bytes a state import may have (a whole deployment's state). */
+const STATE_BODY_LIMIT = 512 * 1024 * 1024;
 
 export interface AdminDeps {
   /** Runs the timers that fell due (the process's scheduler); absent in a process without one. */
   runDue: () => Promise<number>;
   /** Drops the credentials the process has verified (after a reset or a password change). */
   forgetCredentials: () => void;
+  /** Copies the state an import brought (the shared clock) into this process. */
+  afterImport: () => Promise<void>;
   log: FastifyBaseLogger;
 }
 
@@ -125,15 +148,6 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
   const audit = (action: string, details: Record<string, unknown>, req: { http: { ip: string } }) =>
     deps.log.info({ admin: action, ...details, client: req.http.ip }, 'admin action');
 
-  const clock = () => {
-    if (!(s.clock instanceof AdjustableClock)) throw new ApiError('permission', 'This process runs on the system clock; it cannot be moved');
-    return s.clock;
-  };
-  const clockState = () => {
-    const now = s.clock.now();
-    return { now: isoTimestamp(now), offset_ms: now.getTime() - Date.now() };
-  };
-
   const STR: JsonSchema = { type: 'string' };
   /** An object with these keys, and these optional ones, nothing else. */
   const obj = (required: Record<string, JsonSchema>, optional: Record<string, JsonSchema> = {}) => ({
@@ -161,7 +175,11 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
       methods: {
         GET: async () => ({
           status: 200,
-          body: { actions: ['reset', 'users', 'users/EMAIL/password', 'users/EMAIL/state', 'unlock', 'clock', 'faults'].map((a) => `${ADMIN_BASE}${a}`) },
+          body: {
+            actions: ['reset', 'users', 'users/EMAIL/password', 'users/EMAIL/state', 'users/EMAIL/limits', 'unlock', 'seed', 'state', 'clock', 'faults'].map(
+              (a) => `${ADMIN_BASE}${a}`,
+            ),
+          },
         }),
       },
     },
@@ -170,7 +188,16 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
       doc: { POST: op('Empty every account', obj({ deleted: { type: 'object' }, demo_login: { type: ['string', 'null'] } })) },
       methods: post(async (req) => {
         const b = body(req);
-        if (Object.keys(b).length) throw validation(Object.keys(b)[0], 'reset takes no parameters (it empties every account)');
+        const extra = Object.keys(b).find((k) => k !== 'email');
+        if (extra) throw validation(extra, 'reset takes nothing (every account) or {"email"} (one account)');
+        const email = str(b, 'email');
+        if (email) {
+          const user = await findUserByEmail(s, email);
+          if (!user) throw new ApiError('notexist', `No user with e-mail ${email}`, 'email');
+          const deleted = await resetAccount(s, user.uuid);
+          audit('reset.account', { email: user.email, deleted }, req);
+          return { status: 200, body: { deleted, email: user.email } };
+        }
         // The demo login survives a reset with the same credentials (a pipeline's ready file stays true).
         const keep = s.config.demoLogin ?? (await savedDemoLogin(s));
         const deleted = await resetAll(s);
@@ -188,8 +215,10 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
         const email = str(b, 'email', true)!;
         const given = str(b, 'password');
         const password = given ?? randomPassword();
+        const limits = b.rate_limits === undefined ? undefined : checkLimits(b.rate_limits, 'rate_limits');
         const user = await createUser(s, { email, password, state: str(b, 'state')?.toUpperCase() });
-        audit('users.create', { email: user.email, state: user.state }, req);
+        if (limits !== undefined) await setAccountLimits(s, user.email, limits);
+        audit('users.create', { email: user.email, state: user.state, rate_limits: limits }, req);
         return { status: 201, body: { uuid: user.uuid, email: user.email, state: user.state, ...(given ? {} : { password }) } };
       }),
     },
@@ -216,6 +245,44 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
       }),
     },
     {
+      url: `${ADMIN_BASE}users/:email/limits`,
+      methods: post(async (req) => {
+        const b = body(req);
+        if (!('rate_limits' in b) || (b.rate_limits !== null && typeof b.rate_limits !== 'string'))
+          throw validation('rate_limits', 'rate_limits must be "off", rules like "GET=1000/min", or null (the deployment\'s rules apply)');
+        const user = await setAccountLimits(s, req.params.email, b.rate_limits as string | null);
+        audit('users.limits', { email: user.email, rate_limits: b.rate_limits }, req);
+        return { status: 200, body: { email: user.email, rate_limits: b.rate_limits } };
+      }),
+    },
+    {
+      url: `${ADMIN_BASE}seed`,
+      methods: post(async (req) => {
+        const report = await seed(s, req.body, deps.runDue);
+        audit('seed', { ...report }, req);
+        return { status: 200, body: report };
+      }),
+    },
+    {
+      url: `${ADMIN_BASE}state`,
+      // A whole deployment's state is larger than any API body.
+      bodyLimit: STATE_BODY_LIMIT,
+      methods: {
+        GET: async (req) => {
+          const doc = await exportState(s);
+          audit('export', { tables: Object.keys(doc.tables).length, schema: doc.schema }, req);
+          return { status: 200, body: doc };
+        },
+        POST: async (req) => {
+          const imported = await importState(s, req.body);
+          deps.forgetCredentials();
+          await deps.afterImport();
+          audit('import', { imported }, req);
+          return { status: 200, body: { imported, ...clockState(s) } };
+        },
+      },
+    },
+    {
       url: `${ADMIN_BASE}unlock`,
       doc: { POST: op('Lift login protection', obj({ cleared: { type: 'integer' } })) },
       methods: post(async (req) => {
@@ -238,26 +305,25 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
         POST: op('Move the clock forward and run what fell due', { ...CLOCK, required: [...CLOCK.required, 'ran'] }),
       },
       methods: {
-        GET: async () => ({ status: 200, body: clockState() }),
+        GET: async () => ({ status: 200, body: clockState(s) }),
         POST: async (req) => {
           const b = body(req);
           const keys = Object.keys(b);
-          if (keys.length !== 1 || !['advance_ms', 'set'].includes(keys[0])) throw validation(keys[0] ?? 'body', 'give exactly one of advance_ms or set');
-          const c = clock();
+          if (keys.length !== 1 || !['advance_ms', 'advance', 'set'].includes(keys[0]))
+            throw validation(keys[0] ?? 'body', 'give exactly one of advance_ms, advance ("1h30m") or set (ISO-8601)');
           if (keys[0] === 'advance_ms') {
-            const ms = b.advance_ms;
-            if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > 10 * 365 * 86_400_000)
-              throw validation('advance_ms', 'advance_ms must be a whole number of milliseconds from 0 to ten years (time only moves forward)');
-            c.advance(ms);
+            if (typeof b.advance_ms !== 'number') throw validation('advance_ms', 'advance_ms must be a whole number of milliseconds');
+            await moveClock(s, { advanceMs: b.advance_ms });
+          } else if (keys[0] === 'advance') {
+            const ms = typeof b.advance === 'string' ? parseDuration(b.advance) : null;
+            if (ms === null) throw validation('advance', 'advance must be a duration like 90s, 30m, 1h or 1h30m');
+            await moveClock(s, { advanceMs: ms });
           } else {
-            const to = typeof b.set === 'string' ? Date.parse(b.set) : NaN;
-            if (Number.isNaN(to)) throw validation('set', 'set must be an ISO-8601 time, e.g. 2030-01-01T00:00:00Z');
-            if (to < s.clock.now().getTime()) throw validation('set', 'the clock only moves forward (durable timers and windows assume it)');
-            c.set(new Date(to));
+            await moveClock(s, { to: new Date(typeof b.set === 'string' ? Date.parse(b.set) : NaN) });
           }
           const ran = await deps.runDue();
           audit('clock', { ...b, ran }, req);
-          return { status: 200, body: { ...clockState(), ran } };
+          return { status: 200, body: { ...clockState(s), ran } };
         },
       },
     },
@@ -286,7 +352,14 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
             audit('faults.boot', { server }, req);
             return { status: 201, body: { type, server } };
           }
-          if (type !== 'http') throw validation('type', 'type must be boot or http');
+          if (type === 'clone') {
+            const drive = str(b, 'drive') ?? null;
+            if (drive && !(await s.store.resources.get(s.store.db, 'drives', drive))) throw new ApiError('notexist', `No drive ${drive}`, 'drive');
+            await s.store.transaction((tx) => failNextClone(tx, drive));
+            audit('faults.clone', { drive }, req);
+            return { status: 201, body: { type, drive } };
+          }
+          if (type !== 'http') throw validation('type', 'type must be boot, clone or http');
           const method = (str(b, 'method', true) ?? '').toUpperCase();
           if (!['GET', 'POST', 'PUT', 'DELETE', '*'].includes(method)) throw validation('method', 'method must be GET, POST, PUT, DELETE or *');
           const path = str(b, 'path', true)!;

@@ -57,6 +57,8 @@ export interface PathSpec {
   methods: Partial<Record<HttpMethod, Handler>>;
   /** Reachable without credentials (sign-up, login). */
   public?: boolean;
+  /** A larger body limit than the deployment's (the admin plane's state import). */
+  bodyLimit?: number;
   /** The contract of each method; a route without one is missing from the OpenAPI document (and a test says so). */
   doc?: PathDoc;
 }
@@ -134,6 +136,7 @@ export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate:
   app.route({
     method: [...ALL],
     url: spec.url,
+    ...(spec.bodyLimit ? { bodyLimit: spec.bodyLimit } : {}),
     config: { allowed, public: spec.public ?? false },
     onRequest: async (req: FastifyRequest, reply: FastifyReply) => {
       const method = req.method === 'HEAD' ? 'GET' : req.method;

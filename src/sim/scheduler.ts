@@ -24,6 +24,8 @@ export class Scheduler {
     private readonly s: Services,
     private readonly handlers: Record<string, TimerHandler>,
     private readonly log?: FastifyBaseLogger,
+    /** Runs before every pass (serve: copy the deployment's shared clock offset in, src/admin/clock.ts). */
+    private readonly beforePass?: () => Promise<void>,
   ) {}
 
   start(pollMs = 250): void {
@@ -119,6 +121,7 @@ export class Scheduler {
   }
 
   private async pass(): Promise<number> {
+    await this.beforePass?.();
     if (!this.recurringEnsured) await this.ensureRecurring();
     let done = 0;
     for (;;) {

@@ -1,6 +1,6 @@
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
-import { dropState, readState, readStates, writeState } from './state.js';
+import { dropState, readState, readStates, updateState, writeState } from './state.js';
 import { place, unplace } from './placement.js';
 
 /**
@@ -174,3 +174,24 @@ export async function copySnapshotData(tx: Tx, snapshot: string, to: string, siz
 }
 
 export const forgetSnapshots = (tx: Tx, snapshots: readonly string[]) => dropState(tx, SNAPSHOTS, snapshots);
+
+/** Where the injected clone faults are kept: per source drive, or `*` for the next clone of any drive. */
+const FAULTS = 'storage_faults';
+const ANY = '*';
+
+/** A fault for tests (the admin plane, `stratus faults clone`): the next clone of `source` (null: of any drive) fails. */
+export async function failNextClone(tx: Tx, source: string | null): Promise<void> {
+  await updateState(tx, FAULTS, source ?? ANY, { fail_next_clone: true });
+}
+
+/** Whether the clone of `source` finishing now fails (spending the fault that says so). */
+export async function takeCloneFailure(tx: Tx, source: string): Promise<boolean> {
+  for (const key of [source, ANY]) {
+    const state = await readState<{ fail_next_clone: boolean }>(tx, FAULTS, key);
+    if (state.fail_next_clone) {
+      await updateState(tx, FAULTS, key, { fail_next_clone: undefined });
+      return true;
+    }
+  }
+  return false;
+}

@@ -51,7 +51,7 @@ describe('stratus help', () => {
   test('unexpected arguments and options are refused with the form the command takes (exit 2), before any database is opened', async () => {
     for (const [args, pattern] of [
       [['users', 'list', 'extra'], /^stratus: unexpected argument "extra": stratus users list \(stratus help users\)\n$/],
-      [['users', 'add'], /^stratus: missing argument: stratus users add EMAIL \[--password P\] \[--state S\] \(stratus help users\)\n$/],
+      [['users', 'add'], /^stratus: missing argument: stratus users add EMAIL \[--password P\] \[--state S\] \[--limits RULES\] \(stratus help users\)\n$/],
       [['users', 'add', 'a@example.com', 'b@example.com'], /unexpected argument "b@example\.com"/],
       [['users', 'list', '--count', '2'], /^stratus: --count does not apply to "users list": stratus users list/],
       [['ips', 'list', '--password', 'x'], /--password does not apply to "ips list"/],
@@ -60,7 +60,12 @@ describe('stratus help', () => {
       [['serve', 'now'], /unexpected argument "now": stratus serve/],
       [['migrate', 'now'], /unexpected argument "now": stratus migrate/],
       [['sim', 'server', 'uuid'], /missing argument: stratus sim server UUID EVENT/],
-      [['help', 'nope'], /unknown command "nope"; the commands are serve, migrate, users, ips, vlans, sim, reset, help/],
+      [['help', 'nope'], /unknown command "nope"; the commands are serve, migrate, users, ips, vlans, sim, reset, seed, export, import, clock, faults, help/],
+      [['clock'], /clock: a subcommand is needed; one of show, advance, set/],
+      [['clock', 'advance'], /missing argument: stratus clock advance DURATION/],
+      [['reset', 'a@example.com', 'b@example.com'], /unexpected argument "b@example\.com": stratus reset \[EMAIL\]/],
+      [['import'], /missing argument: stratus import FILE/],
+      [['faults', 'boot'], /missing argument: stratus faults boot SERVER/],
       [['help', 'users', 'more'], /unexpected argument "more"/],
       [['frobnicate'], /unknown command "frobnicate"/],
       [['users', 'list', '--bogus'], /Unknown option '--bogus'/],

@@ -30,7 +30,7 @@ after(async () => {
 test('dist/stratus.js serves, finds its data files, and loads pg, nodemailer and fast-xml-parser only when used', async () => {
   const preload = join(dir, 'loaded.cjs');
   writeFileSync(preload, `process.on('SIGUSR2', () => process.stderr.write('LOADED ' + JSON.stringify(Object.keys(require.cache)) + '\\n'));\n`);
-  const child = spawn(process.execPath, ['--require', preload, DIST, 'serve', '--db', db.url, '--port', '0', '--log-level', 'warn'], {
+  const child = spawn(process.execPath, ['--require', preload, DIST, 'serve', '--db', db.url, '--port', '0', '--log-level', 'warn', '--log-format', 'pretty'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

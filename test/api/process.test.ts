@@ -128,7 +128,8 @@ describe('server lifecycle', () => {
 
   test('SIGTERM lets an in-flight request finish, then exits 0', async () => {
     assert.equal((await cli(['users', 'add', 'term@example.com', '--password', 'term-pw', '--db', db.url])).status, 0);
-    const srv = await serveProcess(['--db', db.url]);
+    // Debug logging shows when the server has the request (`incoming request`) and has the signal (`shutting down`).
+    const srv = await serveProcess(['--db', db.url, '--log-level', 'debug', '--log-format', 'json']);
     const url = new URL(srv.base);
     // Send a request whose body is still arriving when the signal lands.
     const sock = net.connect(Number(url.port), url.hostname);
@@ -138,9 +139,9 @@ describe('server lifecycle', () => {
     sock.write(
       `POST /api/2.0/tags/ HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ${auth}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body.slice(0, 5)}`,
     );
-    await new Promise((r) => setTimeout(r, 300));
+    await srv.printed(/"msg":"incoming request"/);
     srv.child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 200));
+    await srv.printed(/"msg":"shutting down"/);
     let reply = '';
     sock.on('data', (d) => (reply += d));
     const closed = new Promise((r) => sock.on('close', r));

@@ -22,11 +22,16 @@ export interface Running {
   base: string;
   stdout: () => string;
   exited: Promise<number | null>;
+  /** Resolves once the output so far matches (a condition, not a duration); rejects if the process exits first. */
+  printed: (pattern: RegExp, timeoutMs?: number) => Promise<RegExpExecArray>;
 }
 
-/** Start `stratus serve` as a real process (`env` adds environment variables) and wait until it prints where it listens. */
+/**
+ * Start `stratus serve` as a real process (`env` adds environment variables) and wait until it prints where it
+ * listens. Its log is the readable form (`--log-format pretty`: the banner as lines) unless `args` choose json.
+ */
 export function serveProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Running> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'warn', ...args], {
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'warn', '--log-format', 'pretty', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
   });
@@ -39,6 +44,14 @@ export function serveProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promi
       resolve(code);
     }),
   );
+  const printed = async (pattern: RegExp, timeoutMs = 30_000) => {
+    for (const started = Date.now(); ;) {
+      const m = pattern.exec(out);
+      if (m) return m;
+      if (child.exitCode !== null || Date.now() - started > timeoutMs) throw new Error(`not printed: ${pattern} (exit ${child.exitCode}): ${out}${err}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
   return new Promise((resolve, reject) => {
     // Generous: on a loaded machine a cold tsx start takes long. A server that did not start is killed, so
     // no orphan keeps this test file's process (and the whole run) alive.
@@ -52,7 +65,7 @@ export function serveProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promi
       const m = /listening at (https?:\/\/[^\s/]+)\/api\/2\.0\//.exec(out);
       if (m) {
         clearTimeout(timer);
-        resolve({ child, base: m[1], stdout: () => out, exited });
+        resolve({ child, base: m[1], stdout: () => out, exited, printed });
       }
     });
     exited.then((code) => {

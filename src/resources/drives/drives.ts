@@ -6,7 +6,7 @@ import { validateFields, type Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
 import { cancelTimers, pendingTimerPayloads, schedule, type TimerHandler } from '../../core/timers.js';
 import { availabilityGroups } from '../placement/availability-groups.js';
-import { allocateDrive, createMs, forgetDrive, resizeMs } from '../../sim/storage.js';
+import { allocateDrive, createMs, forgetDrive, resizeMs, takeCloneFailure } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { existingJobs, finishJob } from '../jobs/jobs.js';
@@ -109,7 +109,13 @@ export const drives = storedDecl(
         },
       },
       'drive.cloned': {
-        async run(s, tx, timer, payload: { job: string }) {
+        async run(s, tx, timer, payload: { job: string; source?: string }) {
+          // A fault injected through the admin plane: the copy fails as a storage failure would.
+          if (payload.source && (await takeCloneFailure(tx, payload.source))) {
+            await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) => ({ ...b, status: 'unavailable' }));
+            await finishJob(tx, s, payload.job, 'failed', 'the simulated storage failed to copy the drive (injected fault)');
+            return;
+          }
           await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) =>
             b.status === 'cloning_dst' ? { ...b, status: restingStatus(b) } : b,
           );
