@@ -2,7 +2,7 @@ import type { Services } from '../core/context.js';
 import type { Meter, Usage } from '../core/metering.js';
 import type { TimerHandler } from '../core/timers.js';
 import type { Db, Tx } from '../store/db.js';
-import { lockAccounts, post, type Charge } from './accounts.js';
+import { lockAccounts, postMany, type Charge } from './accounts.js';
 import { burstReason, CYCLE_MS, cycleOf, humanInterval, nextBoundary } from './cycle.js';
 import { levelOf, readLevels, shiftLevels } from './levels.js';
 import { Money } from './money.js';
@@ -122,11 +122,14 @@ export async function billCycle(
   // Subscriptions in force during the cycle (one ending at the poll still covered it).
   const subscribed = await subscribedAt(tx, new Date(poll.getTime() - 1));
   let entries = 0;
-  for (const [owner, used] of accounts) {
+  const batch = [...accounts].map(([owner, used]) => {
     const account = locked.get(owner)!;
     const charges = chargesOf(s, used, subscribed.get(owner) ?? new Map(), levels, account.currency, poll, spanSeconds);
     entries += charges.length;
-    await post(tx, s, account, charges);
+    return { account, charges };
+  });
+  await postMany(tx, s, batch);
+  for (const { account, charges } of batch)
     await checkFunds(
       tx,
       s,
@@ -134,7 +137,6 @@ export async function billCycle(
       charges.reduce((sum, c) => sum.plus(c.amount), new Money(0)),
       stoppers,
     );
-  }
   await shiftLevels(tx, s, cloud);
   return { accounts: accounts.size, entries };
 }

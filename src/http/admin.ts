@@ -185,7 +185,11 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}reset`,
-      doc: { POST: op('Empty every account', obj({ deleted: { type: 'object' }, demo_login: { type: ['string', 'null'] } })) },
+      doc: {
+        POST: op('Empty every account, or one ({"email"})', {
+          anyOf: [obj({ deleted: { type: 'object' }, demo_login: { type: ['string', 'null'] } }), obj({ deleted: { type: 'object' }, email: STR })],
+        }),
+      },
       methods: post(async (req) => {
         const b = body(req);
         const extra = Object.keys(b).find((k) => k !== 'email');
@@ -246,6 +250,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}users/:email/limits`,
+      doc: { POST: op("Set an account's rate limits (off, rules, or null: the deployment's)", obj({ email: STR, rate_limits: { type: ['string', 'null'] } })) },
       methods: post(async (req) => {
         const b = body(req);
         if (!('rate_limits' in b) || (b.rate_limits !== null && typeof b.rate_limits !== 'string'))
@@ -257,6 +262,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
     },
     {
       url: `${ADMIN_BASE}seed`,
+      doc: { POST: op('Seed users and what they hold from a seed document (idempotent)', { type: 'object' }) },
       methods: post(async (req) => {
         const report = await seed(s, req.body, deps.runDue);
         audit('seed', { ...report }, req);
@@ -267,6 +273,10 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
       url: `${ADMIN_BASE}state`,
       // A whole deployment's state is larger than any API body.
       bodyLimit: STATE_BODY_LIMIT,
+      doc: {
+        GET: op('Export the whole state as one document', { type: 'object', required: ['format', 'format_version', 'schema', 'tables'] }),
+        POST: op('Replace the whole state with an exported document', { type: 'object', required: ['imported', 'now', 'offset_ms'] }),
+      },
       methods: {
         GET: async (req) => {
           const doc = await exportState(s);

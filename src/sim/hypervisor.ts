@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
 import { leaseAddress, releaseLeases } from './network.js';
-import { dropState, readState, readStates, updateState } from './state.js';
+import { dropState, readAllStates, readState, readStates, updateState } from './state.js';
 import { applyOnBoot } from './firewall-apply.js';
 import { startWriting, stopWriting, type DriveDisk } from './storage.js';
 import { place, placementsOf, unplace } from './placement.js';
@@ -37,6 +37,8 @@ export const hostRecoveryMs = (s: Pick<Services, 'config'>) => s.config.delays['
 
 export const guestState = (db: Db | Tx, server: string) => readState<GuestState>(db, KIND, server);
 export const guestStates = (db: Db | Tx, servers: readonly string[]) => readStates<GuestState>(db, KIND, servers);
+/** Every guest's state (a billing poll over all running servers). */
+export const allGuestStates = (db: Db | Tx) => readAllStates<GuestState>(db, KIND);
 
 /**
  * A boot begins: the guest gets a host (not one that runs a server of `avoid`, when another is free), and

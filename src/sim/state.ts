@@ -31,6 +31,12 @@ export async function readStates<T extends object = SimState>(db: Db | Tx, kind:
   return out;
 }
 
+/** Every state of one kind (a billing poll over all running guests reads them at once, not by uuid). */
+export async function readAllStates<T extends object = SimState>(db: Db | Tx, kind: string): Promise<Map<string, Partial<T>>> {
+  const rows = await db.selectFrom('sim_state').select(['uuid', 'state']).where('kind', '=', kind).execute();
+  return new Map(rows.map((r) => [r.uuid, JSON.parse(r.state) as Partial<T>]));
+}
+
 /** Merge keys into an object's state (`undefined` removes a key); an empty state removes the row. */
 export async function updateState(tx: Tx, kind: string, uuid: string, change: SimState): Promise<SimState> {
   const current = await readState(tx, kind, uuid);

@@ -1,5 +1,5 @@
 import type { Meter, Usage } from '../../core/metering.js';
-import { guestStates } from '../../sim/hypervisor.js';
+import { allGuestStates, guestStates } from '../../sim/hypervisor.js';
 
 /** States in which a server uses its cpu and memory: from the moment it is started until it has stopped. */
 export const USING = ['starting', 'running', 'stopping'] as const;
@@ -12,10 +12,14 @@ export const USING = ['starting', 'running', 'stopping'] as const;
 export const serverUsage: Meter = async (s, db, at, owner) => {
   const rows = await s.store.resources.owned(db, 'servers', { owner, statuses: USING });
   if (!rows.length) return [];
-  const guests = await guestStates(
-    db,
-    rows.map((r) => r.uuid),
-  );
+  // Every account's poll reads every guest's state in one statement; one account's, by uuid.
+  const guests =
+    owner === undefined
+      ? await allGuestStates(db)
+      : await guestStates(
+          db,
+          rows.map((r) => r.uuid),
+        );
   const out: Usage[] = [];
   for (const r of rows) {
     const type = String(r.body.cpu_type ?? 'amd');
