@@ -1,3 +1,4 @@
+import { setBalance } from '../billing/payments.js';
 import type { Ctx, Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
 import type { CollectionDecl } from '../core/resource.js';
@@ -24,8 +25,8 @@ import { assignVlans } from '../resources/vlans/vlans.js';
  * account's drives and servers instead of giving uuids. `ips` and `vlans` are how many the account holds
  * (from the `--ip-pool`, new VLANs). Idempotent: a user that exists keeps its uuid (its password and state
  * are set only when they differ), an object whose name the account already has of that kind is left
- * alone, and counts are topped up, so seeding twice changes nothing. `balance` is part of the format but
- * refused until billing exists. The whole document is checked before anything is written; a kind's
+ * alone, and counts are topped up, so seeding twice changes nothing. `balance` is what the account's
+ * balance becomes: a ledger entry makes up the difference (none when it is already so). The whole document is checked before anything is written; a kind's
  * own validation (a bad drive size) stops the seeding where it is, and a rerun after the fix completes it.
  */
 export interface SeedReport {
@@ -42,6 +43,8 @@ interface SeedUser {
   password?: string;
   state?: string;
   rate_limits?: string;
+  /** The account's balance after seeding (a ledger entry makes up the difference). */
+  balance?: string;
   ips: number;
   vlans: number;
   drives: Obj[];
@@ -61,8 +64,9 @@ export function parseSeed(doc: unknown): SeedUser[] {
     const at = `users[${i}]`;
     if (!isObj(u)) throw validation(at, 'each user is an object with at least "email"');
     for (const k of Object.keys(u)) if (!USER_KEYS.includes(k)) throw validation(`${at}.${k}`, `unknown key "${k}"; a user takes ${USER_KEYS.join(', ')}`);
-    if (u.balance !== undefined)
-      throw validation(`${at}.balance`, 'balance is not supported yet: balances come with billing, which this version does not have; leave it out');
+    const balance = u.balance === undefined || u.balance === null ? undefined : typeof u.balance === 'number' ? String(u.balance) : u.balance;
+    if (balance !== undefined && (typeof balance !== 'string' || !/^\d{1,15}(\.\d{1,20})?$/.test(balance)))
+      throw validation(`${at}.balance`, 'balance is a non-negative decimal, e.g. "250.00"');
     const str = (k: string, required = false) => {
       const v = u[k];
       if (v === undefined || v === null) {
@@ -100,6 +104,7 @@ export function parseSeed(doc: unknown): SeedUser[] {
       password: str('password'),
       state,
       rate_limits: u.rate_limits === undefined ? undefined : checkLimits(u.rate_limits, `${at}.rate_limits`),
+      balance: balance as string | undefined,
       ips: count('ips'),
       vlans: count('vlans'),
       drives: list('drives'),
@@ -121,6 +126,7 @@ export async function seed(s: Services, doc: unknown, runDue: () => Promise<unkn
     const user = await seedUser(s, u, tally);
     if (u.rate_limits !== undefined) await setAccountLimits(s, u.email, u.rate_limits);
     const ctx: Ctx = { ...s, caller: { uuid: user.uuid, email: user.email, state: user.state } };
+    if (u.balance !== undefined) tally(await setBalance(s, user.uuid, u.balance), 'balance');
     await topUp(s, user.uuid, 'ips', u.ips, tally, (n) => s.store.transaction((tx) => assignIps(tx, s, user.uuid, n)));
     await topUp(s, user.uuid, 'vlans', u.vlans, tally, (n) => s.store.transaction((tx) => assignVlans(tx, s, user.uuid, n)));
     for (const kind of KINDS) {

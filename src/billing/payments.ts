@@ -24,3 +24,20 @@ export async function topUp(s: Services, owner: string, amountText: string, meth
     return { balance: ledgerAmount(after), id };
   });
 }
+
+/**
+ * Make an account's balance `target` (a seed, an operator): one ledger entry for the difference — a
+ * payment when it rises, a debit when it falls — so the ledger still explains the balance. Nothing when
+ * it already is. Returns whether an entry was written.
+ */
+export async function setBalance(s: Services, owner: string, target: string): Promise<boolean> {
+  return s.store.transaction(async (tx) => {
+    const account = (await lockAccounts(tx, s, [owner])).get(owner)!;
+    const diff = new Money(target).minus(account.balance);
+    if (diff.isZero()) return false;
+    const id = s.ids.uuid();
+    const reason = diff.gt(0) ? `Payment through seed - ${id}` : `Balance set by seed - ${id}`;
+    await post(tx, s, account, [{ amount: diff.neg(), reason, poll_time: s.clock.now(), resource_amount: '1' }]);
+    return true;
+  });
+}

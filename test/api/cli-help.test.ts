@@ -60,7 +60,10 @@ describe('stratus help', () => {
       [['serve', 'now'], /unexpected argument "now": stratus serve/],
       [['migrate', 'now'], /unexpected argument "now": stratus migrate/],
       [['sim', 'server', 'uuid'], /missing argument: stratus sim server UUID EVENT/],
-      [['help', 'nope'], /unknown command "nope"; the commands are serve, migrate, users, ips, vlans, billing, sim, reset, seed, export, import, clock, faults, help/],
+      [
+        ['help', 'nope'],
+        /unknown command "nope"; the commands are serve, migrate, users, ips, vlans, billing, sim, reset, seed, export, import, clock, faults, help/,
+      ],
       [['clock'], /clock: a subcommand is needed; one of show, advance, set/],
       [['clock', 'advance'], /missing argument: stratus clock advance DURATION/],
       [['reset', 'a@example.com', 'b@example.com'], /unexpected argument "b@example\.com": stratus reset \[EMAIL\]/],

@@ -38,6 +38,7 @@ const SEED = {
       password: 'seeded-secret',
       state: 'REGULAR',
       rate_limits: 'off',
+      balance: '250.50',
       ips: 2,
       vlans: 1,
       drives: [{ name: 'boot', size: 1 << 30, media: 'disk' }],
@@ -68,7 +69,7 @@ describe('seeding', () => {
   test('creates users and what they hold; names link servers to drives and tags to both; seeding twice changes nothing', async () => {
     const first = await call('POST', 'seed', SEED);
     assert.equal(first.status, 200, first.text);
-    assert.deepEqual(first.json.created, { users: 2, ips: 2, vlans: 1, drives: 1, servers: 1, tags: 1 });
+    assert.deepEqual(first.json.created, { users: 2, balance: 1, ips: 2, vlans: 1, drives: 1, servers: 1, tags: 1 });
     const c = seeded();
     const inv = await inventory(c);
     assert.deepEqual([inv.drives, inv.servers, inv.tags], [['boot'], ['web'], ['prod']]);
@@ -85,13 +86,16 @@ describe('seeding', () => {
     const again = await call('POST', 'seed', SEED);
     assert.equal(again.status, 200, again.text);
     assert.deepEqual(again.json.created, {});
-    assert.deepEqual(again.json.existing, { users: 2, ips: 2, vlans: 1, drives: 1, servers: 1, tags: 1 });
+    assert.deepEqual(again.json.existing, { users: 2, balance: 1, ips: 2, vlans: 1, drives: 1, servers: 1, tags: 1 });
+    // The balance is the seed's, and the ledger explains it (one payment entry, not two).
+    assert.equal((await c.get('balance/')).json.balance, '250.50000000000000000000');
+    assert.equal((await c.get('ledger/?limit=0')).json.objects.filter((e: any) => / seed - /.test(e.reason)).length, 1);
     assert.deepEqual(await inventory(c), inv);
   });
 
-  test('a balance is refused as not yet supported; malformed seeds are 400 naming the entry and create nothing', async () => {
+  test('malformed seeds are 400 naming the entry and create nothing', async () => {
     const cases: [unknown, string][] = [
-      [{ users: [{ email: 'rich@example.com', balance: '100' }] }, 'users[0].balance'],
+      [{ users: [{ email: 'rich@example.com', balance: '-100' }] }, 'users[0].balance'],
       [{ users: [{ email: 'x@example.com', colour: 'red' }] }, 'users[0].colour'],
       [{ people: [] }, 'people'],
       [{ users: [{ email: 'x@example.com', drives: [{ size: 1 }] }] }, 'users[0].drives[0].name'],
@@ -109,7 +113,6 @@ describe('seeding', () => {
     }
     const users = await srv.services.store.db.selectFrom('users').select('email').where('email', 'in', ['rich@example.com', 'x@example.com']).execute();
     assert.deepEqual(users, []);
-    assert.match((await call('POST', 'seed', cases[0][0])).json[0].error_message, /not supported yet.*billing/);
   });
 
   test('stratus seed FILE: the same, idempotent; a bad file is exit code 2 with one line', async () => {
@@ -120,13 +123,13 @@ describe('seeding', () => {
       writeFileSync(file, JSON.stringify(SEED));
       const first = await cli(['seed', file, '--db', url]);
       assert.equal(first.status, 0, first.stderr);
-      assert.match(first.stdout, /created 2 users, 2 ips, 1 vlans, 1 drives, 1 servers, 1 tags/);
+      assert.match(first.stdout, /created 2 users, 1 balance, 2 ips, 1 vlans, 1 drives, 1 servers, 1 tags/);
       const second = await cli(['seed', file, '--db', url]);
-      assert.match(second.stdout, /created nothing; already there 2 users, 2 ips, 1 vlans, 1 drives, 1 servers, 1 tags/);
-      writeFileSync(join(dir, 'bad.json'), '{"users": [{"email": "a@example.com", "balance": "5"}]}');
+      assert.match(second.stdout, /created nothing; already there 2 users, 1 balance, 2 ips, 1 vlans, 1 drives, 1 servers, 1 tags/);
+      writeFileSync(join(dir, 'bad.json'), '{"users": [{"email": "a@example.com", "balance": "lots"}]}');
       const bad = await cli(['seed', join(dir, 'bad.json'), '--db', url]);
       assert.equal(bad.status, 2);
-      assert.match(bad.stderr, /^stratus: .*bad\.json: users\[0\]\.balance: balance is not supported yet/);
+      assert.match(bad.stderr, /^stratus: .*bad\.json: users\[0\]\.balance: balance is a non-negative decimal/);
       assert.equal((await cli(['seed', join(dir, 'missing.json'), '--db', url])).status, 2);
       // users add --limits: a refused rule creates nothing.
       const refused = await cli(['users', 'add', 'lim@example.com', '--limits', 'GET=lots', '--db', url]);
