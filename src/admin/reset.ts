@@ -94,7 +94,19 @@ export async function resetAccount(s: Services, userUuid: string): Promise<Recor
       'fwpolicy_servers',
       tx.deleteFrom('fwpolicy_servers').where((eb) => eb.or([eb('server_uuid', 'in', owned()), eb('policy_uuid', 'in', owned())])),
     );
+    await run('notification_preferences', tx.deleteFrom('notification_preferences').where('contact_uuid', 'in', owned()));
     await run('resources', tx.deleteFrom('resources').where('owner_uuid', '=', userUuid));
+    // Its money: subscriptions (and their renewal timers), the ledger, the balance (back to the opening one).
+    const subscriptions = tx
+      .selectFrom('subscriptions')
+      .select((eb) => eb.cast<string>('id', 'varchar(32)').as('id'))
+      .where('owner_uuid', '=', userUuid);
+    await run('timers', tx.deleteFrom('timers').where('kind', 'in', ['subscription.notice', 'subscription.end']).where('subject', 'in', subscriptions));
+    await run('subscriptions', tx.deleteFrom('subscriptions').where('owner_uuid', '=', userUuid));
+    await run('ledger', tx.deleteFrom('ledger').where('owner_uuid', '=', userUuid));
+    await run('billing_accounts', tx.deleteFrom('billing_accounts').where('owner_uuid', '=', userUuid));
+    await run('notifications', tx.deleteFrom('notifications').where('owner_uuid', '=', userUuid));
+    await run('notification_deliveries', tx.deleteFrom('notification_deliveries').where('owner_uuid', '=', userUuid));
     // Counts go to 0 with a new version (kept rows: the repository caches by (kind, owner, version)).
     const counts = await tx
       .updateTable('resource_counts')

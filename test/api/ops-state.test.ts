@@ -154,9 +154,17 @@ describe('reset of one account', () => {
     await a.post('tags/', { name: 'ta', resources: [da] });
     await a.post('servers/', { name: 'sa', cpu: 1000, mem: 536870912, vnc_password: 'pw' });
     await b.post('drives/', { name: 'b', size: 1 << 30, media: 'disk' });
+    // Its money too: a subscription (with its renewal timers), the ledger it wrote, the balance.
+    assert.equal((await a.post('subscriptions/', [{ amount: 1, period: '1 month', resource: 'vlan' }])).status, 201);
+    const opening = (await b.get('balance/')).json.balance;
     const res = await call('POST', 'reset', { email: a.email });
     assert.equal(res.status, 200, res.text);
-    assert.equal(res.json.deleted.resources, 3);
+    assert.equal(res.json.deleted.resources, 4); // drive, tag, server and the subscription's VLAN
+    assert.equal(res.json.deleted.subscriptions, 1);
+    assert.ok(res.json.deleted.timers >= 1, JSON.stringify(res.json.deleted));
+    assert.equal((await a.get('subscriptions/')).json.meta.total_count, 0);
+    assert.equal((await a.get('ledger/')).json.meta.total_count, 0);
+    assert.equal((await a.get('balance/')).json.balance, opening);
     assert.equal(res.json.email, a.email);
     const inv = await inventory(a);
     assert.deepEqual([inv.drives, inv.servers, inv.tags], [[], [], []]);
