@@ -147,7 +147,9 @@ export function windowOf(input: { start_time?: unknown; end_time?: unknown; peri
     roundedStart = now;
     roundedEnd = noonAtOrAfter(addPeriod(now, period!));
   }
+  const span = roundedEnd.getTime() - roundedStart.getTime();
+  // A period of thousands of years leaves the calendar (an invalid date): as too long, a 400.
+  if (Number.isNaN(span) || span > 10 * 366 * DAY_MS) throw validation('period', 'A subscription lasts at most 10 years');
   if (roundedEnd.getTime() <= roundedStart.getTime()) throw validation('end_time', 'The subscription would end before it starts');
-  if (roundedEnd.getTime() - roundedStart.getTime() > 10 * 366 * DAY_MS) throw validation('period', 'A subscription lasts at most 10 years');
   return { start: roundedStart, end: roundedEnd, period: hasStart && hasEnd ? null : period };
 }

@@ -202,7 +202,7 @@ export async function insertSubscription(
     created_at: isoTimestamp(s.clock.now()),
   };
   const made = await tx.insertInto('subscriptions').values(row).returningAll().executeTakeFirstOrThrow();
-  return { ...made, id: Number(made.id), amount: Number(made.amount) };
+  return subscriptionRow(made);
 }
 
 /** 402 when the account cannot pay `total` (spec "Errors": buying without funds). */
@@ -233,19 +233,20 @@ export async function subscribedAt(db: Db | Tx, at: Date, owner?: string): Promi
   return out;
 }
 
+/** A row as read: PostgreSQL hands bigint columns back as strings; the code works with numbers. */
+export const subscriptionRow = (r: SubscriptionRow): SubscriptionRow => ({
+  ...r,
+  id: Number(r.id),
+  amount: Number(r.amount),
+  parent_id: r.parent_id === null ? null : Number(r.parent_id),
+  root_id: r.root_id === null ? null : Number(r.root_id),
+});
+
 /** A subscription of the caller, or undefined. */
 export async function ownSubscription(db: Db | Tx, owner: string, id: string): Promise<SubscriptionRow | undefined> {
   if (!/^\d{1,15}$/.test(id)) return undefined;
   const row = await db.selectFrom('subscriptions').selectAll().where('owner_uuid', '=', owner).where('id', '=', Number(id)).executeTakeFirst();
-  return (
-    row && {
-      ...row,
-      id: Number(row.id),
-      amount: Number(row.amount),
-      parent_id: row.parent_id === null ? null : Number(row.parent_id),
-      root_id: row.root_id === null ? null : Number(row.root_id),
-    }
-  );
+  return row && subscriptionRow(row);
 }
 
 /** The chain a subscription belongs to, first to last (the first and its extensions). */
@@ -257,11 +258,5 @@ export async function chainOf(db: Db | Tx, row: SubscriptionRow): Promise<Subscr
     .where((eb) => eb.or([eb('id', '=', root), eb('root_id', '=', root)]))
     .orderBy('id')
     .execute();
-  return rows.map((r) => ({
-    ...r,
-    id: Number(r.id),
-    amount: Number(r.amount),
-    parent_id: r.parent_id === null ? null : Number(r.parent_id),
-    root_id: r.root_id === null ? null : Number(r.root_id),
-  }));
+  return rows.map(subscriptionRow);
 }

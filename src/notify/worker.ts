@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
+import { PassLoop } from '../core/pass-loop.js';
 import { WEBHOOKS } from '../resources/notifications/webhooks.js';
 import { EVENT_NOTIFICATIONS } from '../resources/notifications/types.js';
 import { claimDue, markFailed, markSent, MAX_ATTEMPTS, type Delivery, type EmailContent, type WebhookContent } from './deliveries.js';
@@ -25,9 +26,10 @@ const CONCURRENCY = 8;
  * in the database, so stopping or killing the process loses nothing.
  */
 export class Notifier {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<number> | undefined;
-  private stopped = false;
+  private readonly loop = new PassLoop(
+    () => this.pass(),
+    (err) => this.log?.error({ err }, 'notification pass failed'),
+  );
 
   constructor(
     private readonly s: Services,
@@ -39,43 +41,28 @@ export class Notifier {
   }
 
   start(pollMs = 250): void {
-    this.stopped = false;
-    const loop = async () => {
-      if (this.stopped) return;
-      try {
-        await this.runDue();
-      } catch (err) {
-        this.log?.error({ err }, 'notification pass failed');
-      }
-      if (!this.stopped) this.timer = setTimeout(loop, pollMs);
-    };
-    this.timer = setTimeout(loop, 0);
+    this.loop.start(pollMs);
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running?.catch(() => 0);
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One pass: every pending event fanned out, every due delivery attempted. Returns deliveries attempted. */
   runDue(): Promise<number> {
-    const previous = this.running ?? Promise.resolve(0);
-    const next = previous.catch(() => 0).then(() => this.pass());
-    this.running = next;
-    return next;
+    return this.loop.runDue();
   }
 
   private async pass(): Promise<number> {
     const domain = mailDomain(this.s.config.mailFrom);
-    while ((await fanOut(this.s, domain)) > 0 && !this.stopped);
+    while ((await fanOut(this.s, domain)) > 0 && !this.loop.stopped);
     let attempted = 0;
     for (;;) {
       const due = await claimDue(this.s, CONCURRENCY);
       if (!due.length) return attempted;
       await Promise.all(due.map((d) => this.attempt(d)));
       attempted += due.length;
-      if (this.stopped) return attempted;
+      if (this.loop.stopped) return attempted;
     }
   }
 

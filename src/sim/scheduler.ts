@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
+import { PassLoop } from '../core/pass-loop.js';
 import type { TimerHandler, TimerRow } from '../core/timers.js';
 import type { Tx } from '../store/db.js';
 
@@ -15,9 +16,10 @@ const MAX_ATTEMPTS = 5;
  * transaction, so a restart resumes the cadence and several processes never double it.
  */
 export class Scheduler {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<number> | undefined;
-  private stopped = false;
+  private readonly loop = new PassLoop(
+    () => this.pass(),
+    (err) => this.log?.error({ err }, 'scheduler pass failed'),
+  );
   private recurringEnsured = false;
 
   constructor(
@@ -29,22 +31,12 @@ export class Scheduler {
   ) {}
 
   start(pollMs = 250): void {
-    this.stopped = false;
-    const loop = async () => {
-      if (this.stopped) return;
-      try {
-        await this.runDue();
-      } catch (err) {
-        this.log?.error({ err }, 'scheduler pass failed');
-      }
-      if (!this.stopped) this.timer = setTimeout(loop, pollMs);
-    };
-    this.timer = setTimeout(loop, 0);
+    this.loop.start(pollMs);
   }
 
   /** Whether this process's polling loop runs (tests drive the scheduler by hand instead). */
   get polling(): boolean {
-    return this.timer !== undefined && !this.stopped;
+    return this.loop.polling;
   }
 
   /**
@@ -64,19 +56,13 @@ export class Scheduler {
   }
 
   /** Stop polling and wait for the pass in progress, so the database can close cleanly. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running?.catch(() => 0);
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** Run every timer due by the injected clock (including ones that become due while running). */
   runDue(): Promise<number> {
-    // One pass at a time per process; a caller arriving mid-pass waits for it and then runs its own.
-    const previous = this.running ?? Promise.resolve(0);
-    const next = previous.catch(() => 0).then(() => this.pass());
-    this.running = next;
-    return next;
+    return this.loop.runDue();
   }
 
   /** Create the pending timer of every recurring handler that has none (any process may; one wins). */

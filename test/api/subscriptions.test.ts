@@ -68,6 +68,8 @@ describe('the calculator (nothing is bought)', () => {
     );
     expectError(await calc([{ amount: 1, resource: 'ip', period: 'forever' }]), 400, 'validation', 'period');
     expectError(await calc([{ amount: 1, resource: 'gold', period: '1 month' }]), 400, 'validation', 'resource');
+    // Beyond the calendar: a 400, not a crash.
+    expectError(await calc([{ amount: 1, resource: 'ip', period: '100000 years' }]), 400, 'validation', 'period');
     expectError(await calc([{ amount: 0, resource: 'ip', period: '1 month' }]), 400, 'validation', 'amount');
     expectError(await calc([{ amount: -3, resource: 'ip', period: '1 month' }]), 400, 'validation', 'amount');
     expectError(await calc([{ amount: 1, resource: 'ip', end_time: 'tomorrow' }]), 400, 'validation', 'end_time');

@@ -141,8 +141,12 @@ export function parseMail(raw: string): { subject: string; text: string; to: str
 /** The sign-up link in a mail text. */
 export const linkIn = (text: string): string | null => /https?:\/\/\S+\/accounts\/confirm\/[A-Za-z0-9_-]+/.exec(text)?.[0] ?? null;
 
-/** A real SMTP server on a loopback port that keeps what it receives. */
-export async function smtpSink(): Promise<{
+/**
+ * A real SMTP server on a loopback port that keeps what it receives. `acceptDelayMs`: a slow server, which
+ * keeps and acknowledges each message only that long after its data arrived (a sender killed meanwhile
+ * must send it again).
+ */
+export async function smtpSink(opts: { acceptDelayMs?: number } = {}): Promise<{
   url: string;
   mails: SinkMail[];
   /** Resolves with the next mail to `to` (already received ones first). */
@@ -172,18 +176,24 @@ export async function smtpSink(): Promise<{
       stream.on('end', () => {
         const raw = Buffer.concat(chunks).toString('utf8');
         const parsed = parseMail(raw);
-        mails.push({
-          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-          to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
-          raw,
-          subject: parsed.subject,
-          text: parsed.text,
-        });
-        deliver();
-        callback();
+        const keep = () => {
+          mails.push({
+            from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+            to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
+            raw,
+            subject: parsed.subject,
+            text: parsed.text,
+          });
+          deliver();
+          callback();
+        };
+        if (opts.acceptDelayMs) setTimeout(keep, opts.acceptDelayMs);
+        else keep();
       });
     },
   });
+  // A sender killed mid-conversation resets its connection: not the sink's failure.
+  server.on('error', () => undefined);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const port = (server.server.address() as { port: number }).port;
   return {

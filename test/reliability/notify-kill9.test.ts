@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomInt } from 'node:crypto';
-import { SMTPServer } from 'smtp-server';
+import { smtpSink } from '../helpers/auth.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { Client } from '../helpers/client.js';
 import { serveProcess, stratus, type Running } from '../helpers/process.js';
@@ -38,31 +38,16 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** An SMTP sink that keeps (recipient, Message-ID) of every message, a few ms after the data arrives. */
+/** A slow SMTP sink (kills land mid-delivery) and what it got: (recipient, Message-ID) per message. */
 async function slowSink() {
-  const got: { to: string; id: string }[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS', 'AUTH'],
-    logger: false,
-    onData(stream, session, callback) {
-      const chunks: Buffer[] = [];
-      stream.on('data', (c: Buffer) => chunks.push(c));
-      stream.on('end', () => {
-        const raw = Buffer.concat(chunks).toString('utf8');
-        const id = /^Message-ID:\s*(<[^>]+>)/im.exec(raw)?.[1] ?? '';
-        setTimeout(() => {
-          for (const r of session.envelope.rcptTo) got.push({ to: r.address.toLowerCase(), id });
-          callback();
-        }, 20);
-      });
+  const sink = await smtpSink({ acceptDelayMs: 20 });
+  return {
+    url: sink.url,
+    get got() {
+      return sink.mails.flatMap((m) => m.to.map((to) => ({ to, id: /^Message-ID:\s*(<[^>]+>)/im.exec(m.raw)?.[1] ?? '' })));
     },
-  });
-  // A killed client resets its connections: expected here.
-  server.on('error', () => undefined);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const port = (server.server.address() as { port: number }).port;
-  return { url: `smtp://127.0.0.1:${port}`, got, close: () => new Promise<void>((r) => server.close(() => r())) };
+    close: () => sink.close(),
+  };
 }
 
 test(`no notification is lost to kill -9 (${engine}, ${KILLS} kills over ${SECONDS} s)`, async () => {

@@ -3,6 +3,9 @@ import { ledgerAmount } from '../../billing/money.js';
 import { f } from '../../core/fields.js';
 import type { SingletonDecl } from '../../core/resource.js';
 
+/** The stock filters the recorded `schema/` of billing's single objects prints (the service's base resource's). */
+export const STOCK_FILTERS = { filtering: { name: 'exact', name__contains: 'exact', tag: 'exact', uuid: 'exact' } };
+
 /** `GET /balance/` (reference §16.1): the caller's money, as the ledger leaves it. */
 export const balance: SingletonDecl = {
   shape: 'singleton',
@@ -16,8 +19,7 @@ export const balance: SingletonDecl = {
   defaultLimit: 20,
   listMethods: ['get'],
   detailMethods: ['get'],
-  // The recorded schema prints the stock filters of the service's base resource.
-  schemaQuirks: { filtering: { name: 'exact', name__contains: 'exact', tag: 'exact', uuid: 'exact' } },
+  schemaQuirks: STOCK_FILTERS,
   service: {
     async get(ctx) {
       const a = await accountOf(ctx.store.db, ctx, ctx.caller.uuid);

@@ -1,5 +1,6 @@
 import Type from 'typebox';
 import { accountOf } from '../../billing/accounts.js';
+import { STOCK_FILTERS } from './balance.js';
 import { measure } from '../../billing/engine.js';
 import { ledgerAmount } from '../../billing/money.js';
 import { subscribedAt } from '../../billing/subscriptions.js';
@@ -28,7 +29,7 @@ export function currentUsage(meters: () => readonly Meter[]): SingletonDecl {
     defaultLimit: 20,
     listMethods: ['get'],
     detailMethods: ['get'],
-    schemaQuirks: { filtering: { name: 'exact', name__contains: 'exact', tag: 'exact', uuid: 'exact' } },
+    schemaQuirks: STOCK_FILTERS,
     service: {
       async get(ctx) {
         const owner = ctx.caller.uuid;

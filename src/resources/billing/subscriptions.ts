@@ -11,6 +11,7 @@ import {
   purchaseCharge,
   quote,
   requirePayable,
+  subscriptionRow,
   type Quote,
   type SubscriptionRow,
 } from '../../billing/subscriptions.js';
@@ -183,16 +184,16 @@ async function descendantsOf(ctx: Ctx, rows: SubscriptionRow[]): Promise<Map<num
   const kids = await ctx.store.db.selectFrom('subscriptions').selectAll().where('parent_id', 'in', ids).orderBy('id').execute();
   for (const k of kids) {
     const parent = Number(k.parent_id);
-    out.set(parent, [...(out.get(parent) ?? []), { ...k, id: Number(k.id), amount: Number(k.amount) } as SubscriptionRow]);
+    out.set(parent, [...(out.get(parent) ?? []), subscriptionRow(k)]);
   }
   return out;
 }
 
-const normal = (r: SubscriptionRow): SubscriptionRow => ({ ...r, id: Number(r.id), amount: Number(r.amount) });
-
 async function listSubscriptions(ctx: Ctx, q: ListQuery) {
   const base = listFilters(ctx, q);
-  const rows = ((await ctx.store.resources.page(base.selectAll().orderBy('id', 'desc'), q.limit, q.offset).execute()) as SubscriptionRow[]).map(normal);
+  const rows = ((await ctx.store.resources.page(base.selectAll().orderBy('id', 'desc'), q.limit, q.offset).execute()) as SubscriptionRow[]).map(
+    subscriptionRow,
+  );
   const short = (q.offset === 0 || rows.length > 0) && (q.limit === 0 || rows.length < q.limit);
   const total = short ? q.offset + rows.length : Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
   const kids = await descendantsOf(ctx, rows);
@@ -276,7 +277,7 @@ const endTimer: TimerHandler = {
   async run(s, tx, timer) {
     const found = await tx.selectFrom('subscriptions').selectAll().where('id', '=', Number(timer.subject)).executeTakeFirst();
     if (!found) return;
-    const row = normal(found as SubscriptionRow);
+    const row = subscriptionRow(found);
     const extended = await tx.selectFrom('subscriptions').select('id').where('parent_id', '=', row.id).executeTakeFirst();
     if (extended) return;
     const event = (action: string, details: string) =>
@@ -391,7 +392,9 @@ export const groupedSubscriptions: CollectionDecl = {
   service: {
     async list(ctx, q) {
       const base = listFilters(ctx, q).where('root_id', 'is', null);
-      const roots = ((await ctx.store.resources.page(base.selectAll().orderBy('id', 'desc'), q.limit, q.offset).execute()) as SubscriptionRow[]).map(normal);
+      const roots = ((await ctx.store.resources.page(base.selectAll().orderBy('id', 'desc'), q.limit, q.offset).execute()) as SubscriptionRow[]).map(
+        subscriptionRow,
+      );
       const total = Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
       const now = ctx.clock.now();
       const objects: Obj[] = [];
