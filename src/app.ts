@@ -13,6 +13,7 @@ import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
 import { fromDatabaseError } from './store/errors.js';
 import { registerPath, trackRoutes } from './http/routes.js';
+import { AnswerCache } from './http/answer-cache.js';
 import { resourcePaths } from './http/resource-routes.js';
 import { Auth } from './http/auth/index.js';
 import { accountPaths } from './http/accounts/routes.js';
@@ -151,7 +152,12 @@ export async function buildApp(
   const limiter = RateLimiter.create(services, app.log);
   app.decorate('rateLimiter', limiter);
   if (limiter) app.addHook('onClose', () => limiter.close());
-  for (const spec of [...resourcePaths(kinds, services), ...accounts]) registerPath(app, spec, auth.authenticate, limiter);
+  const answers =
+    config.answerCacheMiB > 0
+      ? new AnswerCache(config.answerCacheMiB * 1024 * 1024, services.store.answerToken, services.clock, process.env.STRATUS_ANSWER_CACHE_VERIFY === '1')
+      : null;
+  app.decorate('answerCache', answers);
+  for (const spec of [...resourcePaths(kinds, services), ...accounts]) registerPath(app, spec, auth.authenticate, limiter, answers);
   // Health, readiness, version and the API index: public, never limited (http/ops.ts).
   registerOps(app, services, kinds);
   // The contract of every route above (and of the admin plane below, read on the first request).

@@ -25,6 +25,7 @@ export interface Config {
   bodyLimit: number;
   /** MiB of presented objects kept for reuse (each object version is built and serialised once). */
   cacheMiB: number;
+  answerCacheMiB: number;
   /** A client must send its whole request within this many ms. */
   requestTimeoutMs: number;
   /** Idle keep-alive connections close after this many ms. */
@@ -303,6 +304,14 @@ export const SETTINGS: Setting<keyof Config>[] = [
     help: 'MiB of presented objects kept for reuse (0 = none)',
     parse: int('cache-mib', 0, 65536),
     fallback: () => 32,
+  },
+  {
+    key: 'answerCacheMiB',
+    flag: 'answer-cache-mib',
+    env: 'STRATUS_ANSWER_CACHE_MIB',
+    help: 'MiB of GET answers kept for reuse while no row changes (SQLite only; 0 = none)',
+    parse: int('answer-cache-mib', 0, 65536),
+    fallback: () => 16,
   },
   {
     key: 'requestTimeoutMs',

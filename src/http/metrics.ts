@@ -18,6 +18,9 @@ import { documentPath } from './routes.js';
  *   stratus_scheduler_running              1 while this process's scheduler loop runs
  *   stratus_db_pool_connections{state}     PostgreSQL pool: total, idle, waiting (absent on SQLite)
  *   stratus_servers{status}                simulated servers by status (all accounts)
+ *   stratus_answer_cache_answers{outcome}  GET answers of reusable routes since start: reused, kept (made and
+ *                                          kept), timed (made from the clock: not kept); http/answer-cache.ts
+ *   stratus_answer_cache_bytes             what the kept answers take (bounded by --answer-cache-mib)
  *   process_*, nodejs_*                    prom-client's default process metrics
  *
  * The request path pays for one histogram observation: an `onResponse` hook looks the labelled child up in
@@ -121,6 +124,23 @@ export class Metrics {
           .execute();
         this.reset();
         for (const r of rows) this.labels(r.status ?? 'unknown').set(Number(r.n));
+      },
+    });
+    new prom.Gauge({
+      name: 'stratus_answer_cache_answers',
+      help: 'GET answers of reusable routes since start: reused, kept, timed (read the clock: not kept)',
+      labelNames: ['outcome'],
+      registers,
+      collect() {
+        for (const [outcome, n] of Object.entries(app.answerCache?.counts ?? {})) this.labels(outcome).set(n);
+      },
+    });
+    new prom.Gauge({
+      name: 'stratus_answer_cache_bytes',
+      help: 'Bytes the kept GET answers take',
+      registers,
+      collect() {
+        this.set(app.answerCache?.size.bytes ?? 0);
       },
     });
     prom.collectDefaultMetrics({ register: this.registry });

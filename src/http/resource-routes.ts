@@ -319,6 +319,9 @@ function taggedItem(decl: CollectionDecl): JsonSchema {
 
 /** Every route of every declared kind. */
 export function resourcePaths(decls: ResourceDecl[], services: Services): PathSpec[] {
-  const ctxOf = (req: ApiRequest): Ctx => ({ ...services, caller: req.caller });
-  return [...decls.flatMap((d) => (d.shape === 'collection' ? collectionPaths(d, ctxOf) : singletonPaths(d, ctxOf))), ...taggedPaths(decls, ctxOf)];
+  // A GET whose answer may be reused reads time through the request's watched clock (http/answer-cache.ts).
+  const ctxOf = (req: ApiRequest): Ctx => ({ ...services, caller: req.caller, clock: req.clock ?? services.clock });
+  const paths = [...decls.flatMap((d) => (d.shape === 'collection' ? collectionPaths(d, ctxOf) : singletonPaths(d, ctxOf))), ...taggedPaths(decls, ctxOf)];
+  // Every GET here is made by the kind's service from stored rows, the caller, the URL and ctx.clock.
+  return paths.map((p) => (p.methods.GET ? { ...p, reusable: true } : p));
 }

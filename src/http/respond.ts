@@ -25,7 +25,17 @@ export function send(reply: FastifyReply, format: Format, result: Result): Fasti
     // The real API answers 204 with Django's default content type and nothing else.
     return reply.header('content-type', 'text/html; charset=utf-8').send();
   }
+  const answer = serialise(format, result);
+  return reply.header('content-type', answer.contentType).send(answer.payload);
+}
+
+/** A result's body as the bytes sent and their content type. */
+export function serialise(format: Format, result: Result): { contentType: string; payload: string } {
   const root = result.root ?? (Array.isArray(result.body) ? 'objects' : 'response');
-  const payload = format === 'xml' ? toXml(result.body, root) : sortedJson(result.body);
-  return reply.header('content-type', CONTENT_TYPE[format]).send(payload);
+  return { contentType: CONTENT_TYPE[format], payload: format === 'xml' ? toXml(result.body, root) : sortedJson(result.body) };
+}
+
+/** An answer already serialised (a reused one, see answer-cache.ts). */
+export function sendPayload(reply: FastifyReply, status: number, contentType: string, payload: string): FastifyReply {
+  return reply.code(status).header('content-type', contentType).send(payload);
 }

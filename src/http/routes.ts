@@ -1,10 +1,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../core/context.js';
+import type { Clock } from '../core/clock.js';
 import { ApiError } from '../core/errors.js';
 import type { Format } from './negotiate.js';
 import type { RawQuery } from './query.js';
-import { send, type Result } from './respond.js';
+import { send, sendPayload, serialise, type Result } from './respond.js';
+import { AnswerCache } from './answer-cache.js';
 import { truncateAtNul } from './json.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -19,6 +21,8 @@ export interface ApiRequest {
   origin: string;
   /** The request line, client address and headers, for the few handlers that need them (login, sessions). */
   http: RequestInfo;
+  /** The clock the request's services read, where its answer may be reused (answer-cache.ts watches it). */
+  clock?: Clock;
 }
 
 export interface RequestInfo {
@@ -61,6 +65,11 @@ export interface PathSpec {
   bodyLimit?: number;
   /** The contract of each method; a route without one is missing from the OpenAPI document (and a test says so). */
   doc?: PathDoc;
+  /**
+   * Its GET answer depends only on the caller, the URL, the stored rows and the request's `clock`: it may be
+   * reused while the rows stay the same (answer-cache.ts).
+   */
+  reusable?: boolean;
 }
 
 /** What a route contributes to the OpenAPI document. */
@@ -130,7 +139,7 @@ export interface Limiter {
  * order tastypie uses (method check, then authentication) — and counted against the rate limits.
  * HEAD follows GET.
  */
-export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate: Authenticator, limiter?: Limiter | null): void {
+export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate: Authenticator, limiter?: Limiter | null, answers?: AnswerCache | null): void {
   const allowed = (Object.keys(spec.methods) as HttpMethod[]).join(',');
   documentPath(app, { url: spec.url, public: spec.public ?? false, doc: spec.doc });
   app.route({
@@ -151,6 +160,13 @@ export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate:
     },
     handler: async (req: FastifyRequest, reply: FastifyReply) => {
       const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
+      const reuse = method === 'GET' && spec.reusable ? answers : undefined;
+      // Read before anything the answer is made of: a change after it makes the entry unreachable.
+      const token = reuse?.token();
+      const key = token === undefined ? '' : AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url);
+      const hit = token === undefined ? undefined : reuse!.get(key, token);
+      if (hit && !reuse!.verify) return sendPayload(reply, 200, hit.contentType, hit.payload);
+      const read = { clock: false };
       const result = await spec.methods[method]!({
         caller: req.caller!,
         // Strings end at `\0`, as in bodies (http/body.ts): neither engine stores or compares a NUL.
@@ -159,8 +175,14 @@ export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate:
         body: req.body,
         origin: `${req.protocol}://${req.host}`,
         http: { method: req.method, url: req.url, ip: req.ip, headers: req.headers },
+        clock: reuse?.watch(read),
       });
-      return send(reply, req.format, result);
+      if (token === undefined || result.status !== 200 || result.headers || result.body === undefined) return send(reply, req.format, result);
+      const answer = serialise(req.format, result);
+      if (hit && hit.payload !== answer.payload)
+        throw new Error(`answer cache: the reused answer of ${req.url} differs from a fresh one: ${hit.payload} / ${answer.payload}`);
+      reuse!.made(key, token, answer, read.clock);
+      return sendPayload(reply, 200, answer.contentType, answer.payload);
     },
   });
 }

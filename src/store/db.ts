@@ -53,6 +53,16 @@ export class Store {
   }
   /** The migrations opening it applied (`schema: 'migrate'`); none when the schema was current. */
   migrated: string[] = [];
+  /**
+   * A token that changes whenever committed data may have changed, or undefined where no cheap one exists.
+   * SQLite (one connection per process): the rows this connection changed (`total_changes()`, raised by
+   * every insert, update and delete, before its commit) and `data_version` (raised by every commit of another
+   * connection: an operator command, another process on the file). Two equal tokens mean no row changed in
+   * between, so an answer read after the first is still the answer (http/answer-cache.ts). PostgreSQL has
+   * none: `pg_current_snapshot()` moves with every write of the cluster (rate-limit counters among them), and
+   * a counter bumped by our writes is not transactional.
+   */
+  answerToken: () => string | undefined = () => undefined;
   /** Statements run since the store opened (the bench prints statements per request). */
   get statements(): number {
     return this.counter.n;
@@ -181,6 +191,7 @@ export class Store {
     sqlite.pragma('busy_timeout = 5000');
     sqlite.pragma('foreign_keys = ON');
     const statements = withStatementCache(sqlite);
+    const token = sqlite.prepare('select total_changes(), data_version from pragma_data_version').raw();
     const direct = (text: string, parameters: readonly unknown[], outside = false): unknown[] | undefined => {
       const stmt = statements.prepare(text);
       if (outside && (!stmt.reader || sqlite.inTransaction)) return undefined;
@@ -189,7 +200,7 @@ export class Store {
       stmt.run(parameters);
       return [];
     };
-    return new Store(
+    const store = new Store(
       new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }), log }),
       'sqlite',
       url,
@@ -198,6 +209,12 @@ export class Store {
       direct,
       opts.anchorStep,
     );
+    store.answerToken = () => {
+      counter.n++;
+      const [changed, version] = token.get() as [number, number];
+      return `${changed}:${version}`;
+    };
+    return store;
   }
 
   /** Creates or upgrades the schema; returns the names of the migrations it applied (none: it was current). */

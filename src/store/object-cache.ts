@@ -4,13 +4,13 @@
  * replaced when the newer one is stored. Rows carry their version (raised by every write, in any process),
  * so nothing needs invalidating and a stale entry is never served.
  */
-export class VersionedCache<V> {
-  private readonly entries = new Map<string, { version: number; value: V; bytes: number }>();
+export class VersionedCache<V, T extends number | string = number> {
+  private readonly entries = new Map<string, { version: T; value: V; bytes: number }>();
   private bytes = 0;
 
   constructor(readonly maxBytes: number) {}
 
-  get(key: string, version: number): V | undefined {
+  get(key: string, version: T): V | undefined {
     const e = this.entries.get(key);
     if (!e || e.version !== version) return undefined;
     // Re-insert: a Map iterates in insertion order, so the first key is the least recently used.
@@ -19,10 +19,12 @@ export class VersionedCache<V> {
     return e.value;
   }
 
-  set(key: string, version: number, value: V, bytes: number): void {
+  set(key: string, version: T, value: V, bytes: number): void {
     const old = this.entries.get(key);
     if (old) {
-      if (old.version > version) return; // a slower reader of an older state must not displace a newer one
+      // A slower reader of an older state must not displace a newer one (versions that are counts; a token
+      // that is not only matches or not, and a stale one is never served either way).
+      if (typeof version === 'number' && (old.version as number) > version) return;
       this.entries.delete(key);
       this.bytes -= old.bytes;
     }

@@ -1,0 +1,82 @@
+import type { Clock } from '../core/clock.js';
+import { VersionedCache } from '../store/object-cache.js';
+
+/**
+ * Answers of GET requests kept as the bytes sent, reused while nothing that could change them has changed.
+ *
+ * An answer is a function of the caller, the URL, the negotiated format, the host addressed, the stored
+ * rows and, for some, the time. So an entry is kept under (caller, format, host, URL) with the store's answer
+ * token read *before* the handler read anything (Store.answerToken: on SQLite, rows changed by this
+ * connection and commits of any other), and it is served only while the token is the same: no row changed
+ * since the answer was read, so reading again would give the same bytes. An answer whose making read the
+ * clock (a running server's runtime counters, a job's age, a snapshot growing under a running guest) is
+ * never kept: the request's services see a clock that notes being read (`watch`). Where the store has no
+ * token (PostgreSQL) nothing is kept.
+ *
+ * Only 200 answers of routes that declare their GET reusable are kept, bounded by `--answer-cache-mib`.
+ * `STRATUS_ANSWER_CACHE_VERIFY=1` (a development check) makes every hit compute the answer anyway and fail
+ * the request (500) when the bytes differ: a missed invalidation or an unwatched time source.
+ */
+export interface CachedAnswer {
+  contentType: string;
+  payload: string;
+}
+
+export class AnswerCache {
+  private readonly entries: VersionedCache<CachedAnswer, string>;
+  /** GET answers of reusable routes: served from here, made and kept, made and not kept (they read the clock). */
+  readonly counts = { reused: 0, kept: 0, timed: 0 };
+
+  constructor(
+    maxBytes: number,
+    /** The store's answer token (undefined: nothing can be reused). */
+    readonly token: () => string | undefined,
+    private readonly clock: Clock,
+    readonly verify = false,
+  ) {
+    this.entries = new VersionedCache(maxBytes);
+  }
+
+  static key(caller: string, format: string, host: string, url: string): string {
+    return `${caller}\n${format}\n${host}\n${url}`;
+  }
+
+  get(key: string, token: string): CachedAnswer | undefined {
+    const hit = this.entries.get(key, token);
+    if (hit) this.counts.reused++;
+    return hit;
+  }
+
+  /** A fresh answer: kept unless its making read the clock. */
+  made(key: string, token: string, answer: CachedAnswer, readClock: boolean): void {
+    if (readClock) {
+      this.counts.timed++;
+      return;
+    }
+    this.counts.kept++;
+    // UTF-16 strings: two bytes a character, plus the key.
+    this.entries.set(key, token, answer, 2 * (answer.payload.length + key.length) + 64);
+  }
+
+  /** A clock for one request's services: reading it marks the answer time-dependent (`read.clock`). */
+  watch(read: { clock: boolean }): Clock {
+    const clock = this.clock;
+    return {
+      now() {
+        read.clock = true;
+        return clock.now();
+      },
+    };
+  }
+
+  get size(): { entries: number; bytes: number } {
+    return this.entries.size;
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** GET answers kept for reuse (null: off, `--answer-cache-mib 0`); metrics read its counts. */
+    answerCache: AnswerCache | null;
+  }
+}

@@ -1,0 +1,130 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startServer, type TestServer } from '../helpers/server.js';
+import type { Client } from '../helpers/client.js';
+import { engine } from '../helpers/db.js';
+import { cli } from '../helpers/cli.js';
+
+/**
+ * GET answers reused while no row changes (src/http/answer-cache.ts): on SQLite they are kept and served
+ * again, and every way a row can change makes the next GET read afresh — a write through the API, a write
+ * of another connection (an operator command), and time for answers made from the clock. PostgreSQL keeps
+ * nothing (no cheap token there).
+ */
+type User = Client & { uuid: string; email: string };
+const MINIMAL = { cpu: 1000, mem: 536870912, name: 'cached', vnc_password: 'testserver' };
+
+let srv: TestServer;
+let dir: string | undefined;
+let alice: User, bob: User;
+
+before(async () => {
+  // A file on SQLite, so that another connection (an operator command) can write to it.
+  dir = engine === 'sqlite' ? mkdtempSync(join(tmpdir(), 'stratus-answers-')) : undefined;
+  srv = await startServer(dir ? { db: join(dir, 'stratus.db'), delays: 'server.boot=0,server.stop=0' } : { delays: 'server.boot=0,server.stop=0' });
+  [alice, bob] = [await srv.user(), await srv.user()];
+});
+after(async () => {
+  await srv.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const counts = () => ({ ...srv.app.answerCache!.counts });
+
+async function server(c: Client, body: Record<string, unknown> = {}) {
+  const res = await c.post('servers/', { objects: [{ ...MINIMAL, ...body }] });
+  assert.equal(res.status, 201, res.text);
+  return res.json.objects[0] as { uuid: string; name: string };
+}
+
+describe('answer cache', { skip: engine !== 'sqlite' && 'PostgreSQL keeps no answers (see the last test)' }, () => {
+  test('a repeated GET is served from the cache, byte for byte; the metrics count it', async () => {
+    const s = await server(alice);
+    const first = await alice.get('servers/detail/?limit=20');
+    const before = counts();
+    const again = await alice.get('servers/detail/?limit=20');
+    assert.equal(again.status, 200);
+    assert.equal(again.text, first.text);
+    assert.equal(again.headers['content-type'], first.headers['content-type']);
+    assert.ok(again.headers['x-request-id'] && again.headers['x-request-id'] !== first.headers['x-request-id'], 'headers are per request');
+    assert.equal(counts().reused, before.reused + 1);
+    assert.ok(again.json.objects.some((o: { uuid: string }) => o.uuid === s.uuid));
+    const metrics = await srv.anon().get('/_stratus/metrics');
+    assert.match(metrics.text, /stratus_answer_cache_answers\{outcome="reused"\} [1-9]/);
+    assert.match(metrics.text, /stratus_answer_cache_bytes [1-9]/);
+  });
+
+  test('a write through the API: the next GET reads afresh', async () => {
+    const s = await server(alice);
+    assert.equal((await alice.get(`servers/${s.uuid}/`)).json.name, 'cached');
+    assert.equal((await alice.get(`servers/${s.uuid}/`)).json.name, 'cached');
+    assert.equal((await alice.put(`servers/${s.uuid}/`, { ...MINIMAL, name: 'renamed' })).status, 200);
+    assert.equal((await alice.get(`servers/${s.uuid}/`)).json.name, 'renamed');
+    // A tag is another row: attaching one changes the server's answer too.
+    const tag = (await alice.post('tags/', { name: 'red', resources: [s.uuid] })).json.objects[0];
+    assert.deepEqual(
+      (await alice.get(`servers/${s.uuid}/`)).json.tags.map((t: { uuid: string }) => t.uuid),
+      [tag.uuid],
+    );
+    assert.equal((await alice.delete(`servers/${s.uuid}/`)).status, 204);
+    assert.equal((await alice.get(`servers/${s.uuid}/`)).status, 404);
+  });
+
+  test('a write of another connection (an operator command on the same file): the next GET reads afresh', async () => {
+    const balance = async () => (await alice.get('balance/')).json.balance as string;
+    const was = await balance();
+    assert.equal(await balance(), was);
+    const topup = await cli(['billing', 'topup', alice.email, '25', '--db', srv.dbUrl]);
+    assert.equal(topup.status, 0, topup.stderr);
+    assert.notEqual(await balance(), was);
+  });
+
+  test('answers made from the clock are never kept: a running server shows its runtime as of now', async () => {
+    const s = await server(alice, { nics: [{ ip_v4_conf: { conf: 'dhcp' }, model: 'virtio' }] });
+    assert.equal((await alice.post(`servers/${s.uuid}/action/?do=start`)).status, 202);
+    await srv.advance(1000);
+    const running = await alice.get(`servers/${s.uuid}/`);
+    assert.equal(running.json.status, 'running');
+    const before = counts();
+    // Time moves without any row changing (no timer runs): the runtime counters still grow.
+    srv.clock.advance(10_000);
+    const later = await alice.get(`servers/${s.uuid}/`);
+    const received = (r: typeof running) => r.json.runtime.nics[0].io.bytes_recv as number;
+    assert.ok(received(later) > received(running), `${received(later)} > ${received(running)}`);
+    assert.equal(counts().reused, before.reused);
+    assert.equal(counts().timed, before.timed + 1);
+  });
+
+  test('answers are per caller, format and URL', async () => {
+    const s = await server(alice, { name: 'mine' });
+    const a = await alice.get('servers/?limit=0');
+    const b = await bob.get('servers/?limit=0');
+    assert.ok(a.json.objects.some((o: { uuid: string }) => o.uuid === s.uuid));
+    assert.ok(!b.json.objects.some((o: { uuid: string }) => o.uuid === s.uuid), "bob never gets alice's answer");
+    const xml = await alice.get('servers/?limit=0', { accept: 'application/xml' });
+    assert.match(String(xml.headers['content-type']), /xml/);
+    assert.match(xml.text, /^<\?xml/);
+    const fields = await alice.get('servers/?limit=0&fields=uuid');
+    assert.deepEqual(Object.keys(fields.json.objects[0]), ['uuid']);
+  });
+
+  test('--answer-cache-mib 0: nothing kept', async () => {
+    const off = await startServer({ 'answer-cache-mib': '0' });
+    try {
+      assert.equal(off.app.answerCache, null);
+      const u = await off.user();
+      assert.equal((await u.get('servers/')).status, 200);
+    } finally {
+      await off.close();
+    }
+  });
+});
+
+test('PostgreSQL: no answer is kept (several processes, no cheap token)', { skip: engine !== 'postgres' && 'SQLite keeps answers' }, async () => {
+  await alice.get('servers/');
+  await alice.get('servers/');
+  assert.deepEqual(counts(), { reused: 0, kept: 0, timed: 0 });
+});
