@@ -58,9 +58,10 @@ function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 
 /** Stratus over `db` (a SQLite file or a PostgreSQL URL), or the raw replay server for `replies`. */
 export async function startChild(
-  spec: { mode: 'stratus'; db: string; dbBusy?: () => Promise<boolean> } | { mode: 'raw'; replies: RawReply[] },
+  spec: { mode: 'stratus'; db: string; dbBusy?: () => Promise<boolean>; answerCacheMiB?: number } | { mode: 'raw'; replies: RawReply[] },
 ): Promise<Child> {
-  const args = spec.mode === 'stratus' ? ['stratus', spec.db] : ['raw'];
+  // Stratus as configured by default, or with --answer-cache-mib set (0: every answer made afresh).
+  const args = spec.mode === 'stratus' ? ['stratus', spec.db, ...(spec.answerCacheMiB === undefined ? [] : [String(spec.answerCacheMiB)])] : ['raw'];
   // stdout is the parent's report: the child's output (Fastify warnings) goes to stderr.
   const proc = fork(childScript(), args, { execArgv: [], stdio: ['ignore', 2, 2, 'ipc'] });
   const ready = next(proc, 'ready');

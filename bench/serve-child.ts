@@ -63,10 +63,20 @@ function counted(server: http.Server, statements: () => number | null, close: ()
   });
 }
 
-async function stratus(db: string): Promise<void> {
+async function stratus(db: string, answerCacheMiB: string | undefined): Promise<void> {
   // As production would run it; only the simulated drive creation is instant, so the template drive the
   // bench makes through the API is usable without waiting (no request path depends on it).
-  const config = loadConfig({ db, host: '127.0.0.1', port: '0', 'log-level': 'warn', delays: 'drive.create=0' }, {});
+  const config = loadConfig(
+    {
+      db,
+      host: '127.0.0.1',
+      port: '0',
+      'log-level': 'warn',
+      delays: 'drive.create=0',
+      ...(answerCacheMiB === undefined ? {} : { 'answer-cache-mib': answerCacheMiB }),
+    },
+    {},
+  );
   const services = await openServices(config, 'migrate');
   const app = await buildApp(services);
   const scheduler = new Scheduler(services, timerHandlers(), app.log);
@@ -113,8 +123,8 @@ function raw(replies: RawReply[]): void {
 // The bench process is gone (killed, crashed): do not outlive it.
 process.on('disconnect', () => process.exit(0));
 
-const [mode, arg] = process.argv.slice(2);
-if (mode === 'stratus') await stratus(arg);
+const [mode, arg, answerCacheMiB] = process.argv.slice(2);
+if (mode === 'stratus') await stratus(arg, answerCacheMiB);
 // The replies come over IPC (they can be larger than a command-line argument may be).
 else if (mode === 'raw') process.once('message', (m: ParentMessage) => m.type === 'replies' && raw(m.replies));
 else throw new Error(`serve-child: unknown mode ${mode}`);
