@@ -14,6 +14,7 @@ import { send } from './http/respond.js';
 import { fromDatabaseError } from './store/errors.js';
 import { registerPath, trackRoutes } from './http/routes.js';
 import { AnswerCache } from './http/answer-cache.js';
+import { ENCODINGS, ZLIB_OPTIONS } from './http/compression.js';
 import { resourcePaths } from './http/resource-routes.js';
 import { Auth } from './http/auth/index.js';
 import { accountPaths } from './http/accounts/routes.js';
@@ -88,7 +89,7 @@ export async function buildApp(
   });
 
   trackRoutes(app);
-  await app.register(compress, { global: true, threshold: 0, encodings: ['gzip', 'deflate'], zlibOptions: { level: 1 } });
+  await app.register(compress, { global: true, threshold: 0, encodings: [...ENCODINGS], zlibOptions: ZLIB_OPTIONS });
   registerBodyParsers(app);
   guardUnusedBodies(app, config.bodyLimit);
 

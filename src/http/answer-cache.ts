@@ -1,4 +1,8 @@
+import type { FastifyReply } from 'fastify';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Clock } from '../core/clock.js';
+import { acceptedEncoding, compress, type Encoding } from './compression.js';
+import { sendPayload } from './respond.js';
 import { VersionedCache } from '../store/object-cache.js';
 
 /**
@@ -20,6 +24,8 @@ import { VersionedCache } from '../store/object-cache.js';
 export interface CachedAnswer {
   contentType: string;
   payload: string;
+  /** The payload compressed, per encoding, made when first asked for (compression.ts). */
+  encoded?: Partial<Record<Encoding, Buffer>>;
 }
 
 export class AnswerCache {
@@ -54,8 +60,22 @@ export class AnswerCache {
       return;
     }
     this.counts.kept++;
-    // UTF-16 strings: two bytes a character, plus the key.
-    this.entries.set(key, token, answer, 2 * (answer.payload.length + key.length) + 64);
+    // UTF-16 strings: two bytes a character, plus the key; the compressed forms (a fraction of the payload
+    // for JSON and XML) within one more payload's length.
+    this.entries.set(key, token, answer, 3 * answer.payload.length + 2 * key.length + 64);
+  }
+
+  /**
+   * Sends a kept (or keepable) answer, compressed as the compression plugin would (which then leaves it be):
+   * each encoding once per answer, however often it is sent.
+   */
+  static send(reply: FastifyReply, headers: IncomingHttpHeaders, answer: CachedAnswer): FastifyReply {
+    const encoding = acceptedEncoding(headers);
+    if (!encoding) return sendPayload(reply, 200, answer.contentType, answer.payload);
+    const encoded = (answer.encoded ??= {});
+    const bytes = (encoded[encoding] ??= compress(encoding, answer.payload));
+    reply.header('vary', 'accept-encoding').header('content-encoding', encoding);
+    return sendPayload(reply, 200, answer.contentType, bytes);
   }
 
   /** A clock for one request's services: reading it marks the answer time-dependent (`read.clock`). */

@@ -36,6 +36,6 @@ export function serialise(format: Format, result: Result): { contentType: string
 }
 
 /** An answer already serialised (a reused one, see answer-cache.ts). */
-export function sendPayload(reply: FastifyReply, status: number, contentType: string, payload: string): FastifyReply {
+export function sendPayload(reply: FastifyReply, status: number, contentType: string, payload: string | Buffer): FastifyReply {
   return reply.code(status).header('content-type', contentType).send(payload);
 }

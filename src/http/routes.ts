@@ -5,7 +5,7 @@ import type { Clock } from '../core/clock.js';
 import { ApiError } from '../core/errors.js';
 import type { Format } from './negotiate.js';
 import type { RawQuery } from './query.js';
-import { send, sendPayload, serialise, type Result } from './respond.js';
+import { send, serialise, type Result } from './respond.js';
 import { AnswerCache } from './answer-cache.js';
 import { truncateAtNul } from './json.js';
 
@@ -165,7 +165,7 @@ export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate:
       const token = reuse?.token();
       const key = token === undefined ? '' : AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url);
       const hit = token === undefined ? undefined : reuse!.get(key, token);
-      if (hit && !reuse!.verify) return sendPayload(reply, 200, hit.contentType, hit.payload);
+      if (hit && !reuse!.verify) return AnswerCache.send(reply, req.headers, hit);
       const read = { clock: false };
       const result = await spec.methods[method]!({
         caller: req.caller!,
@@ -182,7 +182,7 @@ export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate:
       if (hit && hit.payload !== answer.payload)
         throw new Error(`answer cache: the reused answer of ${req.url} differs from a fresh one: ${hit.payload} / ${answer.payload}`);
       reuse!.made(key, token, answer, read.clock);
-      return sendPayload(reply, 200, answer.contentType, answer.payload);
+      return AnswerCache.send(reply, req.headers, answer);
     },
   });
 }

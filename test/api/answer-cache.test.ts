@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inflateSync } from 'node:zlib';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { engine } from '../helpers/db.js';
@@ -109,6 +110,24 @@ describe('answer cache', { skip: engine !== 'sqlite' && 'PostgreSQL keeps no ans
     assert.match(xml.text, /^<\?xml/);
     const fields = await alice.get('servers/?limit=0&fields=uuid');
     assert.deepEqual(Object.keys(fields.json.objects[0]), ['uuid']);
+  });
+
+  test('compressed as asked, the same way every time: gzip, deflate, none', async () => {
+    await server(alice, { name: 'zipped' });
+    const plain = await alice.get('servers/detail/?limit=0');
+    for (let i = 0; i < 2; i++) {
+      const gz = await alice.get('servers/detail/?limit=0', { 'accept-encoding': 'gzip, deflate' });
+      assert.equal(gz.headers['content-encoding'], 'gzip');
+      assert.match(String(gz.headers.vary), /accept-encoding/);
+      assert.equal(gz.text, plain.text);
+      const df = await alice.get('servers/detail/?limit=0', { 'accept-encoding': 'deflate' });
+      assert.equal(df.headers['content-encoding'], 'deflate');
+      assert.equal(inflateSync(df.raw).toString('utf8'), plain.text);
+      assert.equal(df.text, plain.text);
+      const none = await alice.get('servers/detail/?limit=0', { 'accept-encoding': 'identity', 'x-no-compression': '1' });
+      assert.equal(none.headers['content-encoding'], undefined);
+      assert.equal(none.text, plain.text);
+    }
   });
 
   test('--answer-cache-mib 0: nothing kept', async () => {

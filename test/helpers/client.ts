@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, inflateSync } from 'node:zlib';
 import { contractFor, countChecked } from './contract.js';
 
 export interface Response {
@@ -69,7 +69,8 @@ export class Client {
         res.on('data', (c) => chunks.push(c));
         res.on('end', () => {
           const raw = Buffer.concat(chunks);
-          const body = res.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
+          const encoding = res.headers['content-encoding'];
+          const body = encoding === 'gzip' ? gunzipSync(raw) : encoding === 'deflate' ? inflateSync(raw) : raw;
           const text = body.toString('utf8');
           let json: unknown;
           if ((res.headers['content-type'] ?? '').includes('json') && text) json = JSON.parse(text);
