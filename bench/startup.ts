@@ -67,37 +67,59 @@ function waitExit(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code))));
 }
 
+/** The start banner, when `line` is it. */
+function startEvent(line: string): { url: string; demo_login: { email: string; password: string } } | undefined {
+  if (!line.includes('"event":"start"')) return undefined;
+  try {
+    const e = JSON.parse(line) as { event?: string; url?: string; demo_login?: { email: string; password: string } };
+    return e.event === 'start' && e.url && e.demo_login ? { url: e.url, demo_login: e.demo_login } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The base URL and demo login of a spawned server, from its start banner on stdout (JSON lines when piped);
+ * rejects when it exits first or says nothing within `ms`.
+ */
+function started(child: ChildProcess, stderr: () => string, ms: number): Promise<{ base: string; auth: string }> {
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start banner within ${ms} ms: ${out}${stderr()}`)), ms);
+    child.stdout!.on('data', (d) => {
+      out += d;
+      for (const line of out.split('\n')) {
+        const start = startEvent(line);
+        if (!start) continue;
+        clearTimeout(timer);
+        resolve({ base: start.url, auth: `${start.demo_login.email}:${start.demo_login.password}` });
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${child.spawnargs.join(' ')} exited with ${code}: ${out}${stderr()}`));
+    });
+  });
+}
+
 /**
  * Spawns a server command, waits for its listen line and demo login, and GETs the capabilities with it
  * until a 200 (the first GET is normally it: the line is printed once the port listens).
  */
 async function serveOnce(cmd: string, args: string[]): Promise<{ ms: number; rssMiB: number }> {
-  const started = performance.now();
+  const t0 = performance.now();
   const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  let out = '';
   let err = '';
   child.stderr!.on('data', (d) => (err += d));
   try {
-    const login = await new Promise<{ base: string; auth: string }>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no listen line within 60 s: ${out}${err}`)), 60_000);
-      child.stdout!.on('data', (d) => {
-        out += d;
-        const at = /listening at (http:\/\/\S+\/api\/2\.0\/)/.exec(out);
-        const demo = /Demo login: (\S+) \/ (\S+)/.exec(out);
-        if (at && demo) {
-          clearTimeout(timer);
-          resolve({ base: at[1], auth: `${demo[1]}:${demo[2]}` });
-        }
-      });
-      child.once('exit', (code) => reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}: ${out}${err}`)));
-    });
+    const login = await started(child, () => err, 60_000);
     for (let i = 0; ; i++) {
       const status = await get(`${login.base}capabilities/`, login.auth);
       if (status === 200) break;
       if (i === 50) throw new Error(`GET capabilities/ answered ${status}`);
       await sleep(10);
     }
-    const ms = performance.now() - started;
+    const ms = performance.now() - t0;
     await sleep(IDLE_AFTER_MS);
     return { ms, rssMiB: rssMiB(serverPid(child.pid!)) };
   } finally {
@@ -188,16 +210,7 @@ async function operatorCommands(db: string): Promise<StartupRow[]> {
   const child = spawn(process.execPath, [BIN, 'serve', '--db', db, '--port', '0', '--log-level', 'warn', '--rate-limits', 'off'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  let out = '';
-  const { base, auth } = await new Promise<{ base: string; auth: string }>((resolve, reject) => {
-    child.stdout!.on('data', (d) => {
-      out += d;
-      const at = /listening at (http:\/\/\S+\/api\/2\.0\/)/.exec(out);
-      const demo = /Demo login: (\S+) \/ (\S+)/.exec(out);
-      if (at && demo) resolve({ base: at[1], auth: `${demo[1]}:${demo[2]}` });
-    });
-    child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${out}`)));
-  });
+  const { base, auth } = await started(child, () => '', 60_000);
   const server = await post(base, auth, 'servers/', { name: 'bench', cpu: 1000, mem: 536870912, vnc_password: 'benchbench' });
   const drive = await post(base, auth, 'drives/', { name: 'bench', size: 1073741824, media: 'disk' });
   child.kill('SIGTERM');
