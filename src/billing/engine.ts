@@ -6,7 +6,8 @@ import { lockAccounts, postMany, type Charge } from './accounts.js';
 import { burstReason, CYCLE_MS, cycleOf, humanInterval, nextBoundary } from './cycle.js';
 import { levelOf, readLevels, shiftLevels } from './levels.js';
 import { Money } from './money.js';
-import { subscribedAt } from './subscriptions.js';
+import { consumeVolume, subscribedAt } from './subscriptions.js';
+import { isoTimestamp } from '../core/clock.js';
 import { checkFunds, type ServerStopper } from './out-of-money.js';
 
 /**
@@ -26,6 +27,53 @@ export async function measure(s: S, db: Db | Tx, meters: readonly Meter[], at: D
   return out;
 }
 
+/** The last billed reading of each counter (`key/uuid`), every account's or one's. */
+export async function billedReadings(db: Db | Tx, owner?: string): Promise<Map<string, number>> {
+  let q = db.selectFrom('meter_readings').select(['key', 'uuid', 'reading']);
+  if (owner !== undefined) q = q.where('owner_uuid', '=', owner);
+  return new Map((await q.execute()).map((r) => [`${r.key}/${r.uuid}`, Number(r.reading)]));
+}
+
+interface Reading {
+  key: string;
+  uuid: string;
+  owner_uuid: string;
+  reading: number;
+}
+
+/**
+ * Counters (`Usage.counter`: traffic) as what they grew since the billed reading (a counter never billed
+ * grew from 0; one read lower than billed — a catch-up poll reading the past — grew by nothing), with the
+ * readings that changed. Other usage passes through.
+ */
+export function grown(usage: readonly Usage[], billed: ReadonlyMap<string, number>): { usage: Usage[]; readings: Reading[] } {
+  const out: Usage[] = [];
+  const readings: Reading[] = [];
+  for (const u of usage) {
+    if (!u.counter) {
+      out.push(u);
+      continue;
+    }
+    const key = u.keys[u.keys.length - 1]!;
+    const before = billed.get(`${key}/${u.uuid}`) ?? 0;
+    const growth = Math.max(0, u.amount - before);
+    out.push({ ...u, amount: growth });
+    if (growth > 0) readings.push({ key, uuid: u.uuid!, owner_uuid: u.owner, reading: u.amount });
+  }
+  return { usage: out, readings };
+}
+
+/** Keep the readings just billed (set-wise: one upsert per 500 counters). */
+async function saveReadings(tx: Tx, readings: readonly Reading[], at: Date): Promise<void> {
+  const updated_at = isoTimestamp(at);
+  for (let i = 0; i < readings.length; i += 500)
+    await tx
+      .insertInto('meter_readings')
+      .values(readings.slice(i, i + 500).map((r) => ({ ...r, updated_at })))
+      .onConflict((oc) => oc.columns(['key', 'uuid']).doUpdateSet((eb) => ({ reading: eb.ref('excluded.reading'), updated_at: eb.ref('excluded.updated_at') })))
+      .execute();
+}
+
 /** What an account's subscriptions cover, per usage key. */
 export type Subscribed = ReadonlyMap<string, number>;
 
@@ -37,7 +85,10 @@ export function coveredSeconds(poll: Date, since: number | undefined, cycle = CY
 
 /**
  * One account's burst charges for the cycle ending at `poll`: usage beyond the subscriptions (the most
- * specific key's subscription first), grouped per (charged resource, seconds), priced at `levels`.
+ * specific key's subscription first), grouped per (charged resource, seconds), priced at `levels`. Use in
+ * time (cpu, storage, licences) is charged per unit per second; counters (traffic, already turned into
+ * their growth) by volume, per unit, in one entry for the cycle. What subscriptions covered of a counter
+ * is added to `consumed` (per key): traffic subscriptions are used up by volume.
  */
 export function chargesOf(
   s: S,
@@ -47,33 +98,37 @@ export function chargesOf(
   currency: string,
   poll: Date,
   spanSeconds = CYCLE_MS / 1000,
+  consumed?: Map<string, number>,
 ): Charge[] {
   const left = new Map(subscribed);
-  const groups = new Map<string, { resource: string; seconds: number; amount: number }>();
+  const groups = new Map<string, { resource: string; seconds: number; amount: number; volume: boolean }>();
   // Long uses are covered first: a subscription covers what ran the whole cycle before a newcomer.
-  const items = usage.map((u) => ({ u, seconds: coveredSeconds(poll, u.since, spanSeconds) })).sort((a, b) => b.seconds - a.seconds);
+  const items = usage.map((u) => ({ u, seconds: u.counter ? spanSeconds : coveredSeconds(poll, u.since, spanSeconds) })).sort((a, b) => b.seconds - a.seconds);
   for (const { u, seconds } of items) {
     if (seconds <= 0 || u.amount <= 0) continue;
     let amount = u.amount;
     for (const key of u.keys) {
       const pool = left.get(key) ?? 0;
       const take = Math.min(pool, amount);
-      if (take > 0) left.set(key, pool - take);
+      if (take > 0) {
+        left.set(key, pool - take);
+        if (u.counter && consumed) consumed.set(key, (consumed.get(key) ?? 0) + take);
+      }
       amount -= take;
     }
     if (amount <= 0) continue;
     const resource = u.keys.find((k) => s.config.pricing.rowAt(k, 0, currency));
     if (!resource) continue; // nothing prices it (sms, an unpriced cpu type): free
-    const id = `${resource}/${seconds}`;
+    const id = `${resource}/${seconds}/${u.counter ? 'volume' : 'time'}`;
     const g = groups.get(id);
     if (g) g.amount += amount;
-    else groups.set(id, { resource, seconds, amount });
+    else groups.set(id, { resource, seconds, amount, volume: u.counter === true });
   }
   const cycle = cycleOf(new Date(poll.getTime() - 1));
   const charges: Charge[] = [];
   for (const g of [...groups.values()].sort((a, b) => a.resource.localeCompare(b.resource) || b.seconds - a.seconds)) {
     const perSecond = s.config.pricing.perUnitSecond(g.resource, levelOf(levels, g.resource), currency)!;
-    const amount = perSecond.times(g.amount).times(g.seconds);
+    const amount = perSecond.times(g.amount).times(g.volume ? 1 : g.seconds);
     if (amount.isZero()) continue;
     charges.push({
       amount,
@@ -115,20 +170,27 @@ export async function billCycle(
   stoppers: readonly ServerStopper[] = [],
   spanSeconds = CYCLE_MS / 1000,
 ): Promise<{ accounts: number; entries: number }> {
-  const usage = await measure(s, tx, meters, poll);
-  const { accounts, cloud } = byAccount(usage);
+  const measured = grown(await measure(s, tx, meters, poll), await billedReadings(tx));
+  const { accounts, cloud } = byAccount(measured.usage);
   const levels = (await readLevels(tx, s)).current;
   const locked = await lockAccounts(tx, s, [...accounts.keys()]);
   // Subscriptions in force during the cycle (one ending at the poll still covered it).
-  const subscribed = await subscribedAt(tx, new Date(poll.getTime() - 1));
+  const inForce = new Date(poll.getTime() - 1);
+  const subscribed = await subscribedAt(tx, inForce);
   let entries = 0;
+  const volumes: { owner: string; consumed: Map<string, number> }[] = [];
   const batch = [...accounts].map(([owner, used]) => {
     const account = locked.get(owner)!;
-    const charges = chargesOf(s, used, subscribed.get(owner) ?? new Map(), levels, account.currency, poll, spanSeconds);
+    const consumed = new Map<string, number>();
+    const charges = chargesOf(s, used, subscribed.get(owner) ?? new Map(), levels, account.currency, poll, spanSeconds, consumed);
+    if (consumed.size) volumes.push({ owner, consumed });
     entries += charges.length;
     return { account, charges };
   });
   await postMany(tx, s, batch);
+  await saveReadings(tx, measured.readings, poll);
+  // Only accounts whose traffic a traffic subscription covered this cycle (few): their subscriptions used up.
+  for (const { owner, consumed } of volumes) for (const [key, amount] of consumed) await consumeVolume(tx, owner, key, amount, inForce);
   for (const { account, charges } of batch)
     await checkFunds(
       tx,

@@ -14,6 +14,14 @@ export interface Usage {
   amount: number;
   /** When the use began (ms since the epoch), for a cycle it only partly covers; absent = long before. */
   since?: number;
+  /** The object being used (server, drive, IP uuid). */
+  uuid?: string;
+  /**
+   * `amount` is a counter that only grows (bytes a server has sent, tx): a poll charges its growth since
+   * the previous poll (per `uuid`), by volume — price per unit, not per second — and `/currentusage/`
+   * shows the growth in the cycle so far.
+   */
+  counter?: boolean;
 }
 
 /** A kind's meter: the usage of every account now, or of one account (`owner`), read set-wise. */

@@ -288,6 +288,17 @@ export interface SubscriptionsTable {
   parent_id: number | null;
   root_id: number | null;
   created_at: string;
+  /** Volume covered so far (traffic subscriptions); 0 for time-based ones. */
+  consumed: Generated<number>;
+}
+
+/** The last counter reading a billing poll billed, per (usage key, object): traffic is charged by its growth. */
+export interface MeterReadingsTable {
+  key: string;
+  uuid: string;
+  owner_uuid: string;
+  reading: number;
+  updated_at: string;
 }
 
 export interface Database {
@@ -296,6 +307,7 @@ export interface Database {
   notification_deliveries: NotificationDeliveriesTable;
   notifications: NotificationsTable;
   subscriptions: SubscriptionsTable;
+  meter_readings: MeterReadingsTable;
   billing_accounts: BillingAccountsTable;
   ledger: LedgerTable;
   burst_levels: BurstLevelsTable;
