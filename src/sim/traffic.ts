@@ -48,7 +48,9 @@ export const stopSending = (tx: Tx, s: Live, server: string) => fold(tx, s, serv
 /** The operator: the server sends `bytes` now, on top of its NICs' rate. Returns the counter after. */
 export async function sendBurst(tx: Tx, s: Live, server: string, bytes: number): Promise<number> {
   const d = await readState<Traffic>(tx, KIND, server);
-  return fold(tx, s, server, d.nics ?? 0, bytes);
+  // Added to what was sent before; the NICs keep sending from when they began (no rounding at a fold).
+  await writeState(tx, KIND, server, { ...d, sent: (d.sent ?? 0) + bytes });
+  return readingAt(s, d, s.clock.now().getTime()) + bytes;
 }
 
 /** One server's counter now. */
