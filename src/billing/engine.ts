@@ -1,6 +1,6 @@
 import type { Services } from '../core/context.js';
 import type { Meter, Usage } from '../core/metering.js';
-import type { TimerHandler } from '../core/timers.js';
+import { nextDueExcept, type TimerHandler } from '../core/timers.js';
 import type { Db, Tx } from '../store/db.js';
 import { lockAccounts, postMany, type Charge } from './accounts.js';
 import { burstReason, CYCLE_MS, cycleOf, humanInterval, nextBoundary } from './cycle.js';
@@ -172,7 +172,8 @@ export async function billCycle(
 ): Promise<{ accounts: number; entries: number }> {
   const measured = grown(await measure(s, tx, meters, poll), await billedReadings(tx));
   const { accounts, cloud } = byAccount(measured.usage);
-  const levels = (await readLevels(tx, s)).current;
+  const read = await readLevels(tx, s);
+  const levels = read.current;
   const locked = await lockAccounts(tx, s, [...accounts.keys()]);
   // Subscriptions in force during the cycle (one ending at the poll still covered it).
   const inForce = new Date(poll.getTime() - 1);
@@ -199,7 +200,7 @@ export async function billCycle(
       charges.reduce((sum, c) => sum.plus(c.amount), new Money(0)),
       stoppers,
     );
-  await shiftLevels(tx, s, cloud);
+  await shiftLevels(tx, s, cloud, read);
   return { accounts: accounts.size, entries };
 }
 
@@ -209,6 +210,14 @@ export async function billCycle(
  * last day cycle by cycle. Every second is billed exactly once either way; the ledger stays bounded.
  */
 export const CATCH_UP_CYCLES = 288;
+
+/**
+ * Cycles billed in one transaction when several are due (catching up, or a clock moved ahead): each is
+ * measured and billed on its own, as if its poll had run on time, but they share one timer claim and one
+ * commit. A batch stops before any other timer falls due (a subscription ending, a server stopping), so
+ * the polls and the rest of the simulated world keep their order.
+ */
+export const CYCLES_PER_RUN = 24;
 
 /** The poll as a durable recurring timer, on the cycle boundaries of the injected clock. */
 export function billingTimer(meters: readonly Meter[], stoppers: readonly ServerStopper[] = []): TimerHandler {
@@ -221,7 +230,17 @@ export function billingTimer(meters: readonly Meter[], stoppers: readonly Server
       const behind = Math.floor((s.clock.now().getTime() - due.getTime()) / CYCLE_MS);
       if (behind <= CATCH_UP_CYCLES) {
         await billCycle(s, tx, meters, due, stoppers);
-        return;
+        if (behind < 1) return;
+        const other = await nextDueExcept(tx, timer.kind);
+        const stopAt = other === null ? Infinity : Date.parse(other.replace(/(\.\d{3})\d*/, '$1'));
+        let poll = due;
+        for (let n = 1; n < Math.min(CYCLES_PER_RUN, behind + 1); n++) {
+          const next = new Date(poll.getTime() + CYCLE_MS);
+          if (next.getTime() >= stopAt) break;
+          await billCycle(s, tx, meters, next, stoppers);
+          poll = next;
+        }
+        return { nextAt: new Date(poll.getTime() + CYCLE_MS) };
       }
       // Bill from the cycle this poll closes to where the last day of cycles begins, in one span.
       const spanEnd = new Date(due.getTime() + (behind - CATCH_UP_CYCLES) * CYCLE_MS);
