@@ -11,7 +11,6 @@ const TABLES = [
   'notifications',
   'notification_preferences',
   'ledger',
-  'meter_readings',
   'subscriptions',
   'billing_accounts',
   'burst_levels',
@@ -105,7 +104,6 @@ export async function resetAccount(s: Services, userUuid: string): Promise<Recor
     await run('timers', tx.deleteFrom('timers').where('kind', 'in', ['subscription.notice', 'subscription.end']).where('subject', 'in', subscriptions));
     await run('subscriptions', tx.deleteFrom('subscriptions').where('owner_uuid', '=', userUuid));
     await run('ledger', tx.deleteFrom('ledger').where('owner_uuid', '=', userUuid));
-    await run('meter_readings', tx.deleteFrom('meter_readings').where('owner_uuid', '=', userUuid));
     await run('billing_accounts', tx.deleteFrom('billing_accounts').where('owner_uuid', '=', userUuid));
     await run('notifications', tx.deleteFrom('notifications').where('owner_uuid', '=', userUuid));
     await run('notification_deliveries', tx.deleteFrom('notification_deliveries').where('owner_uuid', '=', userUuid));

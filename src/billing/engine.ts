@@ -7,7 +7,6 @@ import { burstReason, CYCLE_MS, cycleOf, humanInterval, nextBoundary } from './c
 import { levelOf, readLevels, shiftLevels } from './levels.js';
 import { Money } from './money.js';
 import { consumeVolume, subscribedAt } from './subscriptions.js';
-import { isoTimestamp } from '../core/clock.js';
 import { checkFunds, type ServerStopper } from './out-of-money.js';
 
 /**
@@ -20,58 +19,11 @@ import { checkFunds, type ServerStopper } from './out-of-money.js';
  */
 type S = Pick<Services, 'store' | 'clock' | 'config'>;
 
-/** Usage of every account (or one) at `at`, from every kind's meter. */
-export async function measure(s: S, db: Db | Tx, meters: readonly Meter[], at: Date, owner?: string): Promise<Usage[]> {
+/** Usage of every account (or one) at `at`, from every kind's meter; volumes are those of `from`..`at`. */
+export async function measure(s: S, db: Db | Tx, meters: readonly Meter[], at: Date, owner?: string, from?: Date): Promise<Usage[]> {
   const out: Usage[] = [];
-  for (const meter of meters) out.push(...(await meter(s, db, at, owner)));
+  for (const meter of meters) out.push(...(await meter(s, db, at, owner, from)));
   return out;
-}
-
-/** The last billed reading of each counter (`key/uuid`), every account's or one's. */
-export async function billedReadings(db: Db | Tx, owner?: string): Promise<Map<string, number>> {
-  let q = db.selectFrom('meter_readings').select(['key', 'uuid', 'reading']);
-  if (owner !== undefined) q = q.where('owner_uuid', '=', owner);
-  return new Map((await q.execute()).map((r) => [`${r.key}/${r.uuid}`, Number(r.reading)]));
-}
-
-interface Reading {
-  key: string;
-  uuid: string;
-  owner_uuid: string;
-  reading: number;
-}
-
-/**
- * Counters (`Usage.counter`: traffic) as what they grew since the billed reading (a counter never billed
- * grew from 0; one read lower than billed — a catch-up poll reading the past — grew by nothing), with the
- * readings that changed. Other usage passes through.
- */
-export function grown(usage: readonly Usage[], billed: ReadonlyMap<string, number>): { usage: Usage[]; readings: Reading[] } {
-  const out: Usage[] = [];
-  const readings: Reading[] = [];
-  for (const u of usage) {
-    if (!u.counter) {
-      out.push(u);
-      continue;
-    }
-    const key = u.keys[u.keys.length - 1]!;
-    const before = billed.get(`${key}/${u.uuid}`) ?? 0;
-    const growth = Math.max(0, u.amount - before);
-    out.push({ ...u, amount: growth });
-    if (growth > 0) readings.push({ key, uuid: u.uuid!, owner_uuid: u.owner, reading: u.amount });
-  }
-  return { usage: out, readings };
-}
-
-/** Keep the readings just billed (set-wise: one upsert per 500 counters). */
-async function saveReadings(tx: Tx, readings: readonly Reading[], at: Date): Promise<void> {
-  const updated_at = isoTimestamp(at);
-  for (let i = 0; i < readings.length; i += 500)
-    await tx
-      .insertInto('meter_readings')
-      .values(readings.slice(i, i + 500).map((r) => ({ ...r, updated_at })))
-      .onConflict((oc) => oc.columns(['key', 'uuid']).doUpdateSet((eb) => ({ reading: eb.ref('excluded.reading'), updated_at: eb.ref('excluded.updated_at') })))
-      .execute();
 }
 
 /** What an account's subscriptions cover, per usage key. */
@@ -86,9 +38,9 @@ export function coveredSeconds(poll: Date, since: number | undefined, cycle = CY
 /**
  * One account's burst charges for the cycle ending at `poll`: usage beyond the subscriptions (the most
  * specific key's subscription first), grouped per (charged resource, seconds), priced at `levels`. Use in
- * time (cpu, storage, licences) is charged per unit per second; counters (traffic, already turned into
- * their growth) by volume, per unit, in one entry for the cycle. What subscriptions covered of a counter
- * is added to `consumed` (per key): traffic subscriptions are used up by volume.
+ * time (cpu, storage, licences) is charged per unit per second; volumes (traffic sent in the cycle) per
+ * unit, in one entry for the cycle. What subscriptions covered of a volume is added to `consumed` (per
+ * key): traffic subscriptions are used up by volume.
  */
 export function chargesOf(
   s: S,
@@ -103,7 +55,7 @@ export function chargesOf(
   const left = new Map(subscribed);
   const groups = new Map<string, { resource: string; seconds: number; amount: number; volume: boolean }>();
   // Long uses are covered first: a subscription covers what ran the whole cycle before a newcomer.
-  const items = usage.map((u) => ({ u, seconds: u.counter ? spanSeconds : coveredSeconds(poll, u.since, spanSeconds) })).sort((a, b) => b.seconds - a.seconds);
+  const items = usage.map((u) => ({ u, seconds: u.volume ? spanSeconds : coveredSeconds(poll, u.since, spanSeconds) })).sort((a, b) => b.seconds - a.seconds);
   for (const { u, seconds } of items) {
     if (seconds <= 0 || u.amount <= 0) continue;
     let amount = u.amount;
@@ -112,17 +64,17 @@ export function chargesOf(
       const take = Math.min(pool, amount);
       if (take > 0) {
         left.set(key, pool - take);
-        if (u.counter && consumed) consumed.set(key, (consumed.get(key) ?? 0) + take);
+        if (u.volume && consumed) consumed.set(key, (consumed.get(key) ?? 0) + take);
       }
       amount -= take;
     }
     if (amount <= 0) continue;
     const resource = u.keys.find((k) => s.config.pricing.rowAt(k, 0, currency));
     if (!resource) continue; // nothing prices it (sms, an unpriced cpu type): free
-    const id = `${resource}/${seconds}/${u.counter ? 'volume' : 'time'}`;
+    const id = `${resource}/${seconds}/${u.volume ? 'volume' : 'time'}`;
     const g = groups.get(id);
     if (g) g.amount += amount;
-    else groups.set(id, { resource, seconds, amount, volume: u.counter === true });
+    else groups.set(id, { resource, seconds, amount, volume: u.volume === true });
   }
   const cycle = cycleOf(new Date(poll.getTime() - 1));
   const charges: Charge[] = [];
@@ -170,8 +122,8 @@ export async function billCycle(
   stoppers: readonly ServerStopper[] = [],
   spanSeconds = CYCLE_MS / 1000,
 ): Promise<{ accounts: number; entries: number }> {
-  const measured = grown(await measure(s, tx, meters, poll), await billedReadings(tx));
-  const { accounts, cloud } = byAccount(measured.usage);
+  const usage = await measure(s, tx, meters, poll, undefined, new Date(poll.getTime() - spanSeconds * 1000));
+  const { accounts, cloud } = byAccount(usage);
   const read = await readLevels(tx, s);
   const levels = read.current;
   const locked = await lockAccounts(tx, s, [...accounts.keys()]);
@@ -189,7 +141,6 @@ export async function billCycle(
     return { account, charges };
   });
   await postMany(tx, s, batch);
-  await saveReadings(tx, measured.readings, poll);
   // Only accounts whose traffic a traffic subscription covered this cycle (few): their subscriptions used up.
   for (const { owner, consumed } of volumes) for (const [key, amount] of consumed) await consumeVolume(tx, owner, key, amount, inForce);
   for (const { account, charges } of batch)

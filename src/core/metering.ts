@@ -17,15 +17,17 @@ export interface Usage {
   /** The object being used (server, drive, IP uuid). */
   uuid?: string;
   /**
-   * `amount` is a counter that only grows (bytes a server has sent, tx): a poll charges its growth since
-   * the previous poll (per `uuid`), by volume — price per unit, not per second — and `/currentusage/`
-   * shows the growth in the cycle so far.
+   * `amount` is a volume used in the measured period (bytes a server sent in the cycle, tx), charged by
+   * volume — price per unit, not per second.
    */
-  counter?: boolean;
+  volume?: boolean;
 }
 
-/** A kind's meter: the usage of every account now, or of one account (`owner`), read set-wise. */
-export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | Tx, at: Date, owner?: string) => Promise<Usage[]>;
+/**
+ * A kind's meter: the usage of every account at `at`, or of one account (`owner`), read set-wise. Volumes
+ * (`Usage.volume`) are what was used from `from` (the start of the cycle or span measured) to `at`.
+ */
+export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | Tx, at: Date, owner?: string, from?: Date) => Promise<Usage[]>;
 
 /** A kind billed per object an account holds (IPs, VLANs): one of `key` per owned object, from its creation. */
 export const perObject =

@@ -5,53 +5,59 @@ import { dropState, readAllStates, readState, readStates, writeState } from './s
 /**
  * The simulated network's traffic counters: the bytes each server has sent (tx), ever. While a guest
  * runs, each of its public NICs sends `nic.tx_rate` bytes/s; the operator adds a burst with `stratus sim
- * traffic UUID --send N`. As with drive data (storage.ts), a counter is kept as of its last change plus
- * who is sending since when, so a reading at any moment is exact without ticks. Counters only grow; what
- * reads them (billing) charges the growth between two readings.
+ * traffic UUID --send N`. As with drive data (storage.ts) nothing ticks: a counter is a few segments —
+ * from `at`, `sent` bytes so far and `nics` NICs sending — so its reading at any moment is exact, and so is
+ * what was sent between two moments (what billing charges a cycle for), however the guest started,
+ * stopped or burst in between. Segments older than two days (what a billing poll that is late can ask
+ * about; a longer gap is billed as a span from its last poll) are folded away.
  */
 type Live = Pick<Services, 'config' | 'clock'>;
 
+/** [at (ms), sent up to then, public NICs sending from then] */
+type Segment = [number, number, number];
+
 interface Traffic {
-  /** Bytes sent up to `at`. */
-  sent?: number;
-  /** Since when (ms) the public NICs below have been sending. */
-  at?: number;
-  /** Public NICs sending now (a running guest's). */
-  nics?: number;
+  segs?: Segment[];
 }
 
 const KIND = 'traffic';
+const KEEP_MS = 2 * 86_400_000;
 
 const rate = (s: Pick<Services, 'config'>) => s.config.delays['nic.tx_rate'];
 
-/** A counter's reading at `t` (ms). */
+/** A counter's reading at `t` (ms): the segment in force then, extrapolated. Before the first, its start. */
 function readingAt(s: Pick<Services, 'config'>, d: Traffic, t: number): number {
-  const sending = d.nics && d.at !== undefined ? Math.floor((Math.max(0, t - d.at) / 1000) * rate(s) * d.nics) : 0;
-  return (d.sent ?? 0) + sending;
+  const segs = d.segs ?? [];
+  if (!segs.length) return 0;
+  let seg = segs[0]!;
+  if (t < seg[0]) return seg[1];
+  for (const x of segs) if (x[0] <= t) seg = x;
+  return seg[1] + Math.floor(((t - seg[0]) / 1000) * rate(s) * seg[2]);
 }
 
-/** Fold the counter at `now`, with `nics` public NICs sending from then (0: none). */
-async function fold(tx: Tx, s: Live, server: string, nics: number, extra = 0): Promise<number> {
+/** A new segment from now: `nics` sending, `extra` bytes sent at once. Returns the reading after. */
+async function change(tx: Tx, s: Live, server: string, nics: (current: number) => number, extra = 0): Promise<number> {
   const now = s.clock.now().getTime();
-  const sent = readingAt(s, await readState<Traffic>(tx, KIND, server), now) + extra;
-  const next: Traffic = { sent: sent || undefined, at: nics ? now : undefined, nics: nics || undefined };
-  await writeState(tx, KIND, server, JSON.parse(JSON.stringify(next)) as Record<string, unknown>);
+  const d = await readState<Traffic>(tx, KIND, server);
+  const segs = (d.segs ?? []).filter((x) => x[0] < now);
+  const current = segs.length ? segs[segs.length - 1]![2] : 0;
+  const sent = readingAt(s, d, now) + extra;
+  segs.push([now, sent, nics(current)]);
+  // The segment in force two days ago stays; older ones go.
+  while (segs.length > 1 && segs[1]![0] <= now - KEEP_MS) segs.shift();
+  if (segs.length === 1 && !segs[0]![1] && !segs[0]![2]) await dropState(tx, KIND, server);
+  else await writeState(tx, KIND, server, { segs });
   return sent;
 }
 
 /** A guest powers on: from now its `publicNics` NICs send. */
-export const startSending = (tx: Tx, s: Live, server: string, publicNics: number) => fold(tx, s, server, publicNics);
+export const startSending = (tx: Tx, s: Live, server: string, publicNics: number) => change(tx, s, server, () => publicNics);
 
 /** A guest powers off: what it sent is kept, nothing more is sent. */
-export const stopSending = (tx: Tx, s: Live, server: string) => fold(tx, s, server, 0);
+export const stopSending = (tx: Tx, s: Live, server: string) => change(tx, s, server, () => 0);
 
 /** The operator: the server sends `bytes` now, on top of its NICs' rate. Returns the counter after. */
-export async function sendBurst(tx: Tx, s: Live, server: string, bytes: number): Promise<number> {
-  const d = await readState<Traffic>(tx, KIND, server);
-  // Added to what was sent before; the NICs keep sending from when they began (no rounding at a fold).
-  await writeState(tx, KIND, server, { ...d, sent: (d.sent ?? 0) + bytes });
-  return readingAt(s, d, s.clock.now().getTime()) + bytes;
-}
+export const sendBurst = (tx: Tx, s: Live, server: string, bytes: number) => change(tx, s, server, (nics) => nics, bytes);
 
 /** One server's counter now. */
 export async function sentBytes(db: Db | Tx, s: Live, server: string): Promise<number> {
@@ -59,13 +65,22 @@ export async function sentBytes(db: Db | Tx, s: Live, server: string): Promise<n
 }
 
 /**
- * Counters of many servers at `at` (ms), one read: every counter when `servers` is absent (a billing poll
- * over every account), else those of the servers given. Servers that never sent anything are absent.
+ * What servers sent in `from`..`to` (ms), one read: every server's when `servers` is absent (a billing poll
+ * over every account), else those given. Servers that sent nothing then are absent.
  */
-export async function sentAt(db: Db | Tx, s: Pick<Services, 'config'>, at: number, servers?: readonly string[]): Promise<Map<string, number>> {
+export async function sentBetween(
+  db: Db | Tx,
+  s: Pick<Services, 'config'>,
+  from: number,
+  to: number,
+  servers?: readonly string[],
+): Promise<Map<string, number>> {
   const states = servers ? await readStates<Traffic>(db, KIND, servers) : await readAllStates<Traffic>(db, KIND);
   const out = new Map<string, number>();
-  for (const [uuid, d] of states) out.set(uuid, readingAt(s, d, at));
+  for (const [uuid, d] of states) {
+    const sent = readingAt(s, d, to) - readingAt(s, d, from);
+    if (sent > 0) out.set(uuid, sent);
+  }
   return out;
 }
 

@@ -292,22 +292,12 @@ export interface SubscriptionsTable {
   consumed: Generated<number>;
 }
 
-/** The last counter reading a billing poll billed, per (usage key, object): traffic is charged by its growth. */
-export interface MeterReadingsTable {
-  key: string;
-  uuid: string;
-  owner_uuid: string;
-  reading: number;
-  updated_at: string;
-}
-
 export interface Database {
   notification_preferences: NotificationPreferencesTable;
   notification_fanout: NotificationFanoutTable;
   notification_deliveries: NotificationDeliveriesTable;
   notifications: NotificationsTable;
   subscriptions: SubscriptionsTable;
-  meter_readings: MeterReadingsTable;
   billing_accounts: BillingAccountsTable;
   ledger: LedgerTable;
   burst_levels: BurstLevelsTable;

@@ -1,7 +1,8 @@
 import Type from 'typebox';
 import { accountOf } from '../../billing/accounts.js';
 import { STOCK_FILTERS } from './balance.js';
-import { billedReadings, grown, measure } from '../../billing/engine.js';
+import { measure } from '../../billing/engine.js';
+import { CYCLE_MS, cycleOf } from '../../billing/cycle.js';
 import { ledgerAmount } from '../../billing/money.js';
 import { subscribedAt } from '../../billing/subscriptions.js';
 import { f } from '../../core/fields.js';
@@ -15,7 +16,7 @@ import type { SingletonDecl } from '../../core/resource.js';
  * A server counts from the moment it is started. Measured by the same meters the billing poll uses.
  *
  * Traffic (`tx`) is billed by volume each cycle, so its `using` is the bytes sent in the current cycle so
- * far (since the last poll billed them), `subscribed` what is left of the traffic subscriptions in force,
+ * far (since its start, the last poll), `subscribed` what is left of the traffic subscriptions in force,
  * and `burst` the part the poll that ends the cycle will charge — the same reading of each key: what the
  * next ledger entry will be made of.
  */
@@ -42,7 +43,7 @@ export function currentUsage(meters: () => readonly Meter[]): SingletonDecl {
         const [used, account, subs] = await ctx.store.snapshot(
           async (db) =>
             [
-              grown(await measure(ctx, db, meters(), at, owner), await billedReadings(db, owner)).usage,
+              await measure(ctx, db, meters(), at, owner, new Date(cycleOf(at) * CYCLE_MS)),
               await accountOf(db, ctx, owner),
               await subscribedAt(db, at, owner),
             ] as const,

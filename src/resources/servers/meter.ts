@@ -1,6 +1,6 @@
 import type { Meter, Usage } from '../../core/metering.js';
 import { allGuestStates, guestStates } from '../../sim/hypervisor.js';
-import { sentAt } from '../../sim/traffic.js';
+import { sentBetween } from '../../sim/traffic.js';
 import { licencesOf } from '../drives/meter.js';
 import { attachedDrives } from './mounts.js';
 
@@ -17,14 +17,15 @@ export const USING = ['starting', 'running', 'stopping'] as const;
  * cores (`user_metric: smp`), while the guest runs. A server with two drives holding one licence needs it
  * once (the larger count).
  *
- * Traffic (tx): every server's counter of bytes sent (the simulator's), billed by its growth between polls
- * (`counter`) — a server that stopped mid-cycle still pays what it sent before.
+ * Traffic (tx): the bytes each server sent in the cycle measured (`from`..`at`, the simulator's counters),
+ * a volume — a server that stopped mid-cycle still pays what it sent before.
  *
- * Set-wise: one read of the started servers, one of their guests, one of the drives they have attached,
- * one of the traffic counters and one of the servers those belong to — for every account at once.
+ * Set-wise: one read of the servers, one of the started ones' guests, one of the drives they have
+ * attached, one of the traffic counters — for every account at once.
  */
-export const serverUsage: Meter = async (s, db, at, owner) => {
-  const rows = await s.store.resources.owned(db, 'servers', { owner, statuses: USING });
+export const serverUsage: Meter = async (s, db, at, owner, from) => {
+  const all = await s.store.resources.owned(db, 'servers', { owner });
+  const rows = all.filter((r) => (USING as readonly string[]).includes(String(r.body.status)));
   const out: Usage[] = [];
   if (rows.length) {
     // Every account's poll reads every guest's state in one statement; one account's, by uuid.
@@ -56,28 +57,14 @@ export const serverUsage: Meter = async (s, db, at, owner) => {
       for (const [name, amount] of instances) out.push({ owner: own, keys: [name], amount, since, uuid: r.uuid });
     }
   }
-  out.push(...(await trafficUsage(s, db, at, owner)));
-  return out;
-};
-
-/** Each server's tx counter at `at`, for its owner (servers that never sent anything are absent). */
-const trafficUsage: Meter = async (s, db, at, owner) => {
-  let counters: Map<string, number>;
-  let owners: Map<string, string>;
-  if (owner === undefined) {
-    counters = await sentAt(db, s, at.getTime());
-    if (!counters.size) return [];
-    owners = new Map((await s.store.resources.getMany(db, 'servers', [...counters.keys()])).map((r) => [r.uuid, r.owner_uuid!]));
-  } else {
-    const mine = await s.store.resources.owned(db, 'servers', { owner });
-    if (!mine.length) return [];
-    owners = new Map(mine.map((r) => [r.uuid, owner]));
-    counters = await sentAt(db, s, at.getTime(), [...owners.keys()]);
-  }
-  const out: Usage[] = [];
-  for (const [uuid, sent] of counters) {
-    const own = owners.get(uuid);
-    if (own) out.push({ owner: own, keys: ['tx'], amount: sent, uuid, counter: true });
+  // What every server sent in the cycle (a stopped one may have sent before it stopped).
+  if (all.length) {
+    const since = (from ?? new Date(at.getTime() - 300_000)).getTime();
+    const sent = await sentBetween(db, s, since, at.getTime(), owner === undefined ? undefined : all.map((r) => r.uuid));
+    for (const r of all) {
+      const bytes = sent.get(r.uuid);
+      if (bytes) out.push({ owner: r.owner_uuid!, keys: ['tx'], amount: bytes, uuid: r.uuid, volume: true });
+    }
   }
   return out;
 };
