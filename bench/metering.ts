@@ -58,7 +58,7 @@ async function seed(store: Store, db: BenchDatabase, servers: number, accounts: 
       .flatMap((r) => [
         { kind: 'servers', uuid: r.uuid, state: JSON.stringify({ active_since: since }) },
         // One public NIC sending since the power-on (sim/traffic.ts).
-        { kind: 'traffic', uuid: r.uuid, state: JSON.stringify({ at: since, nics: 1 }) },
+        { kind: 'traffic', uuid: r.uuid, state: JSON.stringify({ segs: [[since, 0, 1]] }) },
       ]);
     for (let i = 0; i < states.length; i += 500)
       await tx
