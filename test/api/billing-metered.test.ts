@@ -192,9 +192,13 @@ describe('traffic (tx)', () => {
     assert.equal(e.tx.amount, expected('tx', 1, perCycle, null));
     assert.equal(e.tx.reason.split(' at ')[0], `Burst: ${(perCycle / GiB).toFixed(2)} GB of tx for 5 minutes`);
     // /currentusage/: what was sent in the cycle so far.
+    // (The injected clock also follows real time: the bounds are the clock's before and after the request.)
     await srv.advance(100_000);
+    const asked = srv.clock.now().getTime();
     const sentSoFar = (await c.get('currentusage/')).json.usage.tx;
-    assert.ok(Math.abs(sentSoFar.using - 2 * TX_RATE * 100) <= 2 * TX_RATE * 3, JSON.stringify(sentSoFar));
+    const answered = srv.clock.now().getTime();
+    const bytesBy = (t: number) => (2 * TX_RATE * (t - poll.getTime())) / 1000;
+    assert.ok(sentSoFar.using >= bytesBy(asked) - 1 && sentSoFar.using <= bytesBy(answered) + 1, JSON.stringify(sentSoFar));
     assert.equal(sentSoFar.burst, sentSoFar.using);
     // The operator adds a burst: it lands in this cycle, once.
     const out = await simCommand(srv.services, ['traffic', s.uuid], { send: String(3 * GiB) }, 'usage');
@@ -205,12 +209,16 @@ describe('traffic (tx)', () => {
     assert.equal(e.tx.amount, expected('tx', 1, perCycle + 3 * GiB, null));
     // Stopped mid-cycle: what it sent before the stop is billed, then nothing.
     await srv.advance(60_000);
+    const stopAsked = srv.clock.now().getTime();
     assert.equal((await c.post(`servers/${s.uuid}/action/?do=stop`)).status, 202);
     await srv.advance(2_000); // server.stop
+    const stopped = srv.clock.now().getTime();
+    const cycleStart = poll.getTime();
     poll = await pastBoundary(srv, 0);
     e = await entriesOf(c, poll);
     const sent = Number(e.tx.resource_amount);
-    assert.ok(sent >= 2 * TX_RATE * 62 && sent <= 2 * TX_RATE * 65, String(sent));
+    const by = (t: number) => (2 * TX_RATE * (t - cycleStart)) / 1000;
+    assert.ok(sent >= by(stopAsked + 2_000) - 1 && sent <= by(stopped) + 1, `${sent} in ${by(stopAsked + 2_000)}..${by(stopped)}`);
     poll = await pastBoundary(srv, 0);
     assert.equal((await entriesOf(c, poll)).tx, undefined);
     // Bad operator input changes nothing.
@@ -237,16 +245,17 @@ describe('traffic (tx)', () => {
     };
     assert.deepEqual(await statuses(), { [first.id]: ['active', String(perCycle * 1.5)], [second.id]: ['inactive', String(perCycle * 10)] });
     assert.equal((await c.get('currentusage/')).json.usage.tx.subscribed, perCycle * 11.5);
-    await pastBoundary(srv, 0);
+    const cycleStart = (await pastBoundary(srv, 0)).getTime();
     assert.equal((await c.post(`servers/${s.uuid}/action/?do=start`)).status, 202);
     await srv.advance(0);
+    const poweredOnBy = srv.clock.now().getTime();
     // A cycle (less the moments the start took): covered, no tx entry; about half of the first is left.
     let poll = await pastBoundary(srv, 0);
     assert.equal((await entriesOf(c, poll)).tx, undefined);
     const [status, remaining] = (await statuses())[first.id];
     assert.equal(status, 'active');
     const left = Number(remaining);
-    assert.ok(left >= perCycle / 2 && left < perCycle / 2 + TX_RATE * 5, remaining);
+    assert.ok(left >= perCycle / 2 && left <= perCycle / 2 + (TX_RATE * (poweredOnBy - cycleStart)) / 1000 + 1, remaining);
     // A whole cycle: the rest of the first, then the second.
     poll = await pastBoundary(srv, 0);
     assert.equal((await entriesOf(c, poll)).tx, undefined);
