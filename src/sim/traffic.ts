@@ -13,8 +13,8 @@ import { dropState, readAllStates, readState, readStates, writeState } from './s
  */
 type Live = Pick<Services, 'config' | 'clock'>;
 
-/** [at (ms), sent up to then, public NICs sending from then] */
-type Segment = [number, number, number];
+/** [at (ms), bytes sent up to then, public NICs sending from then, the thousandths of a byte beyond them] */
+type Segment = [number, number, number, number?];
 
 interface Traffic {
   segs?: Segment[];
@@ -25,15 +25,22 @@ const KEEP_MS = 2 * 86_400_000;
 
 const rate = (s: Pick<Services, 'config'>) => s.config.delays['nic.tx_rate'];
 
-/** A counter's reading at `t` (ms): the segment in force then, extrapolated. Before the first, its start. */
-function readingAt(s: Pick<Services, 'config'>, d: Traffic, t: number): number {
+/**
+ * A counter at `t` (ms): whole bytes and thousandths beyond them, from the segment in force then (before
+ * the first, its start). Integer arithmetic (bytes/s × ms = thousandths), so readings on either side of a
+ * new segment add up exactly: what a cycle sent never loses a byte to rounding.
+ */
+function exactAt(s: Pick<Services, 'config'>, d: Traffic, t: number): { bytes: number; milli: number } {
   const segs = d.segs ?? [];
-  if (!segs.length) return 0;
+  if (!segs.length) return { bytes: 0, milli: 0 };
   let seg = segs[0]!;
-  if (t < seg[0]) return seg[1];
+  if (t < seg[0]) return { bytes: seg[1], milli: seg[3] ?? 0 };
   for (const x of segs) if (x[0] <= t) seg = x;
-  return seg[1] + Math.floor(((t - seg[0]) / 1000) * rate(s) * seg[2]);
+  const milli = (seg[3] ?? 0) + (t - seg[0]) * rate(s) * seg[2];
+  return { bytes: seg[1] + Math.floor(milli / 1000), milli: milli % 1000 };
 }
+
+const readingAt = (s: Pick<Services, 'config'>, d: Traffic, t: number): number => exactAt(s, d, t).bytes;
 
 /** A new segment from now: `nics` sending, `extra` bytes sent at once. Returns the reading after. */
 async function change(tx: Tx, s: Live, server: string, nics: (current: number) => number, extra = 0): Promise<number> {
@@ -41,8 +48,9 @@ async function change(tx: Tx, s: Live, server: string, nics: (current: number) =
   const d = await readState<Traffic>(tx, KIND, server);
   const segs = (d.segs ?? []).filter((x) => x[0] < now);
   const current = segs.length ? segs[segs.length - 1]![2] : 0;
-  const sent = readingAt(s, d, now) + extra;
-  segs.push([now, sent, nics(current)]);
+  const exact = exactAt(s, d, now);
+  const sent = exact.bytes + extra;
+  segs.push(exact.milli ? [now, sent, nics(current), exact.milli] : [now, sent, nics(current)]);
   // The segment in force two days ago stays; older ones go.
   while (segs.length > 1 && segs[1]![0] <= now - KEEP_MS) segs.shift();
   if (segs.length === 1 && !segs[0]![1] && !segs[0]![2]) await dropState(tx, KIND, server);

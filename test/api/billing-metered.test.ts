@@ -11,6 +11,7 @@ import { assetPath } from '../../src/assets.js';
 import { ConfigError } from '../../src/config.js';
 import { ApiError } from '../../src/core/errors.js';
 import { simCommand } from '../../src/cli/sim.js';
+import { sendBurst, sentBetween, startSending, stopSending } from '../../src/sim/traffic.js';
 
 /**
  * Licences (reference §16.5) and traffic (tx, §16.2/§16.8) as the billing poll meters them: every
@@ -166,6 +167,24 @@ describe('licences', () => {
 });
 
 describe('traffic (tx)', () => {
+  test('the simulated counters are exact between any two moments, whatever happened between (no byte lost to rounding)', async () => {
+    const server = '00000000-0000-4000-8000-0000000000aa';
+    const t0 = Date.UTC(2030, 0, 1);
+    const at = (ms: number) => ({ ...srv.services, clock: { now: () => new Date(t0 + ms) } });
+    const db = srv.services.store;
+    await db.transaction((tx) => startSending(tx, at(0), server, 3));
+    // At 1,001 ms three NICs have sent 12,300.288 bytes: a burst then must not drop the .288.
+    await db.transaction((tx) => sendBurst(tx, at(1_001), server, 1_000));
+    await db.transaction((tx) => stopSending(tx, at(2_333), server));
+    await db.transaction((tx) => startSending(tx, at(5_000), server, 1));
+    const between = async (a: number, b: number) => (await sentBetween(db.db, srv.services, t0 + a, t0 + b, [server])).get(server) ?? 0;
+    const whole = 3 * TX_RATE * 2.333 + 1_000 + TX_RATE * 295; // 28,667.904 + 1,000 + 1,208,320
+    assert.equal(await between(0, 300_000), Math.floor(whole));
+    assert.equal((await between(0, 1_500)) + (await between(1_500, 300_000)), Math.floor(whole));
+    assert.equal(await between(2_333, 5_000), 0);
+    assert.equal(await between(300_000, 600_000), TX_RATE * 300);
+  });
+
   test('a running server sends at nic.tx_rate per public NIC; each cycle charges what was sent in it, by volume', async () => {
     const c = (await srv.user()) as User;
     const s = (
