@@ -1,8 +1,10 @@
 /**
  * `npm run bench:metering`: one billing poll (src/billing/engine.ts) over many running servers, as a
  * ratio to one poll of 100 servers in the same run (issue 14: linear, and under 1 s for 10,000 servers
- * across 1,000 accounts). Each account also holds a drive, so a poll meters servers and storage. The
- * poll runs in one transaction, as the scheduler runs it; the first poll of each size is a warm-up.
+ * across 1,000 accounts). Each account also holds a drive (with an install licence), so a poll meters
+ * servers, storage and licences, and every server has a public NIC sending traffic, so it also reads every
+ * traffic counter and writes back the readings it billed (tx is charged by growth). The poll runs in one
+ * transaction, as the scheduler runs it; the first poll of each size is a warm-up.
  * SQLite always; PostgreSQL too when BENCH_PG_URL is set.
  */
 import { randomUUID } from 'node:crypto';
@@ -38,9 +40,26 @@ async function seed(store: Store, db: BenchDatabase, servers: number, accounts: 
       });
     }
     for (const owner of owners)
-      rows.push({ kind: 'drives', uuid: randomUUID(), owner, body: { name: 'd', size: 10 * 2 ** 30, storage_type: 'dssd', status: 'unmounted' } });
+      rows.push({
+        kind: 'drives',
+        uuid: randomUUID(),
+        owner,
+        body: {
+          name: 'd',
+          size: 10 * 2 ** 30,
+          storage_type: 'dssd',
+          status: 'unmounted',
+          licenses: [{ amount: 1, license: { name: 'msft_lwa_00135', type: 'install', user_metric: '' }, user: null }],
+        },
+      });
     await store.resources.insertMany(tx, now, rows);
-    const states = rows.filter((r) => r.kind === 'servers').map((r) => ({ kind: 'servers', uuid: r.uuid, state: JSON.stringify({ active_since: since }) }));
+    const states = rows
+      .filter((r) => r.kind === 'servers')
+      .flatMap((r) => [
+        { kind: 'servers', uuid: r.uuid, state: JSON.stringify({ active_since: since }) },
+        // One public NIC sending since the power-on (sim/traffic.ts).
+        { kind: 'traffic', uuid: r.uuid, state: JSON.stringify({ segs: [[since, 0, 1]] }) },
+      ]);
     for (let i = 0; i < states.length; i += 500)
       await tx
         .insertInto('sim_state')

@@ -220,10 +220,11 @@ function readDemoLogin(raw: string): { email: string; password: string } {
   return { email, password };
 }
 
-/** Under `--ci` every simulated duration is 0 (`drive.write_rate` is a rate, not a duration: it stays). */
+/** Under `--ci` every simulated duration is 0 (`drive.write_rate` and `nic.tx_rate` are rates, not durations: they stay). */
 const CI_DELAYS: Delays = {
   ...(Object.fromEntries(Object.keys(DEFAULT_DELAYS).map((k) => [k, 0])) as Delays),
   'drive.write_rate': DEFAULT_DELAYS['drive.write_rate'],
+  'nic.tx_rate': DEFAULT_DELAYS['nic.tx_rate'],
 };
 
 /** A parser from another module whose errors become ConfigErrors. */

@@ -1,12 +1,12 @@
 import type { Services } from '../core/context.js';
 import type { Meter, Usage } from '../core/metering.js';
-import type { TimerHandler } from '../core/timers.js';
+import { nextDueExcept, type TimerHandler } from '../core/timers.js';
 import type { Db, Tx } from '../store/db.js';
 import { lockAccounts, postMany, type Charge } from './accounts.js';
 import { burstReason, CYCLE_MS, cycleOf, humanInterval, nextBoundary } from './cycle.js';
 import { levelOf, readLevels, shiftLevels } from './levels.js';
 import { Money } from './money.js';
-import { subscribedAt } from './subscriptions.js';
+import { consumeVolume, subscribedAt } from './subscriptions.js';
 import { checkFunds, type ServerStopper } from './out-of-money.js';
 
 /**
@@ -19,10 +19,10 @@ import { checkFunds, type ServerStopper } from './out-of-money.js';
  */
 type S = Pick<Services, 'store' | 'clock' | 'config'>;
 
-/** Usage of every account (or one) at `at`, from every kind's meter. */
-export async function measure(s: S, db: Db | Tx, meters: readonly Meter[], at: Date, owner?: string): Promise<Usage[]> {
+/** Usage of every account (or one) at `at`, from every kind's meter; volumes are those of `from`..`at`. */
+export async function measure(s: S, db: Db | Tx, meters: readonly Meter[], at: Date, owner?: string, from?: Date): Promise<Usage[]> {
   const out: Usage[] = [];
-  for (const meter of meters) out.push(...(await meter(s, db, at, owner)));
+  for (const meter of meters) out.push(...(await meter(s, db, at, owner, from)));
   return out;
 }
 
@@ -37,7 +37,10 @@ export function coveredSeconds(poll: Date, since: number | undefined, cycle = CY
 
 /**
  * One account's burst charges for the cycle ending at `poll`: usage beyond the subscriptions (the most
- * specific key's subscription first), grouped per (charged resource, seconds), priced at `levels`.
+ * specific key's subscription first), grouped per (charged resource, seconds), priced at `levels`. Use in
+ * time (cpu, storage, licences) is charged per unit per second; volumes (traffic sent in the cycle) per
+ * unit, in one entry for the cycle. What subscriptions covered of a volume is added to `consumed` (per
+ * key): traffic subscriptions are used up by volume.
  */
 export function chargesOf(
   s: S,
@@ -47,33 +50,37 @@ export function chargesOf(
   currency: string,
   poll: Date,
   spanSeconds = CYCLE_MS / 1000,
+  consumed?: Map<string, number>,
 ): Charge[] {
   const left = new Map(subscribed);
-  const groups = new Map<string, { resource: string; seconds: number; amount: number }>();
+  const groups = new Map<string, { resource: string; seconds: number; amount: number; volume: boolean }>();
   // Long uses are covered first: a subscription covers what ran the whole cycle before a newcomer.
-  const items = usage.map((u) => ({ u, seconds: coveredSeconds(poll, u.since, spanSeconds) })).sort((a, b) => b.seconds - a.seconds);
+  const items = usage.map((u) => ({ u, seconds: u.volume ? spanSeconds : coveredSeconds(poll, u.since, spanSeconds) })).sort((a, b) => b.seconds - a.seconds);
   for (const { u, seconds } of items) {
     if (seconds <= 0 || u.amount <= 0) continue;
     let amount = u.amount;
     for (const key of u.keys) {
       const pool = left.get(key) ?? 0;
       const take = Math.min(pool, amount);
-      if (take > 0) left.set(key, pool - take);
+      if (take > 0) {
+        left.set(key, pool - take);
+        if (u.volume && consumed) consumed.set(key, (consumed.get(key) ?? 0) + take);
+      }
       amount -= take;
     }
     if (amount <= 0) continue;
     const resource = u.keys.find((k) => s.config.pricing.rowAt(k, 0, currency));
     if (!resource) continue; // nothing prices it (sms, an unpriced cpu type): free
-    const id = `${resource}/${seconds}`;
+    const id = `${resource}/${seconds}/${u.volume ? 'volume' : 'time'}`;
     const g = groups.get(id);
     if (g) g.amount += amount;
-    else groups.set(id, { resource, seconds, amount });
+    else groups.set(id, { resource, seconds, amount, volume: u.volume === true });
   }
   const cycle = cycleOf(new Date(poll.getTime() - 1));
   const charges: Charge[] = [];
   for (const g of [...groups.values()].sort((a, b) => a.resource.localeCompare(b.resource) || b.seconds - a.seconds)) {
     const perSecond = s.config.pricing.perUnitSecond(g.resource, levelOf(levels, g.resource), currency)!;
-    const amount = perSecond.times(g.amount).times(g.seconds);
+    const amount = perSecond.times(g.amount).times(g.volume ? 1 : g.seconds);
     if (amount.isZero()) continue;
     charges.push({
       amount,
@@ -115,20 +122,27 @@ export async function billCycle(
   stoppers: readonly ServerStopper[] = [],
   spanSeconds = CYCLE_MS / 1000,
 ): Promise<{ accounts: number; entries: number }> {
-  const usage = await measure(s, tx, meters, poll);
+  const usage = await measure(s, tx, meters, poll, undefined, new Date(poll.getTime() - spanSeconds * 1000));
   const { accounts, cloud } = byAccount(usage);
-  const levels = (await readLevels(tx, s)).current;
+  const read = await readLevels(tx, s);
+  const levels = read.current;
   const locked = await lockAccounts(tx, s, [...accounts.keys()]);
   // Subscriptions in force during the cycle (one ending at the poll still covered it).
-  const subscribed = await subscribedAt(tx, new Date(poll.getTime() - 1));
+  const inForce = new Date(poll.getTime() - 1);
+  const subscribed = await subscribedAt(tx, inForce);
   let entries = 0;
+  const volumes: { owner: string; consumed: Map<string, number> }[] = [];
   const batch = [...accounts].map(([owner, used]) => {
     const account = locked.get(owner)!;
-    const charges = chargesOf(s, used, subscribed.get(owner) ?? new Map(), levels, account.currency, poll, spanSeconds);
+    const consumed = new Map<string, number>();
+    const charges = chargesOf(s, used, subscribed.get(owner) ?? new Map(), levels, account.currency, poll, spanSeconds, consumed);
+    if (consumed.size) volumes.push({ owner, consumed });
     entries += charges.length;
     return { account, charges };
   });
   await postMany(tx, s, batch);
+  // Only accounts whose traffic a traffic subscription covered this cycle (few): their subscriptions used up.
+  for (const { owner, consumed } of volumes) for (const [key, amount] of consumed) await consumeVolume(tx, owner, key, amount, inForce);
   for (const { account, charges } of batch)
     await checkFunds(
       tx,
@@ -137,7 +151,7 @@ export async function billCycle(
       charges.reduce((sum, c) => sum.plus(c.amount), new Money(0)),
       stoppers,
     );
-  await shiftLevels(tx, s, cloud);
+  await shiftLevels(tx, s, cloud, read);
   return { accounts: accounts.size, entries };
 }
 
@@ -147,6 +161,14 @@ export async function billCycle(
  * last day cycle by cycle. Every second is billed exactly once either way; the ledger stays bounded.
  */
 export const CATCH_UP_CYCLES = 288;
+
+/**
+ * Cycles billed in one transaction when several are due (catching up, or a clock moved ahead): each is
+ * measured and billed on its own, as if its poll had run on time, but they share one timer claim and one
+ * commit. A batch stops before any other timer falls due (a subscription ending, a server stopping), so
+ * the polls and the rest of the simulated world keep their order.
+ */
+export const CYCLES_PER_RUN = 24;
 
 /** The poll as a durable recurring timer, on the cycle boundaries of the injected clock. */
 export function billingTimer(meters: readonly Meter[], stoppers: readonly ServerStopper[] = []): TimerHandler {
@@ -159,7 +181,17 @@ export function billingTimer(meters: readonly Meter[], stoppers: readonly Server
       const behind = Math.floor((s.clock.now().getTime() - due.getTime()) / CYCLE_MS);
       if (behind <= CATCH_UP_CYCLES) {
         await billCycle(s, tx, meters, due, stoppers);
-        return;
+        if (behind < 1) return;
+        const other = await nextDueExcept(tx, timer.kind);
+        const stopAt = other === null ? Infinity : Date.parse(other.replace(/(\.\d{3})\d*/, '$1'));
+        let poll = due;
+        for (let n = 1; n < Math.min(CYCLES_PER_RUN, behind + 1); n++) {
+          const next = new Date(poll.getTime() + CYCLE_MS);
+          if (next.getTime() >= stopAt) break;
+          await billCycle(s, tx, meters, next, stoppers);
+          poll = next;
+        }
+        return { nextAt: new Date(poll.getTime() + CYCLE_MS) };
       }
       // Bill from the cycle this poll closes to where the last day of cycles begins, in one span.
       const spanEnd = new Date(due.getTime() + (behind - CATCH_UP_CYCLES) * CYCLE_MS);

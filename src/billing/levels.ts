@@ -46,8 +46,8 @@ export function levelOf(levels: Record<string, number>, key: string): number {
  * Shift the levels at a poll: `current` := `next`; `next` := what this poll's utilisation leads to.
  * `used` is the cloud-wide usage now per usage key (cpu MHz, mem bytes, tx bytes this cycle).
  */
-export async function shiftLevels(tx: Tx, s: S, used: ReadonlyMap<string, number>): Promise<Levels> {
-  const before = await readLevels(tx, s);
+export async function shiftLevels(tx: Tx, s: S, used: ReadonlyMap<string, number>, read?: Levels): Promise<Levels> {
+  const before = read ?? (await readLevels(tx, s));
   const capacity = s.config.cloudCapacity;
   const family = (resource: string): 'cpu' | 'mem' | 'tx' | undefined => {
     const m = /(^|_)(cpu|mem)$/.exec(resource)?.[2] ?? (/^tx($|_)/.test(resource) ? 'tx' : undefined);

@@ -19,6 +19,9 @@ import { addPeriod, parsePeriod, timedeltaText, windowOf, type Period } from './
 type S = Pick<Services, 'store' | 'clock' | 'config'>;
 export type SubscriptionRow = Selectable<SubscriptionsTable>;
 
+/** Traffic is bought and used by volume, not by time (reference §16.8: "for tx the time parameters are ignored"). */
+export const isVolume = (resource: string): boolean => resource === 'tx' || /^tx_/.test(resource);
+
 /** `hdd` is the deprecated name of `dssd`. */
 export const resourceKey = (name: string): string => (name === 'hdd' ? 'dssd' : name);
 
@@ -72,10 +75,9 @@ export function priceWindow(
   end: Date,
 ): Omit<Quote, 'resource' | 'amount' | 'start' | 'end' | 'period'> {
   const row = s.config.pricing.rowAt(resource, 0, currency)!;
-  // Traffic is bought by volume, not by time (reference §16.8: "for tx the time parameters are ignored").
-  const units = resource === 'tx' || /^tx_/.test(resource) ? new Money(amount) : new Money(amount).times((end.getTime() - start.getTime()) / 1000);
+  const units = isVolume(resource) ? new Money(amount) : new Money(amount).times((end.getTime() - start.getTime()) / 1000);
   const gross = new Money(row.price).div(row.multiplier).times(units);
-  const discountPercent = resource === 'tx' ? new Money(0) : discountFor(s, start, end);
+  const discountPercent = isVolume(resource) ? new Money(0) : discountFor(s, start, end);
   return { gross, discountPercent, price: gross.minus(gross.times(discountPercent)) };
 }
 
@@ -83,7 +85,7 @@ export function priceWindow(
 export function quote(s: S, currency: string, input: Record<string, unknown>, now: Date): Quote {
   const resource = checkResource(s, input.resource, currency);
   const amount = checkAmount(input.amount);
-  const isTx = resource === 'tx' || /^tx_/.test(resource);
+  const isTx = isVolume(resource);
   const window = isTx
     ? { start: now, end: addPeriod(now, { years: 1, months: 0, weeks: 0, days: 0, hours: 0, minutes: 0 }), period: null }
     : windowOf(input, now);
@@ -108,11 +110,68 @@ export function extensionOf(s: S, currency: string, last: SubscriptionRow, input
   };
 }
 
-export function statusOf(row: Pick<SubscriptionRow, 'start_time' | 'end_time'>, now: Date): 'active' | 'inactive' | 'expired' {
+/**
+ * A subscription's status (reference §16.8): `inactive` before its window, `expired` after it — or, for
+ * traffic, once used up; a traffic subscription in its window is `active` while it is the one being
+ * consumed (`consuming`: the oldest of the account's traffic subscriptions not used up), else `inactive`.
+ */
+export function statusOf(
+  row: Pick<SubscriptionRow, 'start_time' | 'end_time' | 'resource' | 'amount' | 'consumed'>,
+  now: Date,
+  consuming?: ReadonlySet<number | string>,
+  id?: number,
+): 'active' | 'inactive' | 'expired' {
   const t = isoTimestamp(now);
   if (t < row.start_time) return 'inactive';
   if (t >= row.end_time) return 'expired';
+  if (isVolume(row.resource)) {
+    if (Number(row.consumed ?? 0) >= Number(row.amount)) return 'expired';
+    if (consuming && id !== undefined && !consuming.has(id)) return 'inactive';
+  }
   return 'active';
+}
+
+/**
+ * The traffic subscriptions being consumed now, one per (account, resource): the oldest in its window and
+ * not used up. `owner` limits it to one account.
+ */
+export async function consumingNow(db: Db | Tx, at: Date, owner?: string): Promise<Set<number>> {
+  const t = isoTimestamp(at);
+  let q = db
+    .selectFrom('subscriptions')
+    .select((eb) => ['owner_uuid', 'resource', eb.fn.min<number>('id').as('id')])
+    .where((eb) => eb.or([eb('resource', '=', 'tx'), eb('resource', 'like', 'tx_%')]))
+    .where('start_time', '<=', t)
+    .where('end_time', '>', t)
+    .whereRef('consumed', '<', 'amount');
+  if (owner !== undefined) q = q.where('owner_uuid', '=', owner);
+  return new Set((await q.groupBy(['owner_uuid', 'resource']).execute()).map((r) => Number(r.id)));
+}
+
+/** Traffic covered by an account's traffic subscriptions: used up in order, the oldest first. */
+export async function consumeVolume(tx: Tx, owner: string, resource: string, amount: number, at: Date): Promise<void> {
+  const t = isoTimestamp(at);
+  const rows = await tx
+    .selectFrom('subscriptions')
+    .select(['id', 'amount', 'consumed'])
+    .where('owner_uuid', '=', owner)
+    .where('resource', '=', resource)
+    .where('start_time', '<=', t)
+    .where('end_time', '>', t)
+    .whereRef('consumed', '<', 'amount')
+    .orderBy('id')
+    .execute();
+  let left = amount;
+  for (const r of rows) {
+    if (left <= 0) break;
+    const take = Math.min(Number(r.amount) - Number(r.consumed), left);
+    await tx
+      .updateTable('subscriptions')
+      .set({ consumed: Number(r.consumed) + take })
+      .where('id', '=', Number(r.id))
+      .execute();
+    left -= take;
+  }
 }
 
 const decimalText = (d: Money) => (d.isZero() ? '0' : d.toFixed(10));
@@ -138,7 +197,12 @@ export function presentQuote(q: Quote): Record<string, unknown> {
 export const subscriptionUri = (id: number | string) => `/api/2.0/subscriptions/${id}/`;
 
 /** A stored subscription as the API shows it (recorded `subscription_list`). */
-export function presentSubscription(row: SubscriptionRow, now: Date, descendants: readonly SubscriptionRow[] = []): Record<string, unknown> {
+export function presentSubscription(
+  row: SubscriptionRow,
+  now: Date,
+  descendants: readonly SubscriptionRow[] = [],
+  consuming?: ReadonlySet<number>,
+): Record<string, unknown> {
   const percent = new Money(row.discount_percent);
   return {
     amount: String(row.amount),
@@ -152,11 +216,11 @@ export function presentSubscription(row: SubscriptionRow, now: Date, descendants
     id: String(row.id),
     period: timedeltaText(Date.parse(row.end_time) - Date.parse(row.start_time)),
     price: row.price,
-    remaining: String(row.amount),
+    remaining: String(Math.max(0, Number(row.amount) - Number(row.consumed ?? 0))),
     resource: row.resource,
     resource_uri: subscriptionUri(row.id),
     start_time: row.start_time,
-    status: statusOf(row, now),
+    status: statusOf(row, now, consuming, row.id),
     subscribed_object: row.subscribed_object,
     uuid: row.uuid,
     was_billed: true,
@@ -219,9 +283,11 @@ export async function subscribedAt(db: Db | Tx, at: Date, owner?: string): Promi
   const t = isoTimestamp(at);
   let q = db
     .selectFrom('subscriptions')
-    .select((eb) => ['owner_uuid', 'resource', eb.fn.sum<number>('amount').as('amount')])
+    // What is left of them: a traffic subscription is used up by volume (`consumed`); others have 0.
+    .select((eb) => ['owner_uuid', 'resource', eb.fn.sum<number>(eb('amount', '-', eb.ref('consumed'))).as('amount')])
     .where('start_time', '<=', t)
-    .where('end_time', '>', t);
+    .where('end_time', '>', t)
+    .whereRef('consumed', '<', 'amount');
   if (owner !== undefined) q = q.where('owner_uuid', '=', owner);
   const rows = await q.groupBy(['owner_uuid', 'resource']).execute();
   const out = new Map<string, Map<string, number>>();
@@ -240,6 +306,7 @@ export const subscriptionRow = (r: SubscriptionRow): SubscriptionRow => ({
   amount: Number(r.amount),
   parent_id: r.parent_id === null ? null : Number(r.parent_id),
   root_id: r.root_id === null ? null : Number(r.root_id),
+  consumed: Number(r.consumed ?? 0),
 });
 
 /** A subscription of the caller, or undefined. */

@@ -52,6 +52,7 @@ const OWN_OPTIONS: Record<string, { type: 'string' | 'boolean'; value?: string; 
   set: { type: 'string', value: 'RULES', help: "override rules, e.g. 'GET=1000/min,POST:/servers/=5000/day,PUT=off'" },
   count: { type: 'string', value: 'N', help: 'how many (default 1)' },
   written: { type: 'string', value: 'BYTES', help: 'set the bytes of data written on the drive' },
+  send: { type: 'string', value: 'BYTES', help: 'the server sends this many bytes now (its tx counter grows by them)' },
   address: { type: 'string', value: 'IP', help: 'a client address (IPv4 or IPv6)' },
   all: { type: 'boolean', help: 'every account and address' },
   method: { type: 'string', value: 'M', help: 'how the payment was made, shown in the ledger (default operator)' },
@@ -140,6 +141,7 @@ export const COMMANDS: Record<string, CommandDef> = {
         help: 'make the simulated guest/host act: poweroff, crash, fail_next_boot, acpi_ignore, acpi_obey, host_failure',
       },
       { name: 'drive', args: 'UUID', min: 1, max: 1, options: ['written'], help: 'show or set (--written) the data written on a simulated drive' },
+      { name: 'traffic', args: 'UUID', min: 1, max: 1, options: ['send'], help: "show a server's tx counter (bytes sent), or add a burst (--send)" },
     ],
   },
   reset: {

@@ -4,14 +4,16 @@ import { ApiError } from '../core/errors.js';
 import { schedule } from '../core/timers.js';
 import { SIM_EVENTS, type SimEvent } from '../resources/servers/power.js';
 import { setWritten, writtenBytes } from '../sim/storage.js';
+import { sendBurst, sentBytes } from '../sim/traffic.js';
 
 /**
  * The operator's handle on the simulated infrastructure:
  *   stratus sim server UUID EVENT        poweroff | crash | fail_next_boot | acpi_ignore | acpi_obey | host_failure
  *   stratus sim drive UUID [--written N] show or set the bytes of data on a drive (a change its snapshots count)
+ *   stratus sim traffic UUID [--send N]  show a server's tx counter, or make it send N bytes now (billed as tx)
  * Server events are durable timers due now: the running service's scheduler carries them out.
  */
-export async function simCommand(s: Services, args: string[], opts: { written?: string }, usage: string): Promise<string> {
+export async function simCommand(s: Services, args: string[], opts: { written?: string; send?: string }, usage: string): Promise<string> {
   const [what, uuid, event] = args;
   if (what === 'server' && uuid && event) {
     if (!(SIM_EVENTS as readonly string[]).includes(event)) throw new ConfigError(`event must be one of ${SIM_EVENTS.join(', ')}`);
@@ -31,6 +33,17 @@ export async function simCommand(s: Services, args: string[], opts: { written?: 
       return setWritten(tx, s, { uuid, size: Number(locked?.body.size ?? size) }, Number(opts.written));
     });
     return `drive ${uuid}: ${written} of ${size} bytes written\n`;
+  }
+  if (what === 'traffic' && uuid) {
+    if (!(await s.store.resources.get(s.store.db, 'servers', uuid))) throw new ApiError('notexist', `No server ${uuid}`);
+    if (opts.send === undefined) return `server ${uuid}: ${await sentBytes(s.store.db, s, uuid)} bytes sent\n`;
+    if (!/^\d{1,16}$/.test(opts.send)) throw new ConfigError('--send must be a whole number of bytes');
+    const sent = await s.store.transaction(async (tx) => {
+      // Under the server's row lock, as a power-on or power-off changes its counter.
+      await s.store.resources.lock(tx, 'servers', uuid);
+      return sendBurst(tx, s, uuid, Number(opts.send));
+    });
+    return `server ${uuid}: ${sent} bytes sent\n`;
   }
   throw new ConfigError(usage);
 }

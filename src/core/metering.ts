@@ -14,10 +14,20 @@ export interface Usage {
   amount: number;
   /** When the use began (ms since the epoch), for a cycle it only partly covers; absent = long before. */
   since?: number;
+  /** The object being used (server, drive, IP uuid). */
+  uuid?: string;
+  /**
+   * `amount` is a volume used in the measured period (bytes a server sent in the cycle, tx), charged by
+   * volume — price per unit, not per second.
+   */
+  volume?: boolean;
 }
 
-/** A kind's meter: the usage of every account now, or of one account (`owner`), read set-wise. */
-export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | Tx, at: Date, owner?: string) => Promise<Usage[]>;
+/**
+ * A kind's meter: the usage of every account at `at`, or of one account (`owner`), read set-wise. Volumes
+ * (`Usage.volume`) are what was used from `from` (the start of the cycle or span measured) to `at`.
+ */
+export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | Tx, at: Date, owner?: string, from?: Date) => Promise<Usage[]>;
 
 /** A kind billed per object an account holds (IPs, VLANs): one of `key` per owned object, from its creation. */
 export const perObject =

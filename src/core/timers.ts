@@ -57,6 +57,17 @@ export async function cancelTimers(tx: Tx, subject: string, kinds?: string[]): P
   await q.execute();
 }
 
+/** When the first pending timer of another kind than `kind` falls due (null: none pending). */
+export async function nextDueExcept(db: Tx, kind: string): Promise<string | null> {
+  const row = await db
+    .selectFrom('timers')
+    .select((eb) => eb.fn.min<string>('due_at').as('due'))
+    .where('state', '=', 'pending')
+    .where('kind', '<>', kind)
+    .executeTakeFirst();
+  return row?.due ?? null;
+}
+
 /** Pending timers of a subject (a reconciler asks whether anything will finish a transition). */
 export async function pendingTimers(tx: Tx, subject: string): Promise<string[]> {
   const rows = await tx.selectFrom('timers').select('kind').where('subject', '=', subject).where('state', '=', 'pending').execute();

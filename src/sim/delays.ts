@@ -19,6 +19,8 @@ export const DEFAULT_DELAYS = {
   'server.acpi_timeout': 60_000,
   /** Not a duration: bytes a running server writes to each attached disk per second (grows its data). */
   'drive.write_rate': 65_536,
+  /** Not a duration: bytes each public NIC of a running server sends per second (its tx, billed by volume). */
+  'nic.tx_rate': 4_096,
   /** A host failure keeps a server `unavailable` this long. */
   'server.host_recovery': 30_000,
   'vrouter.firewall': 5_000,

@@ -6,6 +6,7 @@ import { dropState, readAllStates, readState, readStates, updateState } from './
 import { applyOnBoot } from './firewall-apply.js';
 import { startWriting, stopWriting, type DriveDisk } from './storage.js';
 import { place, placementsOf, unplace } from './placement.js';
+import { forgetTraffic, startSending, stopSending } from './traffic.js';
 
 /**
  * The simulated hypervisor: what the host and the guest do. The API side (resources/servers) validates,
@@ -57,13 +58,15 @@ export interface GuestHardware {
   dhcpMacs: readonly string[];
   disks: readonly DriveDisk[];
   firewallPolicies: readonly string[];
+  /** Public NICs (not on a VLAN, with an IPv4 configuration): each sends traffic while the guest runs. */
+  publicNics?: number;
 }
 
 /**
  * The guest is up: public DHCP NICs get their leases, the power-on clock starts, it writes to its disks,
  * its public NICs apply the current rules of their firewall policies.
  */
-export async function powerOn(tx: Tx, s: Sim, server: string, { dhcpMacs, disks, firewallPolicies }: GuestHardware): Promise<void> {
+export async function powerOn(tx: Tx, s: Sim, server: string, { dhcpMacs, disks, firewallPolicies, publicNics = 0 }: GuestHardware): Promise<void> {
   const leases: Record<string, string> = {};
   for (const mac of dhcpMacs) {
     const ip = await leaseAddress(tx, s, server);
@@ -73,6 +76,7 @@ export async function powerOn(tx: Tx, s: Sim, server: string, { dhcpMacs, disks,
   // A guest the host restarted on its own (a crash) lands on its home host again.
   if (!(await placementsOf(tx, s, [server], { storedOnly: true })).size) await place(tx, s, server);
   await startWriting(tx, s, server, disks);
+  if (publicNics) await startSending(tx, s, server, publicNics);
   await applyOnBoot(tx, server, firewallPolicies);
 }
 
@@ -83,6 +87,7 @@ export async function powerOn(tx: Tx, s: Sim, server: string, { dhcpMacs, disks,
 export async function powerOff(tx: Tx, s: Sim, server: string, disks: readonly DriveDisk[]): Promise<void> {
   const state = await guestState(tx, server);
   await stopWriting(tx, s, server, disks, state.active_since);
+  await stopSending(tx, s, server);
   await releaseLeases(tx, s, server);
   await unplace(tx, server);
   await updateState(tx, KIND, server, { active_since: undefined, leases: undefined, vnc_port: undefined, console_port: undefined, fw_applied: undefined });
@@ -119,4 +124,5 @@ export async function forgetServer(tx: Tx, s: Pick<Services, 'store'>, server: s
   await releaseLeases(tx, s, server);
   await unplace(tx, server);
   await dropState(tx, KIND, server);
+  await forgetTraffic(tx, server);
 }

@@ -288,6 +288,8 @@ export interface SubscriptionsTable {
   parent_id: number | null;
   root_id: number | null;
   created_at: string;
+  /** Volume covered so far (traffic subscriptions); 0 for time-based ones. */
+  consumed: Generated<number>;
 }
 
 export interface Database {

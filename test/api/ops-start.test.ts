@@ -41,7 +41,8 @@ describe('the --ci preset', () => {
     for (const c of [loadConfig({ ci: true }, {}), loadConfig({}, { STRATUS_CI: '1' }), loadConfig({}, { STRATUS_CI: 'true' })]) {
       assert.equal(c.ci, true);
       assert.equal(c.rateLimits, null);
-      for (const [name, ms] of Object.entries(c.delays)) assert.equal(ms, name === 'drive.write_rate' ? DEFAULT_DELAYS['drive.write_rate'] : 0, name);
+      for (const [name, ms] of Object.entries(c.delays))
+        assert.equal(ms, name === 'drive.write_rate' || name === 'nic.tx_rate' ? DEFAULT_DELAYS[name] : 0, name);
     }
     const mixed = loadConfig({ ci: true, 'rate-limits': 'default', delays: 'server.boot=500' }, {});
     assert.deepEqual(mixed.rateLimits, DEFAULT_RULES);

@@ -2,6 +2,7 @@ import Type from 'typebox';
 import { accountOf } from '../../billing/accounts.js';
 import { STOCK_FILTERS } from './balance.js';
 import { measure } from '../../billing/engine.js';
+import { CYCLE_MS, cycleOf } from '../../billing/cycle.js';
 import { ledgerAmount } from '../../billing/money.js';
 import { subscribedAt } from '../../billing/subscriptions.js';
 import { f } from '../../core/fields.js';
@@ -13,6 +14,11 @@ import type { SingletonDecl } from '../../core/resource.js';
  * storage in bytes, IPs and VLANs as counts), what subscriptions cover, and the part beyond them billed at
  * burst prices; with the balance. Keys: every priced resource plus `amd_cpu`/`amd_mem`, and any key in use.
  * A server counts from the moment it is started. Measured by the same meters the billing poll uses.
+ *
+ * Traffic (`tx`) is billed by volume each cycle, so its `using` is the bytes sent in the current cycle so
+ * far (since its start, the last poll), `subscribed` what is left of the traffic subscriptions in force,
+ * and `burst` the part the poll that ends the cycle will charge — the same reading of each key: what the
+ * next ledger entry will be made of.
  */
 export function currentUsage(meters: () => readonly Meter[]): SingletonDecl {
   return {
@@ -35,7 +41,12 @@ export function currentUsage(meters: () => readonly Meter[]): SingletonDecl {
         const owner = ctx.caller.uuid;
         const at = ctx.clock.now();
         const [used, account, subs] = await ctx.store.snapshot(
-          async (db) => [await measure(ctx, db, meters(), at, owner), await accountOf(db, ctx, owner), await subscribedAt(db, at, owner)] as const,
+          async (db) =>
+            [
+              await measure(ctx, db, meters(), at, owner, new Date(cycleOf(at) * CYCLE_MS)),
+              await accountOf(db, ctx, owner),
+              await subscribedAt(db, at, owner),
+            ] as const,
         );
         const subscribed = subs.get(owner) ?? new Map<string, number>();
         const using = new Map<string, number>();

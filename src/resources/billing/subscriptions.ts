@@ -3,6 +3,7 @@ import { lockAccounts, post } from '../../billing/accounts.js';
 import { ledgerAmount, Money } from '../../billing/money.js';
 import {
   chainOf,
+  consumingNow,
   extensionOf,
   insertSubscription,
   ownSubscription,
@@ -147,25 +148,31 @@ async function mine(ctx: Ctx, id: string): Promise<SubscriptionRow> {
   return row;
 }
 
-function listFilters(ctx: Ctx, q: ListQuery) {
+async function listFilters(ctx: Ctx, q: ListQuery) {
   const now = isoTimestamp(ctx.clock.now());
+  const consuming = [...(await consumingNow(ctx.store.db, ctx.clock.now(), ctx.caller.uuid))];
   let base = ctx.store.db.selectFrom('subscriptions').where('owner_uuid', '=', ctx.caller.uuid);
   for (const values of q.filters.get('status') ?? []) {
     for (const v of values) if (!STATUSES.includes(v)) throw validation('status', `status is one of ${STATUSES.join(', ')}`);
     if (values.includes('all')) continue;
-    base = base.where((eb) =>
-      eb.or(
+    base = base.where((eb) => {
+      // Traffic subscriptions: used up = expired; in their window, active only while being consumed.
+      const volume = eb.or([eb('resource', '=', 'tx'), eb('resource', 'like', 'tx_%')]);
+      const usedUp = eb.and([volume, eb('consumed', '>=', eb.ref('amount'))]);
+      const consumed = consuming.length ? eb('id', 'in', consuming) : eb.lit(false);
+      const inWindow = eb.and([eb('start_time', '<=', now), eb('end_time', '>', now)]);
+      return eb.or(
         values.map((v) =>
           v === 'active'
-            ? eb.and([eb('start_time', '<=', now), eb('end_time', '>', now)])
+            ? eb.and([inWindow, eb.or([eb.not(volume), consumed])])
             : v === 'inactive'
-              ? eb('start_time', '>', now)
+              ? eb.or([eb('start_time', '>', now), eb.and([inWindow, volume, eb('consumed', '<', eb.ref('amount')), eb.not(consumed)])])
               : v === 'expired'
-                ? eb('end_time', '<=', now)
-                : eb('end_time', '>', now),
+                ? eb.or([eb('end_time', '<=', now), usedUp])
+                : eb.and([eb('end_time', '>', now), eb.not(usedUp)]),
         ),
-      ),
-    );
+      );
+    });
   }
   for (const values of q.filters.get('resource') ?? [])
     base = base.where(
@@ -190,7 +197,7 @@ async function descendantsOf(ctx: Ctx, rows: SubscriptionRow[]): Promise<Map<num
 }
 
 async function listSubscriptions(ctx: Ctx, q: ListQuery) {
-  const base = listFilters(ctx, q);
+  const base = await listFilters(ctx, q);
   const rows = ((await ctx.store.resources.page(base.selectAll().orderBy('id', 'desc'), q.limit, q.offset).execute()) as SubscriptionRow[]).map(
     subscriptionRow,
   );
@@ -198,9 +205,10 @@ async function listSubscriptions(ctx: Ctx, q: ListQuery) {
   const total = short ? q.offset + rows.length : Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
   const kids = await descendantsOf(ctx, rows);
   const now = ctx.clock.now();
+  const consuming = await consumingNow(ctx.store.db, now, ctx.caller.uuid);
   // The recorded list carries the listed subscriptions' total price beside them.
   const price = rows.reduce((sum, r) => sum.plus(r.price), new Money(0));
-  return { total, objects: rows.map((r) => presentSubscription(r, now, kids.get(r.id))), extra: { price: ledgerAmount(price) } };
+  return { total, objects: rows.map((r) => presentSubscription(r, now, kids.get(r.id), consuming)), extra: { price: ledgerAmount(price) } };
 }
 
 const extendAction: ActionDecl = {
@@ -315,7 +323,8 @@ export const subscriptions: CollectionDecl = {
     async get(ctx, id) {
       const row = await mine(ctx, id);
       const kids = await descendantsOf(ctx, [row]);
-      return presentSubscription(row, ctx.clock.now(), kids.get(row.id));
+      const now = ctx.clock.now();
+      return presentSubscription(row, now, kids.get(row.id), await consumingNow(ctx.store.db, now, ctx.caller.uuid));
     },
     async create(ctx, inputs) {
       if (inputs.length > MAX_PER_REQUEST) throw validation('objects', `At most ${MAX_PER_REQUEST} subscriptions per request`);
@@ -391,17 +400,18 @@ export const groupedSubscriptions: CollectionDecl = {
   unlistedFilters: ['status', 'resource', 'subscribed_object'],
   service: {
     async list(ctx, q) {
-      const base = listFilters(ctx, q).where('root_id', 'is', null);
+      const base = (await listFilters(ctx, q)).where('root_id', 'is', null);
       const roots = ((await ctx.store.resources.page(base.selectAll().orderBy('id', 'desc'), q.limit, q.offset).execute()) as SubscriptionRow[]).map(
         subscriptionRow,
       );
       const total = Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
       const now = ctx.clock.now();
       const objects: Obj[] = [];
+      const consuming = await consumingNow(ctx.store.db, now, ctx.caller.uuid);
       for (const root of roots) {
         const chain = await chainOf(ctx.store.db, root);
         const last = chain[chain.length - 1]!;
-        objects.push({ ...presentSubscription(root, now, chain.slice(1)), end_time: last.end_time });
+        objects.push({ ...presentSubscription(root, now, chain.slice(1), consuming), end_time: last.end_time });
       }
       return { total, objects };
     },

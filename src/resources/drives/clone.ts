@@ -70,7 +70,8 @@ export async function cloneWithin(
       allow_multimount: source.body.allow_multimount ?? false,
       is_snapshotable: true,
       jobs: [job],
-      licenses: source.kind === 'libdrives' ? ((source.body.licenses as unknown[]) ?? []) : [],
+      // Licences stay bound to every copy (reference §6.2): a clone of a licensed drive is licensed too.
+      licenses: source.kind === 'libdrives' || source.kind === 'drives' ? ((source.body.licenses as unknown[]) ?? []) : [],
       media: values.media ?? source.body.media,
       meta: source.kind === 'libdrives' ? libraryMeta(source.body) : (source.body.meta ?? {}),
       mounted_on: extra.mountedOn ? [ref('servers', extra.mountedOn)] : [],

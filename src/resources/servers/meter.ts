@@ -1,5 +1,8 @@
 import type { Meter, Usage } from '../../core/metering.js';
 import { allGuestStates, guestStates } from '../../sim/hypervisor.js';
+import { sentBetween } from '../../sim/traffic.js';
+import { licencesOf } from '../drives/meter.js';
+import { attachedDrives } from './mounts.js';
 
 /** States in which a server uses its cpu and memory: from the moment it is started until it has stopped. */
 export const USING = ['starting', 'running', 'stopping'] as const;
@@ -8,25 +11,60 @@ export const USING = ['starting', 'running', 'stopping'] as const;
  * What servers use (reference §16.6): cpu (MHz) and mem (bytes) of every started server, under its cpu
  * type's keys (`intel_cpu`, `amd_mem`, ...) and the generic `cpu` / `mem`. A guest's use began when it
  * powered on (the simulator's power-on time); a server still booting has used nothing billable yet.
+ *
+ * Licences billed per running instance (§16.5 `instance`): one per started server that has a drive
+ * holding it attached, times the drive entry's `amount`, times the server's `smp` when the licence counts
+ * cores (`user_metric: smp`), while the guest runs. A server with two drives holding one licence needs it
+ * once (the larger count).
+ *
+ * Traffic (tx): the bytes each server sent in the cycle measured (`from`..`at`, the simulator's counters),
+ * a volume — a server that stopped mid-cycle still pays what it sent before.
+ *
+ * Set-wise: one read of the servers, one of the started ones' guests, one of the drives they have
+ * attached, one of the traffic counters — for every account at once.
  */
-export const serverUsage: Meter = async (s, db, at, owner) => {
-  const rows = await s.store.resources.owned(db, 'servers', { owner, statuses: USING });
-  if (!rows.length) return [];
-  // Every account's poll reads every guest's state in one statement; one account's, by uuid.
-  const guests =
-    owner === undefined
-      ? await allGuestStates(db)
-      : await guestStates(
-          db,
-          rows.map((r) => r.uuid),
-        );
+export const serverUsage: Meter = async (s, db, at, owner, from) => {
+  const all = await s.store.resources.owned(db, 'servers', { owner });
+  const rows = all.filter((r) => (USING as readonly string[]).includes(String(r.body.status)));
   const out: Usage[] = [];
-  for (const r of rows) {
-    const type = String(r.body.cpu_type ?? 'amd');
-    const since = guests.get(r.uuid)?.active_since ?? at.getTime();
-    const own = r.owner_uuid!;
-    out.push({ owner: own, keys: [`${type}_cpu`, 'cpu'], amount: Number(r.body.cpu), since });
-    out.push({ owner: own, keys: [`${type}_mem`, 'mem'], amount: Number(r.body.mem), since });
+  if (rows.length) {
+    // Every account's poll reads every guest's state in one statement; one account's, by uuid.
+    const guests =
+      owner === undefined
+        ? await allGuestStates(db)
+        : await guestStates(
+            db,
+            rows.map((r) => r.uuid),
+          );
+    const attached = [...new Set(rows.flatMap((r) => attachedDrives(r.body)))];
+    const drives = new Map((await s.store.resources.getMany(db, 'drives', attached)).map((d) => [d.uuid, d.body]));
+    for (const r of rows) {
+      const type = String(r.body.cpu_type ?? 'amd');
+      const since = guests.get(r.uuid)?.active_since ?? at.getTime();
+      const own = r.owner_uuid!;
+      out.push({ owner: own, keys: [`${type}_cpu`, 'cpu'], amount: Number(r.body.cpu), since, uuid: r.uuid });
+      out.push({ owner: own, keys: [`${type}_mem`, 'mem'], amount: Number(r.body.mem), since, uuid: r.uuid });
+      const instances = new Map<string, number>();
+      for (const d of attachedDrives(r.body)) {
+        const body = drives.get(d);
+        if (!body || !(body.licenses as unknown[] | undefined)?.length) continue;
+        for (const l of licencesOf(s, body)) {
+          if (l.type !== 'instance') continue;
+          const per = l.metric === 'smp' ? Math.max(1, Number(r.body.smp) || 1) : 1;
+          instances.set(l.name, Math.max(instances.get(l.name) ?? 0, l.amount * per));
+        }
+      }
+      for (const [name, amount] of instances) out.push({ owner: own, keys: [name], amount, since, uuid: r.uuid });
+    }
+  }
+  // What every server sent in the cycle (a stopped one may have sent before it stopped).
+  if (all.length) {
+    const since = (from ?? new Date(at.getTime() - 300_000)).getTime();
+    const sent = await sentBetween(db, s, since, at.getTime(), owner === undefined ? undefined : all.map((r) => r.uuid));
+    for (const r of all) {
+      const bytes = sent.get(r.uuid);
+      if (bytes) out.push({ owner: r.owner_uuid!, keys: ['tx'], amount: bytes, uuid: r.uuid, volume: true });
+    }
   }
   return out;
 };

@@ -88,5 +88,8 @@ export async function forgetNics(tx: Tx, server: string): Promise<void> {
 /** MACs of the public NICs that ask DHCP for an address at boot. */
 export const dhcpMacs = (nics: Nic[]) => nics.filter((n) => !n.vlan && n.ip_v4_conf?.conf === 'dhcp').map((n) => n.mac);
 
+/** Public NICs (not on a VLAN, with an IP configuration): what sends billed traffic while the guest runs. */
+export const publicNicCount = (nics: Nic[]) => nics.filter((n) => !n.vlan && (n.ip_v4_conf || n.ip_v6_conf)).length;
+
 /** Firewall policies of the public NICs (policies apply to public interfaces only). */
 export const publicPolicies = (nics: Nic[]) => [...new Set(nics.filter((n) => !n.vlan && n.firewall_policy).map((n) => n.firewall_policy!))];

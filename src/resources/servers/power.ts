@@ -11,7 +11,7 @@ import type { Tx } from '../../store/db.js';
 import type { Resource } from '../../store/repository.js';
 import { attachedDrives } from './mounts.js';
 import { dhcpGetsThrough } from '../fwpolicies/dhcp.js';
-import { dhcpMacs, publicPolicies, type Nic } from './nics.js';
+import { dhcpMacs, publicNicCount, publicPolicies, type Nic } from './nics.js';
 
 /**
  * Power state of servers (reference §5.4–5.5, spec "Events"):
@@ -126,7 +126,12 @@ async function enterRunning(tx: Tx, s: Services, row: Resource): Promise<void> {
     row.owner_uuid,
     nics.filter((n) => dhcp.has(n.mac)),
   );
-  await hypervisor.powerOn(tx, s, row.uuid, { dhcpMacs: asking, disks: await disksOf(tx, s, row.body), firewallPolicies: publicPolicies(nics) });
+  await hypervisor.powerOn(tx, s, row.uuid, {
+    dhcpMacs: asking,
+    disks: await disksOf(tx, s, row.body),
+    firewallPolicies: publicPolicies(nics),
+    publicNics: publicNicCount(nics),
+  });
   await saveServer(tx, s, row, { ...row.body, status: 'running' });
 }
 

@@ -12,6 +12,7 @@ import { loginUnlock } from './0010_login_unlock.js';
 import { fwpolicyServers } from './0011_fwpolicy_servers.js';
 import { billing } from './0012_billing.js';
 import { subscriptions } from './0013_subscriptions.js';
+import { subscriptionConsumed } from './0014_subscription_consumed.js';
 import { notifications } from './0020_notifications.js';
 
 /**
@@ -78,6 +79,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0011_fwpolicy_servers': fwpolicyServers,
     '0012_billing': billing(dialect),
     '0013_subscriptions': subscriptions(dialect),
+    '0014_subscription_consumed': subscriptionConsumed(),
     '0020_notifications': notifications(dialect),
   };
 }
