@@ -11,5 +11,6 @@ export const driveUsage: Meter = async (s, db, _at, owner) => {
     keys: [String(r.body.storage_type ?? 'dssd')],
     amount: Number(r.body.size),
     since: Date.parse(r.created_at),
+    uuid: r.uuid,
   }));
 };

@@ -25,8 +25,8 @@ export const serverUsage: Meter = async (s, db, at, owner) => {
     const type = String(r.body.cpu_type ?? 'amd');
     const since = guests.get(r.uuid)?.active_since ?? at.getTime();
     const own = r.owner_uuid!;
-    out.push({ owner: own, keys: [`${type}_cpu`, 'cpu'], amount: Number(r.body.cpu), since });
-    out.push({ owner: own, keys: [`${type}_mem`, 'mem'], amount: Number(r.body.mem), since });
+    out.push({ owner: own, keys: [`${type}_cpu`, 'cpu'], amount: Number(r.body.cpu), since, uuid: r.uuid });
+    out.push({ owner: own, keys: [`${type}_mem`, 'mem'], amount: Number(r.body.mem), since, uuid: r.uuid });
   }
   return out;
 };

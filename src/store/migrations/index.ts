@@ -12,6 +12,7 @@ import { loginUnlock } from './0010_login_unlock.js';
 import { fwpolicyServers } from './0011_fwpolicy_servers.js';
 import { billing } from './0012_billing.js';
 import { subscriptions } from './0013_subscriptions.js';
+import { usage } from './0014_usage.js';
 import { notifications } from './0020_notifications.js';
 
 /**
@@ -78,6 +79,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0011_fwpolicy_servers': fwpolicyServers,
     '0012_billing': billing(dialect),
     '0013_subscriptions': subscriptions(dialect),
+    '0014_usage': usage(dialect),
     '0020_notifications': notifications(dialect),
   };
 }
