@@ -1,6 +1,7 @@
 import type { Services } from '../core/context.js';
 import type { Usage } from '../core/metering.js';
 import type { TimerHandler } from '../core/timers.js';
+import { bulkInsert, type BulkColumn } from '../store/bulk.js';
 import type { Tx } from '../store/db.js';
 import type { Account, Charge } from './accounts.js';
 import { ledgerAmount, Money } from './money.js';
@@ -24,17 +25,37 @@ import { ledgerAmount, Money } from './money.js';
  * - `/dailyburstusage/`: per account, UTC day (of the poll) and resource: `amount` the sum of that day's
  *   burst records; `usage` the day's burst in unit-days, Σ units × seconds / 86400, exactly (a 300 GiB drive
  *   bursting all day shows 322122547200, as the documented example does; a plain sum of the 288 polls
- *   would be 288 times that and in no unit). Kept as running sums updated by each poll (one read and one
- *   upsert per 500 accounts), so a request never sums an account's history.
+ *   would be 288 times that and in no unit). Kept as running sums updated by each poll (one read per 1,000 accounts and
+ *   one upsert), so a request never sums an account's history.
  *
- * Every write is set-wise: bounded multi-row inserts (a poll of 10,000 servers is a few dozen statements).
+ * Every write is set-wise (store/bulk.ts): a poll of 10,000 servers is a handful of statements.
  * The tables grow every 5 minutes per object, so they are kept for `--usage-retention` (config.ts) and
  * pruned by a durable hourly timer (`usage.prune`); a one-account reset empties them (admin/reset.ts).
  */
 type S = Pick<Services, 'store' | 'clock' | 'config' | 'ids'>;
 
-/** Rows per INSERT: 1,000 rows of ≤7 values stay far below both engines' bound-parameter limits. */
-const CHUNK = 1000;
+const USAGE_COLUMNS: BulkColumn[] = [
+  { name: 'owner_uuid', pg: 'varchar' },
+  { name: 'poll_ms', pg: 'bigint' },
+  { name: 'resource', pg: 'varchar' },
+  { name: 'uuid', pg: 'varchar' },
+  { name: 'amount', pg: 'text' },
+];
+const BURST_COLUMNS: BulkColumn[] = [
+  { name: 'uuid', pg: 'varchar' },
+  { name: 'owner_uuid', pg: 'varchar' },
+  { name: 'date_ms', pg: 'bigint' },
+  { name: 'resource_type', pg: 'varchar' },
+  { name: 'amount', pg: 'text' },
+  { name: 'usage', pg: 'bigint' },
+];
+const DAILY_COLUMNS: BulkColumn[] = [
+  { name: 'owner_uuid', pg: 'varchar' },
+  { name: 'day', pg: 'varchar' },
+  { name: 'resource_type', pg: 'varchar' },
+  { name: 'amount', pg: 'text' },
+  { name: 'unit_seconds', pg: 'text' },
+];
 
 /** The UTC day of a moment, `YYYY-MM-DD`. */
 export const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
@@ -65,63 +86,46 @@ export async function recordUsage(
   batch: readonly { account: Account; charges: readonly Charge[] }[],
 ): Promise<void> {
   const pollMs = poll.getTime();
-  const objects = [];
+  const objects: (string | number)[][] = [];
   for (const u of usage)
-    if (u.uuid !== undefined && u.amount > 0 && (u.since === undefined || u.since < pollMs))
-      objects.push({ owner_uuid: u.owner, poll_ms: pollMs, resource: u.keys[0]!, uuid: u.uuid, amount: String(u.amount) });
-  for (let i = 0; i < objects.length; i += CHUNK)
-    await tx
-      .insertInto('usage_records')
-      .values(objects.slice(i, i + CHUNK))
-      .execute();
+    if (u.uuid !== undefined && u.amount > 0 && (u.since === undefined || u.since < pollMs)) objects.push([u.owner, pollMs, u.keys[0]!, u.uuid, String(u.amount)]);
+  await bulkInsert(tx, s.store.dialect, 'usage_records', USAGE_COLUMNS, objects);
 
   const day = dayOf(pollMs);
   const bursts = batch.flatMap(({ account, charges }) => burstOf(charges).map((b) => ({ owner: account.owner, ...b })));
   if (!bursts.length) return;
-  const rows = bursts.map((b) => ({
-    uuid: s.ids.uuid(),
-    owner_uuid: b.owner,
-    date_ms: pollMs,
-    resource_type: b.resource,
-    amount: ledgerAmount(b.amount),
-    usage: b.usage,
-  }));
-  for (let i = 0; i < rows.length; i += CHUNK)
-    await tx
-      .insertInto('burst_usage')
-      .values(rows.slice(i, i + CHUNK))
-      .execute();
+  await bulkInsert(
+    tx,
+    s.store.dialect,
+    'burst_usage',
+    BURST_COLUMNS,
+    bursts.map((b) => [s.ids.uuid(), b.owner, pollMs, b.resource, ledgerAmount(b.amount), b.usage]),
+  );
 
   // The day's running sums: read what earlier polls of the day left, add, write back (upsert).
   const owners = [...new Set(bursts.map((b) => b.owner))];
   const before = new Map<string, { amount: string; unit_seconds: string }>();
-  for (let i = 0; i < owners.length; i += 500) {
+  for (let i = 0; i < owners.length; i += 1000) {
     const found = await tx
       .selectFrom('burst_usage_daily')
       .select(['owner_uuid', 'resource_type', 'amount', 'unit_seconds'])
       .where('day', '=', day)
-      .where('owner_uuid', 'in', owners.slice(i, i + 500))
+      .where('owner_uuid', 'in', owners.slice(i, i + 1000))
       .execute();
     for (const r of found) before.set(`${r.owner_uuid} ${r.resource_type}`, r);
   }
   const daily = bursts.map((b) => {
     const had = before.get(`${b.owner} ${b.resource}`);
-    return {
-      owner_uuid: b.owner,
-      day,
-      resource_type: b.resource,
-      amount: ledgerAmount(b.amount.plus(had?.amount ?? 0)),
-      unit_seconds: String(b.unitSeconds + BigInt(had?.unit_seconds ?? 0)),
-    };
+    return [b.owner, day, b.resource, ledgerAmount(b.amount.plus(had?.amount ?? 0)), String(b.unitSeconds + BigInt(had?.unit_seconds ?? 0))];
   });
-  for (let i = 0; i < daily.length; i += CHUNK)
-    await tx
-      .insertInto('burst_usage_daily')
-      .values(daily.slice(i, i + CHUNK))
-      .onConflict((oc) =>
-        oc.columns(['owner_uuid', 'day', 'resource_type']).doUpdateSet((eb) => ({ amount: eb.ref('excluded.amount'), unit_seconds: eb.ref('excluded.unit_seconds') })),
-      )
-      .execute();
+  await bulkInsert(
+    tx,
+    s.store.dialect,
+    'burst_usage_daily',
+    DAILY_COLUMNS,
+    daily,
+    'on conflict (owner_uuid, day, resource_type) do update set amount = excluded.amount, unit_seconds = excluded.unit_seconds',
+  );
 }
 
 /** Delete the usage records older than the retention: one indexed range delete per table. */
