@@ -88,7 +88,8 @@ export async function recordUsage(
   const pollMs = poll.getTime();
   const objects: (string | number)[][] = [];
   for (const u of usage)
-    if (u.uuid !== undefined && u.amount > 0 && (u.since === undefined || u.since < pollMs)) objects.push([u.owner, pollMs, u.keys[0]!, u.uuid, String(u.amount)]);
+    if (u.uuid !== undefined && u.amount > 0 && (u.since === undefined || u.since < pollMs))
+      objects.push([u.owner, pollMs, u.keys[0]!, u.uuid, String(u.amount)]);
   await bulkInsert(tx, s.store.dialect, 'usage_records', USAGE_COLUMNS, objects);
 
   const day = dayOf(pollMs);

@@ -25,4 +25,10 @@ export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | T
 export const perObject =
   (kind: string, key: string): Meter =>
   async (s, db, _at, owner) =>
-    (await s.store.resources.owned(db, kind, { owner })).map((r) => ({ owner: r.owner_uuid!, keys: [key], amount: 1, since: Date.parse(r.created_at), uuid: r.uuid }));
+    (await s.store.resources.owned(db, kind, { owner })).map((r) => ({
+      owner: r.owner_uuid!,
+      keys: [key],
+      amount: 1,
+      since: Date.parse(r.created_at),
+      uuid: r.uuid,
+    }));

@@ -32,7 +32,12 @@ export async function bulkInsert(
     const text = `${head} select * from unnest(${from}) ${conflict}`;
     for (let i = 0; i < rows.length; i += PG_ROWS) {
       const slice = rows.slice(i, i + PG_ROWS);
-      await tx.executeQuery(CompiledQuery.raw(text, columns.map((_, c) => slice.map((r) => r[c]))));
+      await tx.executeQuery(
+        CompiledQuery.raw(
+          text,
+          columns.map((_, c) => slice.map((r) => r[c])),
+        ),
+      );
     }
     return;
   }

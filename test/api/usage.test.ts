@@ -145,7 +145,10 @@ describe('usage records: /usage/, /burstusage/, /dailyburstusage/ (reference §1
     assert.deepEqual(await dates(`date__gt=${t1}&date__lte=${t2}`), [iso(p2)]);
     assert.deepEqual(await dates(`date__gte=${t1}&date__lt=${t2}`), [iso(p1)]);
     assert.deepEqual(await dates(`date=${t2}`), [iso(p2)]);
-    assert.deepEqual(await dates(`date=${iso(p2).slice(0, 10)}&date__lte=${t2}`), iso(p1).slice(0, 10) === iso(p2).slice(0, 10) ? [iso(p1), iso(p2)] : [iso(p2)]);
+    assert.deepEqual(
+      await dates(`date=${iso(p2).slice(0, 10)}&date__lte=${t2}`),
+      iso(p1).slice(0, 10) === iso(p2).slice(0, 10) ? [iso(p1), iso(p2)] : [iso(p2)],
+    );
     // A date and time without a zone is UTC.
     assert.deepEqual(await dates(`date=${iso(p2).slice(0, 19)}`), [iso(p2)]);
     const polls = async (q: string) => [...new Set((await list(alice, `usage/?limit=0&${q}`)).map((r) => r.poll_time))].sort();
@@ -154,7 +157,11 @@ describe('usage records: /usage/, /burstusage/, /dailyburstusage/ (reference §1
     const day2 = iso(p2).slice(0, 10);
     const next = new Date(Date.parse(day2) + 86_400_000).toISOString().slice(0, 10);
     assert.deepEqual([...new Set((await list(alice, `dailyburstusage/?date__gt=${day2}`)).map((d) => d.date))], []);
-    assert.ok((await list(alice, `dailyburstusage/?date__lt=${next}&date__gt=${new Date(Date.parse(day2) - 86_400_000).toISOString().slice(0, 10)}`)).every((d) => d.date === day2));
+    assert.ok(
+      (await list(alice, `dailyburstusage/?date__lt=${next}&date__gt=${new Date(Date.parse(day2) - 86_400_000).toISOString().slice(0, 10)}`)).every(
+        (d) => d.date === day2,
+      ),
+    );
     assert.equal((await list(alice, `dailyburstusage/?date__lt=${day2}T00:00:01`)).filter((d) => d.date === day2).length, 3);
     assert.equal((await list(alice, `dailyburstusage/?date__lt=${day2}`)).filter((d) => d.date === day2).length, 0);
     // Paging in the database: pages of the whole list, with its total.
@@ -172,7 +179,14 @@ describe('usage records: /usage/, /burstusage/, /dailyburstusage/ (reference §1
     const old = srv.clock.now().getTime() - 31 * 86_400_000;
     await srv.services.store.db
       .insertInto('burst_usage')
-      .values({ uuid: '00000000-0000-4000-8000-000000000031', owner_uuid: alice.uuid, date_ms: old, resource_type: 'cpu', amount: '1.00000000000000000000', usage: 1 })
+      .values({
+        uuid: '00000000-0000-4000-8000-000000000031',
+        owner_uuid: alice.uuid,
+        date_ms: old,
+        resource_type: 'cpu',
+        amount: '1.00000000000000000000',
+        usage: 1,
+      })
       .execute();
     const recent = await list(alice, 'burstusage/?limit=0');
     assert.ok(!recent.some((r) => r.uuid === '00000000-0000-4000-8000-000000000031'));
@@ -226,7 +240,10 @@ describe('usage records: /usage/, /burstusage/, /dailyburstusage/ (reference §1
     await srv.advance(midnight - now);
     await srv.advance(86_400_000 + 1_000);
     const day = new Date(midnight).toISOString().slice(0, 10);
-    const [row] = await list(carol, `dailyburstusage/?date__gt=${new Date(midnight - 1).toISOString().slice(0, 10)}&date__lt=${new Date(midnight + 86_400_000).toISOString().slice(0, 10)}`);
+    const [row] = await list(
+      carol,
+      `dailyburstusage/?date__gt=${new Date(midnight - 1).toISOString().slice(0, 10)}&date__lt=${new Date(midnight + 86_400_000).toISOString().slice(0, 10)}`,
+    );
     assert.deepEqual([row.date, row.resource_type, row.usage], [day, 'dssd', 300 * GiB]);
     const burst = await list(carol, `burstusage/?date=${day}&limit=0`);
     assert.equal(burst.length, 288);
@@ -252,14 +269,23 @@ describe('usage records are kept for the retention, and go with a reset account'
     await srv.advance(2 * 3_600_000);
     const due = async () =>
       Date.parse(
-        (await srv.services.store.db.selectFrom('timers').select('due_at').where('kind', '=', 'usage.prune').where('state', '=', 'pending').executeTakeFirstOrThrow())
-          .due_at,
+        (
+          await srv.services.store.db
+            .selectFrom('timers')
+            .select('due_at')
+            .where('kind', '=', 'usage.prune')
+            .where('state', '=', 'pending')
+            .executeTakeFirstOrThrow()
+        ).due_at,
       );
     const at = await due();
     assert.ok(at > srv.clock.now().getTime());
     const cutoff = at - 3_600_000;
     const before = await list(dave, 'usage/?limit=0');
-    assert.ok(before.some((r) => Date.parse(r.poll_time) < cutoff), 'records older than the coming cutoff exist');
+    assert.ok(
+      before.some((r) => Date.parse(r.poll_time) < cutoff),
+      'records older than the coming cutoff exist',
+    );
     await srv.advance(at - srv.clock.now().getTime());
     const afterPrune = await list(dave, 'usage/?limit=0');
     assert.ok(afterPrune.length > 0);

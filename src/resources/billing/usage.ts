@@ -1,4 +1,4 @@
-import type { Expression, ExpressionBuilder, SelectQueryBuilder, SqlBool } from 'kysely';
+import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
 import { isoTimestamp } from '../../core/clock.js';
 import type { Ctx } from '../../core/context.js';
 import { notFound, validation } from '../../core/errors.js';
@@ -42,19 +42,16 @@ function filterGroups(q: ListQuery, known: readonly string[]): [string, string[]
   return out;
 }
 
-/** Page a query in the database and count only when the page does not tell the total. */
-async function paged<T>(
+/** Page a query in the database; count (`count`) only when the page does not tell the total. */
+async function paged<Q extends { limit(n: number): Q; offset(n: number): Q; execute(): Promise<unknown[]> }>(
   ctx: Ctx,
-  base: SelectQueryBuilder<Database, any, object>,
-  ordered: SelectQueryBuilder<Database, any, T>,
+  ordered: Q,
+  count: () => Promise<number | string | bigint>,
   q: ListQuery,
-): Promise<{ total: number; rows: T[] }> {
-  const rows = (await ctx.store.resources.page(ordered, q.limit, q.offset).execute()) as T[];
+): Promise<{ total: number; rows: Awaited<ReturnType<Q['execute']>> }> {
+  const rows = (await ctx.store.resources.page(ordered, q.limit, q.offset).execute()) as Awaited<ReturnType<Q['execute']>>;
   const short = (q.offset === 0 || rows.length > 0) && (q.limit === 0 || rows.length < q.limit);
-  const total = short
-    ? q.offset + rows.length
-    : Number((await base.select((eb: ExpressionBuilder<Database, any>) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
-  return { total, rows };
+  return { total: short ? q.offset + rows.length : Number(await count()), rows };
 }
 
 // ---------------------------------------------------------------------------------------------- /burstusage/
@@ -87,7 +84,7 @@ async function listBurst(ctx: Ctx, q: ListQuery): Promise<ListResult> {
   for (const [name, values] of groups) base = base.where((eb) => burstCondition(eb, name, values));
   if (!groups.length) base = base.where('burst_usage.date_ms', '>=', ctx.clock.now().getTime() - DEFAULT_WINDOW_MS);
   const ordered = base.select(['uuid', 'amount', 'resource_type', 'usage', 'date_ms']).orderBy('burst_usage.date_ms', 'desc').orderBy('burst_usage.id', 'desc');
-  const { total, rows } = await paged(ctx, base, ordered, q);
+  const { total, rows } = await paged(ctx, ordered, async () => (await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n, q);
   return { total, objects: rows.map(presentBurst) };
 }
 
@@ -156,7 +153,7 @@ async function listDaily(ctx: Ctx, q: ListQuery): Promise<ListResult> {
     .select(['day', 'amount', 'resource_type', 'unit_seconds'])
     .orderBy('burst_usage_daily.day', 'desc')
     .orderBy('burst_usage_daily.resource_type', 'asc');
-  const { total, rows } = await paged(ctx, base, ordered, q);
+  const { total, rows } = await paged(ctx, ordered, async () => (await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n, q);
   return {
     total,
     objects: rows.map((r) => ({
@@ -209,7 +206,7 @@ async function listUsage(ctx: Ctx, q: ListQuery): Promise<ListResult> {
   let base = ctx.store.db.selectFrom('usage_records').where('usage_records.owner_uuid', '=', ctx.caller.uuid);
   for (const [name, values] of filterGroups(q, Object.keys(USAGE_FILTERS))) base = base.where((eb) => usageCondition(eb, name, values));
   const ordered = base.select(['amount', 'poll_ms', 'resource', 'uuid']).orderBy('usage_records.poll_ms', 'desc').orderBy('usage_records.id', 'desc');
-  const { total, rows } = await paged(ctx, base, ordered, q);
+  const { total, rows } = await paged(ctx, ordered, async () => (await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n, q);
   return {
     total,
     objects: rows.map((r) => ({ amount: r.amount, poll_time: isoTimestamp(new Date(Number(r.poll_ms))), resource: r.resource, uuid: r.uuid })),
