@@ -5,7 +5,8 @@ import type { Dialect } from '../db.js';
  * Usage records (reference §16.7), written by the billing poll in its transaction: what each object used
  * at each poll (`/usage/`), each account's burst per charged resource per poll (`/burstusage/`), and its
  * running sum per day (`/dailyburstusage/`). Times are ms since the epoch (bigint): small keys for the
- * (owner, time) indexes every filter and page reads, and for the time index the retention prune deletes by.
+ * (owner, time) indexes every filter and page reads. The retention prune deletes by those indexes too, account
+ * by account (every account with records has a balance row): no index by time alone to keep up at every insert.
  */
 export const usage = (dialect: Dialect): Migration => ({
   async up(db: Kysely<any>) {
@@ -20,7 +21,6 @@ export const usage = (dialect: Dialect): Migration => ({
       .addColumn('amount', 'text', (c) => c.notNull())
       .execute();
     await db.schema.createIndex('usage_records_owner_poll').on('usage_records').columns(['owner_uuid', 'poll_ms', 'id']).execute();
-    await db.schema.createIndex('usage_records_poll').on('usage_records').columns(['poll_ms']).execute();
     await db.schema
       .createTable('burst_usage')
       .addColumn('id', sql.raw(serialPk))
@@ -32,7 +32,6 @@ export const usage = (dialect: Dialect): Migration => ({
       .addColumn('usage', 'bigint', (c) => c.notNull())
       .execute();
     await db.schema.createIndex('burst_usage_owner_date').on('burst_usage').columns(['owner_uuid', 'date_ms', 'id']).execute();
-    await db.schema.createIndex('burst_usage_date').on('burst_usage').columns(['date_ms']).execute();
     await db.schema.createIndex('burst_usage_uuid').on('burst_usage').columns(['uuid']).execute();
     await db.schema
       .createTable('burst_usage_daily')
