@@ -11,7 +11,7 @@ import type { Dialect, Tx } from './db.js';
 export interface BulkColumn {
   name: string;
   /** The PostgreSQL element type of the column's array (`varchar`, `bigint`, `text`). */
-  pg: 'varchar' | 'bigint' | 'text';
+  pg: 'varchar' | 'bigint' | 'integer' | 'text';
 }
 
 const PG_ROWS = 10_000;

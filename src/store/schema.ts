@@ -262,14 +262,13 @@ export interface LedgerTable {
   time: string;
 }
 
-/** What one object used at one poll (`/usage/`): `amount` in base units, as text. */
+/** What an account's objects used at one poll (`/usage/`): `records` is `[[resource, uuid, amount], …]` as JSON. */
 export interface UsageRecordsTable {
   id: Generated<number>;
   owner_uuid: string;
   poll_ms: number;
-  resource: string;
-  uuid: string;
-  amount: string;
+  n: number;
+  records: string;
 }
 
 /** An account's burst of one charged resource at one poll (`/burstusage/`). */

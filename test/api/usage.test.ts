@@ -170,6 +170,19 @@ describe('usage records: /usage/, /burstusage/, /dailyburstusage/ (reference §1
     assert.equal(page.status, 200, page.text);
     assert.equal(page.json.meta.total_count, all.length);
     assert.deepEqual(page.json.objects, all.slice(1, 3));
+    // Pages that cross from one poll's records into the next, and past the end.
+    for (const [limit, offset] of [
+      [3, 2],
+      [4, 1],
+      [1, 5],
+      [5, 4],
+      [0, 4],
+    ]) {
+      const p = await alice.get(`usage/?limit=${limit}&offset=${offset}`);
+      assert.equal(p.json.meta.total_count, all.length);
+      assert.deepEqual(p.json.objects, limit === 0 ? all.slice(offset) : all.slice(offset, offset + limit), `limit ${limit} offset ${offset}`);
+    }
+    assert.deepEqual((await alice.get(`usage/?limit=2&offset=${all.length}`)).json.objects, []);
     const first = await alice.get('burstusage/');
     assert.equal(first.json.meta.limit, 20);
     assert.equal((await alice.get('dailyburstusage/?limit=1')).json.objects.length, 1);

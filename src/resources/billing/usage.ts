@@ -202,15 +202,41 @@ const USAGE_FILTERS: Record<string, Op> = {
 const usageCondition = (eb: UsageEb, name: string, values: string[]): Expression<SqlBool> =>
   eb.or(values.map((raw) => eb('usage_records.poll_ms', USAGE_FILTERS[name]!, moment(raw, name))));
 
+/**
+ * A page of records from the rows of one account's polls (one row per poll, `n` records each): the rows'
+ * counts, newest first, say which rows hold records [offset, offset + limit) and the total; only those rows'
+ * records are read. The work is a count per poll in the filtered range, not per record.
+ */
 async function listUsage(ctx: Ctx, q: ListQuery): Promise<ListResult> {
-  let base = ctx.store.db.selectFrom('usage_records').where('usage_records.owner_uuid', '=', ctx.caller.uuid);
-  for (const [name, values] of filterGroups(q, Object.keys(USAGE_FILTERS))) base = base.where((eb) => usageCondition(eb, name, values));
-  const ordered = base.select(['amount', 'poll_ms', 'resource', 'uuid']).orderBy('usage_records.poll_ms', 'desc').orderBy('usage_records.id', 'desc');
-  const { total, rows } = await paged(ctx, ordered, async () => (await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n, q);
-  return {
-    total,
-    objects: rows.map((r) => ({ amount: r.amount, poll_time: isoTimestamp(new Date(Number(r.poll_ms))), resource: r.resource, uuid: r.uuid })),
-  };
+  // One snapshot: the counts and the rows they point at agree even while the prune runs.
+  return ctx.store.snapshot(async (db) => {
+    let base = db.selectFrom('usage_records').where('usage_records.owner_uuid', '=', ctx.caller.uuid);
+    for (const [name, values] of filterGroups(q, Object.keys(USAGE_FILTERS))) base = base.where((eb) => usageCondition(eb, name, values));
+    const counts = await base.select(['id', 'n']).orderBy('usage_records.poll_ms', 'desc').orderBy('usage_records.id', 'desc').execute();
+    let total = 0;
+    const wanted: { id: number; skip: number; take: number }[] = [];
+    const end = q.limit === 0 ? Infinity : q.offset + q.limit;
+    for (const c of counts) {
+      const n = Number(c.n);
+      const from = Math.max(q.offset, total);
+      const to = Math.min(end, total + n);
+      if (to > from) wanted.push({ id: Number(c.id), skip: from - total, take: to - from });
+      total += n;
+    }
+    const rows = new Map<number, { poll_ms: number | string; records: string }>();
+    for (let i = 0; i < wanted.length; i += 500) {
+      const ids = wanted.slice(i, i + 500).map((w) => w.id);
+      for (const r of await db.selectFrom('usage_records').select(['id', 'poll_ms', 'records']).where('id', 'in', ids).execute()) rows.set(Number(r.id), r);
+    }
+    const objects: Record<string, unknown>[] = [];
+    for (const w of wanted) {
+      const row = rows.get(w.id)!;
+      const poll_time = isoTimestamp(new Date(Number(row.poll_ms)));
+      for (const [resource, uuid, amount] of (JSON.parse(row.records) as [string, string, string][]).slice(w.skip, w.skip + w.take))
+        objects.push({ amount, poll_time, resource, uuid });
+    }
+    return { total, objects };
+  });
 }
 
 export const usage: CollectionDecl = {

@@ -3,7 +3,8 @@ import type { Dialect } from '../db.js';
 
 /**
  * Usage records (reference §16.7), written by the billing poll in its transaction: what each object used
- * at each poll (`/usage/`), each account's burst per charged resource per poll (`/burstusage/`), and its
+ * at each poll (`/usage/`; one row per account per poll holding its objects' records: a poll of 10,000
+ * servers writes a thousand rows, not twenty thousand), each account's burst per charged resource per poll (`/burstusage/`), and its
  * running sum per day (`/dailyburstusage/`). Times are ms since the epoch (bigint): small keys for the
  * (owner, time) indexes every filter and page reads. The retention prune deletes by those indexes too, account
  * by account (every account with records has a balance row): no index by time alone to keep up at every insert.
@@ -16,9 +17,9 @@ export const usage = (dialect: Dialect): Migration => ({
       .addColumn('id', sql.raw(serialPk))
       .addColumn('owner_uuid', 'varchar(64)', (c) => c.notNull())
       .addColumn('poll_ms', 'bigint', (c) => c.notNull())
-      .addColumn('resource', 'varchar(64)', (c) => c.notNull())
-      .addColumn('uuid', 'varchar(64)', (c) => c.notNull())
-      .addColumn('amount', 'text', (c) => c.notNull())
+      // The poll's records of the account, `[[resource, uuid, amount], …]` (JSON), and how many.
+      .addColumn('n', 'integer', (c) => c.notNull())
+      .addColumn('records', 'text', (c) => c.notNull())
       .execute();
     await db.schema.createIndex('usage_records_owner_poll').on('usage_records').columns(['owner_uuid', 'poll_ms', 'id']).execute();
     await db.schema
