@@ -47,6 +47,8 @@ export interface Config {
   pricing: PriceCatalogue;
   /** What a new account's balance starts at (a decimal string). */
   openingBalance: string;
+  /** How long usage records (`/usage/`, `/burstusage/`, `/dailyburstusage/`) are kept, ms of the injected clock. */
+  usageRetentionMs: number;
   /** The simulated cloud's capacity per resource, which burst levels follow (billing/capacity.ts). */
   cloudCapacity: CloudCapacity;
   /** The CPU type of this location's hosts: a new server's default `cpu_type`. */
@@ -118,6 +120,14 @@ const int = (name: string, min: number, max: number) => (raw: string) => {
   if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
   return n;
 };
+
+/** A retention as days, hours or minutes (`31d`, `12h`, `90m`), from 1 minute to 10 years. */
+function readRetention(raw: string): number {
+  const m = /^(\d{1,7})(d|h|m)$/.exec(raw);
+  const ms = m ? Number(m[1]) * { d: 86_400_000, h: 3_600_000, m: 60_000 }[m[2] as 'd' | 'h' | 'm'] : NaN;
+  if (!(ms >= 60_000 && ms <= 3650 * 86_400_000)) throw new ConfigError(`usage-retention must be a duration like 31d, 12h or 90m (1m to 3650d), got "${raw}"`);
+  return ms;
+}
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -360,6 +370,15 @@ export const SETTINGS: Setting<keyof Config>[] = [
       return s;
     },
     fallback: () => '10000',
+  },
+  {
+    key: 'usageRetentionMs',
+    flag: 'usage-retention',
+    env: 'STRATUS_USAGE_RETENTION',
+    help: 'how long usage records (/usage/, /burstusage/, /dailyburstusage/) are kept: 31d, 12h, ... (pruned hourly)',
+    parse: readRetention,
+    shown: '31d',
+    fallback: () => 31 * 86_400_000,
   },
   {
     key: 'cloudCapacity',

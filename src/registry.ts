@@ -8,6 +8,7 @@ import { balance } from './resources/billing/balance.js';
 import { discount, licenses, pricing } from './resources/billing/catalogue-kinds.js';
 import { currentUsage } from './resources/billing/currentusage.js';
 import { ledger } from './resources/billing/ledger.js';
+import { burstUsage, dailyBurstUsage, usage } from './resources/billing/usage.js';
 import { groupedSubscriptions, subscriptionCalculator, subscriptions } from './resources/billing/subscriptions.js';
 import { capabilities } from './resources/capabilities/capabilities.js';
 import { drives } from './resources/drives/drives.js';
@@ -68,6 +69,9 @@ export const registry: ResourceDecl[] = [
   subscriptionCalculator,
   groupedSubscriptions,
   currentUsage(() => metersOf(registry)),
+  burstUsage,
+  dailyBurstUsage,
+  usage,
 ];
 
 /** Every kind of durable follow-up work the kinds declare, and what runs it. */

@@ -10,6 +10,9 @@ const TABLES = [
   'notification_deliveries',
   'notifications',
   'notification_preferences',
+  'usage_records',
+  'burst_usage',
+  'burst_usage_daily',
   'ledger',
   'subscriptions',
   'billing_accounts',
@@ -104,6 +107,10 @@ export async function resetAccount(s: Services, userUuid: string): Promise<Recor
     await run('timers', tx.deleteFrom('timers').where('kind', 'in', ['subscription.notice', 'subscription.end']).where('subject', 'in', subscriptions));
     await run('subscriptions', tx.deleteFrom('subscriptions').where('owner_uuid', '=', userUuid));
     await run('ledger', tx.deleteFrom('ledger').where('owner_uuid', '=', userUuid));
+    // Its usage records (/usage/, /burstusage/, /dailyburstusage/).
+    await run('usage_records', tx.deleteFrom('usage_records').where('owner_uuid', '=', userUuid));
+    await run('burst_usage', tx.deleteFrom('burst_usage').where('owner_uuid', '=', userUuid));
+    await run('burst_usage_daily', tx.deleteFrom('burst_usage_daily').where('owner_uuid', '=', userUuid));
     await run('billing_accounts', tx.deleteFrom('billing_accounts').where('owner_uuid', '=', userUuid));
     await run('notifications', tx.deleteFrom('notifications').where('owner_uuid', '=', userUuid));
     await run('notification_deliveries', tx.deleteFrom('notification_deliveries').where('owner_uuid', '=', userUuid));

@@ -32,6 +32,8 @@ export interface Charge {
   human_interval?: string | null;
   resource?: string | null;
   resource_amount?: string | null;
+  /** Charged by volume (traffic): `resource_amount` is what was used in the interval, not a rate held through it. */
+  volume?: boolean;
 }
 
 /** The account's balance row, made with the opening balance if it has none yet (idempotent, any process). */

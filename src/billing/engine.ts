@@ -8,6 +8,7 @@ import { levelOf, readLevels, shiftLevels } from './levels.js';
 import { Money } from './money.js';
 import { consumeVolume, subscribedAt } from './subscriptions.js';
 import { checkFunds, type ServerStopper } from './out-of-money.js';
+import { recordUsage } from './usage-records.js';
 
 /**
  * The metering engine (reference §16.4, §16.9). At every 5-minute poll of the injected clock it measures
@@ -15,7 +16,8 @@ import { checkFunds, type ServerStopper } from './out-of-money.js';
  * account subscribed at the burst price in force during the cycle, one ledger entry per (resource,
  * interval), and then moves the burst levels on (levels.ts). The poll is a recurring durable timer with
  * catch-up: cycles missed while the service was down are billed, each once, when it is back; the ledger's
- * unique (account, cycle, resource, interval) index makes a second billing of a cycle impossible.
+ * unique (account, cycle, resource, interval) index makes a second billing of a cycle impossible. The same
+ * transaction records what each object used and each account's burst (usage-records.ts, reference §16.7).
  */
 type S = Pick<Services, 'store' | 'clock' | 'config'>;
 
@@ -91,6 +93,7 @@ export function chargesOf(
       human_interval: humanInterval(g.seconds),
       resource: g.resource,
       resource_amount: String(g.amount),
+      ...(g.volume ? { volume: true } : {}),
     });
   }
   return charges;
@@ -143,6 +146,7 @@ export async function billCycle(
   await postMany(tx, s, batch);
   // Only accounts whose traffic a traffic subscription covered this cycle (few): their subscriptions used up.
   for (const { owner, consumed } of volumes) for (const [key, amount] of consumed) await consumeVolume(tx, owner, key, amount, inForce);
+  await recordUsage(tx, s, poll, usage, batch);
   for (const { account, charges } of batch)
     await checkFunds(
       tx,

@@ -14,7 +14,7 @@ export interface Usage {
   amount: number;
   /** When the use began (ms since the epoch), for a cycle it only partly covers; absent = long before. */
   since?: number;
-  /** The object being used (server, drive, IP uuid). */
+  /** The object that uses it (a server, drive, snapshot, IP, VLAN): `/usage/` records it per poll. */
   uuid?: string;
   /**
    * `amount` is a volume used in the measured period (bytes a server sent in the cycle, tx), charged by
@@ -33,4 +33,10 @@ export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | T
 export const perObject =
   (kind: string, key: string): Meter =>
   async (s, db, _at, owner) =>
-    (await s.store.resources.owned(db, kind, { owner })).map((r) => ({ owner: r.owner_uuid!, keys: [key], amount: 1, since: Date.parse(r.created_at) }));
+    (await s.store.resources.owned(db, kind, { owner })).map((r) => ({
+      owner: r.owner_uuid!,
+      keys: [key],
+      amount: 1,
+      since: Date.parse(r.created_at),
+      uuid: r.uuid,
+    }));

@@ -262,6 +262,35 @@ export interface LedgerTable {
   time: string;
 }
 
+/** What an account's objects used at one poll (`/usage/`): `records` is `[[resource, uuid, amount], …]` as JSON. */
+export interface UsageRecordsTable {
+  id: Generated<number>;
+  owner_uuid: string;
+  poll_ms: number;
+  n: number;
+  records: string;
+}
+
+/** An account's burst of one charged resource at one poll (`/burstusage/`). */
+export interface BurstUsageTable {
+  id: Generated<number>;
+  uuid: string;
+  owner_uuid: string;
+  date_ms: number;
+  resource_type: string;
+  amount: string;
+  usage: number;
+}
+
+/** An account's burst of one resource over one UTC day (`/dailyburstusage/`), summed poll by poll. */
+export interface BurstUsageDailyTable {
+  owner_uuid: string;
+  day: string;
+  resource_type: string;
+  amount: string;
+  unit_seconds: string;
+}
+
 /** The burst level in force (`current`) and the one that follows (`next`) per priced resource. */
 export interface BurstLevelsTable {
   resource: string;
@@ -300,6 +329,9 @@ export interface Database {
   subscriptions: SubscriptionsTable;
   billing_accounts: BillingAccountsTable;
   ledger: LedgerTable;
+  usage_records: UsageRecordsTable;
+  burst_usage: BurstUsageTable;
+  burst_usage_daily: BurstUsageDailyTable;
   burst_levels: BurstLevelsTable;
   timers: TimersTable;
   sim_state: SimStateTable;

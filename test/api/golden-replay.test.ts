@@ -27,9 +27,8 @@ interface Area {
 }
 
 const AREAS: Area[] = [
-  // Not yet: the lead's part of issue 17.
   { name: 'billing', match: /^(balance|pricing|discount|ledger|currentusage|licenses|subscription)/, scope: 'in' },
-  { name: 'burst usage', match: /^burst_usage/, scope: 'not yet', reason: '/burstusage/ is not built yet (issue 17, after billing)' },
+  { name: 'burst usage', match: /^burst_usage/, scope: 'in' },
   { name: 'notifications', match: /^notification_/, scope: 'in' },
   // Out: not HTTP exchanges, or products Stratus does not simulate.
   { name: 'guest context', match: /^(context_|global_context_)/, scope: 'out', reason: 'read by the guest over its serial console, not HTTP' },

@@ -245,7 +245,29 @@ async function setup(r: Route): Promise<Setup> {
 }
 
 /** Kinds that only come into being as a side effect: how the owner makes one. */
+/** A drive of the owner's, metered by a billing poll: its usage records exist (reference §16.7). */
+async function meteredDrive(owner: User): Promise<string> {
+  const drive = (await owner.post('drives/', { media: 'disk', name: 'seed', size: 1 << 30 })).json.objects[0].uuid;
+  await srv.advance(0); // the recurring poll exists
+  const now = srv.clock.now().getTime();
+  await srv.advance(Math.ceil((now + 1) / 300_000) * 300_000 - now + 1);
+  return drive;
+}
+
 const SEEDERS: Record<string, (owner: User) => Promise<string>> = {
+  // Usage records are written by the billing poll: the owner's drive, metered. `/usage/` lists it by its
+  // uuid; a burst record has a uuid of its own; a day's burst by its day, resource and amount (ID_OF: the
+  // other users hold drives too, never with the owner's exact sum).
+  usage: meteredDrive,
+  burstusage: async (owner) => {
+    await meteredDrive(owner);
+    return (await owner.get('burstusage/')).json.objects[0].uuid;
+  },
+  dailyburstusage: async (owner) => {
+    await meteredDrive(owner);
+    const days = (await owner.get('dailyburstusage/?limit=0')).json.objects;
+    return ID_OF.dailyburstusage!(days.find((d: any) => d.resource_type === 'dssd'));
+  },
   // The library is loaded at start-up and belongs to no one: any of its drives.
   libdrives: async () => srv.services.config.libdrives[0].uuid,
   // /pubkeys/ shows keypairs read-only: the owner creates a keypair.
@@ -308,6 +330,7 @@ async function call(r: Route, caller: Caller, s: Setup): Promise<Response> {
 /** Kinds whose list items carry no uuid of their own: what identifies the seeded object in them. */
 const ID_OF: Record<string, (o: any) => string> = {
   notification_preferences: (o) => String(o.contact).split('/')[4],
+  dailyburstusage: (o) => `${o.date} ${o.resource_type} ${o.amount}`,
 };
 
 /**

@@ -76,7 +76,7 @@ export const snapshotUsage: Meter = async (s, db, at, owner) => {
   for (const snap of snapshots) {
     const type = drives.get(snap.body.drive as string);
     const size = sizes.get(snap.uuid) ?? 0;
-    if (type && size > 0) out.push({ owner: snap.owner_uuid!, keys: [type], amount: size, since: Date.parse(snap.created_at) });
+    if (type && size > 0) out.push({ owner: snap.owner_uuid!, keys: [type], amount: size, since: Date.parse(snap.created_at), uuid: snap.uuid });
   }
   return out;
 };

@@ -13,6 +13,7 @@ import { fwpolicyServers } from './0011_fwpolicy_servers.js';
 import { billing } from './0012_billing.js';
 import { subscriptions } from './0013_subscriptions.js';
 import { subscriptionConsumed } from './0014_subscription_consumed.js';
+import { usage } from './0015_usage.js';
 import { notifications } from './0020_notifications.js';
 
 /**
@@ -80,6 +81,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0012_billing': billing(dialect),
     '0013_subscriptions': subscriptions(dialect),
     '0014_subscription_consumed': subscriptionConsumed(),
+    '0015_usage': usage(dialect),
     '0020_notifications': notifications(dialect),
   };
 }
