@@ -153,8 +153,9 @@ export async function buildApp(
   const limiter = RateLimiter.create(services, app.log);
   app.decorate('rateLimiter', limiter);
   if (limiter) app.addHook('onClose', () => limiter.close());
+  // Only where the store has an answer token (SQLite): elsewhere no answer could be reused.
   const answers =
-    config.answerCacheMiB > 0
+    config.answerCacheMiB > 0 && services.store.answerToken() !== undefined
       ? new AnswerCache(config.answerCacheMiB * 1024 * 1024, services.store.answerToken, services.clock, process.env.STRATUS_ANSWER_CACHE_VERIFY === '1')
       : null;
   app.decorate('answerCache', answers);
