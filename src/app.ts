@@ -12,7 +12,7 @@ import { clientErrorHandler, frameworkErrors, guardUnusedBodies } from './http/e
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
 import { fromDatabaseError } from './store/errors.js';
-import { registerPath, trackRoutes } from './http/routes.js';
+import { MAX_PARAM_LENGTH, registerPath, trackRoutes } from './http/routes.js';
 import { AnswerCache } from './http/answer-cache.js';
 import { ENCODINGS, ZLIB_OPTIONS } from './http/compression.js';
 import { resourcePaths } from './http/resource-routes.js';
@@ -84,7 +84,7 @@ export async function buildApp(
     // the API's error format (http/edges.ts).
     clientErrorHandler,
     frameworkErrors: frameworkErrors(config.bodyLimit),
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     logController: new LogController({ disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace' }),
   });
 

@@ -3,7 +3,7 @@ import type { Services } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
 import { lazyPackage } from '../core/lazy.js';
 import { send } from './respond.js';
-import { documentPath } from './routes.js';
+import { documentPath, routeLabel } from './routes.js';
 
 /**
  * Prometheus metrics at `/_stratus/metrics` (prom-client's text format), public and never rate-limited like
@@ -185,7 +185,7 @@ export function registerMetrics(app: FastifyInstance, services: Services): Metri
   if (metrics) {
     // The callback form: no promise per request.
     app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
-      metrics.observe(req.routeOptions.url ?? 'unmatched', req.method, reply.statusCode, reply.elapsedTime / 1000);
+      metrics.observe(routeLabel(req), req.method, reply.statusCode, reply.elapsedTime / 1000);
       done();
     });
   }

@@ -8,6 +8,7 @@ import type { RawQuery } from './query.js';
 import { send, serialise, type Result } from './respond.js';
 import { AnswerCache } from './answer-cache.js';
 import { truncateAtNul } from './json.js';
+import { MALFORMED, PathTable, type PathMatch } from './path-table.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -90,9 +91,9 @@ export function trackRoutes(app: FastifyInstance): void {
   const list: { url: string; methods: string[] }[] = [];
   served.set(app, list);
   app.addHook('onRoute', (route) => {
-    const allowed = (route.config as { allowed?: string } | undefined)?.allowed;
-    const methods = allowed !== undefined ? allowed.split(',').filter(Boolean) : [route.method].flat().filter((m) => m !== 'HEAD' && m !== 'OPTIONS');
-    list.push({ url: route.url, methods });
+    // registerPath lists its own paths.
+    if ((route.config as { registered?: boolean } | undefined)?.registered) return;
+    list.push({ url: route.url, methods: [route.method].flat().filter((m) => m !== 'HEAD' && m !== 'OPTIONS') });
   });
 }
 
@@ -115,10 +116,13 @@ declare module 'fastify' {
     caller?: Caller;
   }
   interface FastifyContextConfig {
-    allowed?: string;
-    public?: boolean;
+    /** A route of registerPath's (trackRoutes lists those itself). */
+    registered?: boolean;
   }
 }
+
+/** Longer path parameters match no route (a 404 before any work). */
+export const MAX_PARAM_LENGTH = 200;
 
 const ALL = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
@@ -133,56 +137,135 @@ export interface Limiter {
   guard(req: FastifyRequest, reply: FastifyReply, authenticate: Authenticator | null): Promise<Caller | undefined>;
 }
 
+/** A path registered with registerPath, and the guards it was registered with. */
+interface Registered {
+  spec: PathSpec;
+  /** The methods it answers, `GET,PUT` (OPTIONS and the 405's `Allow`). */
+  allowed: string;
+  authenticate: Authenticator;
+  limiter: Limiter | null;
+  answers: AnswerCache | null;
+}
+
+type Matched = PathMatch<Registered>;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The registerPath route this request is for (set in its onRequest). */
+    matched: Matched | null;
+  }
+}
+
+const tables = new WeakMap<FastifyInstance, PathTable<Registered>>();
+const CATCH_ALL = '*';
+
+/**
+ * `app`'s table of registerPath routes (path-table.ts), created with the one Fastify route that serves them
+ * all: any method, any path no other Fastify route claims (the router prefers static routes to a wildcard).
+ */
+function tableOf(app: FastifyInstance): PathTable<Registered> {
+  let table = tables.get(app);
+  if (table) return table;
+  const t = (table = new PathTable<Registered>(MAX_PARAM_LENGTH));
+  tables.set(app, t);
+  app.decorateRequest('matched', null);
+  app.route({
+    method: [...ALL],
+    url: CATCH_ALL,
+    config: { registered: true },
+    onRequest: async (req: FastifyRequest, reply: FastifyReply) => {
+      const path = pathOf(req.url);
+      const m = t.match(path);
+      if (m === MALFORMED) throw new ApiError('validation', `Malformed URL: ${JSON.stringify(path)} has an invalid %-escape`);
+      if (!m) throw new ApiError('notexist', `No resource at ${path}`);
+      req.matched = m;
+      return admit(m.value, req, reply);
+    },
+    handler: (req: FastifyRequest, reply: FastifyReply) => answer(req.matched!, req, reply),
+  });
+  return table;
+}
+
+const pathOf = (url: string): string => {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+};
+
+/** The route label of a request for metrics: its pattern, `unmatched` when no route took it. */
+export function routeLabel(req: FastifyRequest): string {
+  if (req.matched) return req.matched.pattern;
+  const url = req.routeOptions.url;
+  return url === undefined || url === CATCH_ALL ? 'unmatched' : url;
+}
+
 /**
  * Registers one URL for every HTTP method. Before the body is even read, OPTIONS is answered with the
  * allowed list, a method not in it gets 405 with `Allow`, and the caller is authenticated — the same
  * order tastypie uses (method check, then authentication) — and counted against the rate limits.
- * HEAD follows GET.
+ * HEAD follows GET. The path goes into the app's path table; one with a body limit of its own (the
+ * admin plane's state import) is a Fastify route of its own, since Fastify applies the limit per route.
  */
 export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate: Authenticator, limiter?: Limiter | null, answers?: AnswerCache | null): void {
   const allowed = (Object.keys(spec.methods) as HttpMethod[]).join(',');
   documentPath(app, { url: spec.url, public: spec.public ?? false, doc: spec.doc });
+  served.get(app)?.push({ url: spec.url, methods: allowed.split(',').filter(Boolean) });
+  const entry: Registered = { spec, allowed, authenticate, limiter: limiter ?? null, answers: answers ?? null };
+  if (!spec.bodyLimit) {
+    tableOf(app).add(spec.url, entry);
+    return;
+  }
   app.route({
     method: [...ALL],
     url: spec.url,
-    ...(spec.bodyLimit ? { bodyLimit: spec.bodyLimit } : {}),
-    config: { allowed, public: spec.public ?? false },
+    bodyLimit: spec.bodyLimit,
+    config: { registered: true },
     onRequest: async (req: FastifyRequest, reply: FastifyReply) => {
-      const method = req.method === 'HEAD' ? 'GET' : req.method;
-      if (method === 'OPTIONS') {
-        reply.code(200).header('allow', allowed).header('content-type', 'text/plain; charset=utf-8').send(allowed);
-        return reply;
-      }
-      if (!spec.methods[method as HttpMethod])
-        throw new ApiError('method', `Method ${req.method} is not allowed on this URL; allowed: ${allowed}`, null, { Allow: allowed });
-      if (limiter) req.caller = await limiter.guard(req, reply, spec.public ? null : authenticate);
-      else if (!spec.public) req.caller = await authenticate(req);
+      req.matched = { value: entry, pattern: spec.url, params: req.params as Record<string, string> };
+      return admit(entry, req, reply);
     },
-    handler: async (req: FastifyRequest, reply: FastifyReply) => {
-      const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
-      const reuse = method === 'GET' && spec.reusable ? answers : undefined;
-      // Read before anything the answer is made of: a change after it makes the entry unreachable.
-      const token = reuse?.token();
-      const key = token === undefined ? '' : AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url);
-      const hit = token === undefined ? undefined : reuse!.get(key, token);
-      if (hit && !reuse!.verify) return AnswerCache.send(reply, req.headers, hit);
-      const read = { clock: false };
-      const result = await spec.methods[method]!({
-        caller: req.caller!,
-        // Strings end at `\0`, as in bodies (http/body.ts): neither engine stores or compares a NUL.
-        params: truncateAtNul({ ...(req.params as Record<string, string>) }) as Record<string, string>,
-        query: truncateAtNul(req.query) as RawQuery,
-        body: req.body,
-        origin: `${req.protocol}://${req.host}`,
-        http: { method: req.method, url: req.url, ip: req.ip, headers: req.headers },
-        clock: reuse?.watch(read),
-      });
-      if (token === undefined || result.status !== 200 || result.headers || result.body === undefined) return send(reply, req.format, result);
-      const answer = serialise(req.format, result);
-      if (hit && hit.payload !== answer.payload)
-        throw new Error(`answer cache: the reused answer of ${req.url} differs from a fresh one: ${hit.payload} / ${answer.payload}`);
-      reuse!.made(key, token, answer, read.clock);
-      return AnswerCache.send(reply, req.headers, answer);
-    },
+    handler: (req: FastifyRequest, reply: FastifyReply) => answer(req.matched!, req, reply),
   });
+}
+
+/** OPTIONS, 405, then authentication and rate limits: all before the body is read. */
+async function admit(r: Registered, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  const method = req.method === 'HEAD' ? 'GET' : req.method;
+  if (method === 'OPTIONS') {
+    reply.code(200).header('allow', r.allowed).header('content-type', 'text/plain; charset=utf-8').send(r.allowed);
+    return reply;
+  }
+  if (!r.spec.methods[method as HttpMethod])
+    throw new ApiError('method', `Method ${req.method} is not allowed on this URL; allowed: ${r.allowed}`, null, { Allow: r.allowed });
+  if (r.limiter) req.caller = await r.limiter.guard(req, reply, r.spec.public ? null : r.authenticate);
+  else if (!r.spec.public) req.caller = await r.authenticate(req);
+  return undefined;
+}
+
+/** Runs the handler, or reuses its answer (answer-cache.ts). */
+async function answer({ value: r, params }: Matched, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const { spec, answers } = r;
+  const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
+  const reuse = method === 'GET' && spec.reusable ? answers : null;
+  // Read before anything the answer is made of: a change after it makes the entry unreachable.
+  const token = reuse?.token();
+  const key = token === undefined ? '' : AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url);
+  const hit = token === undefined ? undefined : reuse!.get(key, token);
+  if (hit && !reuse!.verify) return AnswerCache.send(reply, req.headers, hit);
+  const read = { clock: false };
+  const result = await spec.methods[method]!({
+    caller: req.caller!,
+    // Strings end at `\0`, as in bodies (http/body.ts): neither engine stores or compares a NUL.
+    params: truncateAtNul({ ...params }) as Record<string, string>,
+    query: truncateAtNul(req.query) as RawQuery,
+    body: req.body,
+    origin: `${req.protocol}://${req.host}`,
+    http: { method: req.method, url: req.url, ip: req.ip, headers: req.headers },
+    clock: reuse?.watch(read),
+  });
+  if (token === undefined || result.status !== 200 || result.headers || result.body === undefined) return send(reply, req.format, result);
+  const answer = serialise(req.format, result);
+  if (hit && hit.payload !== answer.payload)
+    throw new Error(`answer cache: the reused answer of ${req.url} differs from a fresh one: ${hit.payload} / ${answer.payload}`);
+  reuse!.made(key, token, answer, read.clock);
+  return AnswerCache.send(reply, req.headers, answer);
 }
