@@ -1,8 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../core/context.js';
-import { ApiError } from '../core/errors.js';
-import { lazyPackage } from '../core/lazy.js';
-import { send } from './respond.js';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { documentPath, routeLabel } from './routes.js';
 
 /**
@@ -25,69 +23,39 @@ import { documentPath, routeLabel } from './routes.js';
  *
  * The request path pays for one histogram observation: an `onResponse` hook looks the labelled child up in
  * nested maps (no string is built per request) and observes the elapsed time Fastify already measured.
- * Everything else is read when Prometheus scrapes. prom-client loads at start-up of `serve` (CommonJS, not
- * bundled, as pg is); a deployment without the package answers 503 here and records nothing.
+ * Everything else is read when Prometheus scrapes. prom-client is bundled into the `serve` chunk: loaded
+ * from node_modules it cost start-up ~25 ms of resolving and compiling its files.
  */
-
-/** The part of prom-client used here (its own types come with the package; this keeps the build independent of it). */
-interface Child {
-  observe(v: number): void;
-}
-interface Gauge {
-  set(v: number): void;
-  labels(...values: string[]): { set(v: number): void };
-  reset(): void;
-}
-interface PromClient {
-  Registry: new () => { metrics(): Promise<string>; contentType: string };
-  Histogram: new (cfg: { name: string; help: string; labelNames: string[]; buckets: number[]; registers: unknown[] }) => {
-    labels(...values: string[]): Child;
-  };
-  Counter: new (cfg: { name: string; help: string; labelNames: string[]; registers: unknown[] }) => { labels(...values: string[]): { inc(): void } };
-  Gauge: new (cfg: { name: string; help: string; labelNames?: string[]; registers: unknown[]; collect?: (this: Gauge) => Promise<void> | void }) => Gauge;
-  collectDefaultMetrics(opts: { register: unknown }): void;
-}
-
-const loadProm = lazyPackage<PromClient>('prom-client');
-
-/** prom-client, or null when it is not installed. */
-function promClient(): PromClient | null {
-  try {
-    return loadProm();
-  } catch {
-    return null;
-  }
-}
 
 const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
 export type RejectionReason = 'rate_limit' | 'login_protection' | 'auth';
 
 export class Metrics {
-  private readonly children = new Map<string, Map<string, Map<number, Child>>>();
-  private readonly registry;
+  private readonly children = new Map<string, Map<string, Map<number, Histogram.Internal<string>>>>();
+  private readonly registry = new Registry();
   private readonly duration;
   private readonly rejections;
 
-  private constructor(prom: PromClient, services: Services, app: FastifyInstance) {
-    const registers = [(this.registry = new prom.Registry())];
-    this.duration = new prom.Histogram({
+  constructor(services: Services, app: FastifyInstance) {
+    const registers = [this.registry];
+    this.duration = new Histogram({
       name: 'stratus_http_request_duration_seconds',
       help: 'Answered HTTP requests by route pattern, method and status, and how long each took',
       labelNames: ['route', 'method', 'status'],
       buckets: BUCKETS,
       registers,
     });
-    this.rejections = new prom.Counter({
+    this.rejections = new Counter({
       name: 'stratus_http_rejections_total',
       help: 'Requests refused by rate limits, login protection, or for missing or wrong credentials',
       labelNames: ['reason'],
       registers,
     });
     const { store } = services;
-    const due = new prom.Gauge({ name: 'stratus_scheduler_due_timers', help: 'Durable timers due and not yet run', registers });
-    const lag = new prom.Gauge({ name: 'stratus_scheduler_lag_seconds', help: 'How long the oldest due timer has waited', registers });
-    new prom.Gauge({
+    const due = new Gauge({ name: 'stratus_scheduler_due_timers', help: 'Durable timers due and not yet run', registers });
+    const lag = new Gauge({ name: 'stratus_scheduler_lag_seconds', help: 'How long the oldest due timer has waited', registers });
+    new Gauge({
       name: 'stratus_scheduler_running',
       help: "1 while this process's scheduler loop runs",
       registers,
@@ -99,7 +67,7 @@ export class Metrics {
         lag.set(backlog.lagMs / 1000);
       },
     });
-    new prom.Gauge({
+    new Gauge({
       name: 'stratus_db_pool_connections',
       help: 'PostgreSQL connection pool: total, idle, and requests waiting for a connection',
       labelNames: ['state'],
@@ -110,7 +78,7 @@ export class Metrics {
         for (const [state, n] of Object.entries(pool)) this.labels(state).set(n);
       },
     });
-    new prom.Gauge({
+    new Gauge({
       name: 'stratus_servers',
       help: 'Simulated servers by status',
       labelNames: ['status'],
@@ -126,7 +94,7 @@ export class Metrics {
         for (const r of rows) this.labels(r.status ?? 'unknown').set(Number(r.n));
       },
     });
-    new prom.Gauge({
+    new Gauge({
       name: 'stratus_answer_cache_answers',
       help: 'GET answers of reusable routes since start: reused, kept, timed (read the clock: not kept)',
       labelNames: ['outcome'],
@@ -135,7 +103,7 @@ export class Metrics {
         for (const [outcome, n] of Object.entries(app.answerCache?.counts ?? {})) this.labels(outcome).set(n);
       },
     });
-    new prom.Gauge({
+    new Gauge({
       name: 'stratus_answer_cache_bytes',
       help: 'Bytes the kept GET answers take',
       registers,
@@ -143,13 +111,7 @@ export class Metrics {
         this.set(app.answerCache?.size.bytes ?? 0);
       },
     });
-    prom.collectDefaultMetrics({ register: this.registry });
-  }
-
-  /** Null when prom-client is not installed. */
-  static create(services: Services, app: FastifyInstance): Metrics | null {
-    const prom = promClient();
-    return prom ? new Metrics(prom, services, app) : null;
+    collectDefaultMetrics({ register: this.registry });
   }
 
   /** One answered request (the onResponse hook). */
@@ -176,19 +138,14 @@ export class Metrics {
   }
 }
 
-/**
- * Installs the request hook and `/_stratus/metrics`. Without prom-client the endpoint answers 503 in the
- * API's error format and no hook is added.
- */
-export function registerMetrics(app: FastifyInstance, services: Services): Metrics | null {
-  const metrics = Metrics.create(services, app);
-  if (metrics) {
-    // The callback form: no promise per request.
-    app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
-      metrics.observe(routeLabel(req), req.method, reply.statusCode, reply.elapsedTime / 1000);
-      done();
-    });
-  }
+/** Installs the request hook and `/_stratus/metrics`. */
+export function registerMetrics(app: FastifyInstance, services: Services): Metrics {
+  const metrics = new Metrics(services, app);
+  // The callback form: no promise per request.
+  app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    metrics.observe(routeLabel(req), req.method, reply.statusCode, reply.elapsedTime / 1000);
+    done();
+  });
   documentPath(app, {
     url: '/_stratus/metrics',
     public: true,
@@ -197,13 +154,7 @@ export function registerMetrics(app: FastifyInstance, services: Services): Metri
   app.route({
     method: ['GET', 'HEAD'],
     url: '/_stratus/metrics',
-    handler: async (req, reply) => {
-      if (!metrics) {
-        const e = new ApiError('concurrency', 'Metrics need the prom-client package, which is not installed: run npm ci (or npm install)');
-        return send(reply, req.format, { status: 503, body: [e.toWire()] });
-      }
-      return reply.header('content-type', metrics.contentType).send(await metrics.text());
-    },
+    handler: async (_req, reply) => reply.header('content-type', metrics.contentType).send(await metrics.text()),
   });
   return metrics;
 }
