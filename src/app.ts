@@ -13,6 +13,7 @@ import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
 import { fromDatabaseError } from './store/errors.js';
 import { MAX_PARAM_LENGTH, registerPath, trackRoutes } from './http/routes.js';
+import { lazyChildLogger } from './http/lazy-logger.js';
 import { AnswerCache } from './http/answer-cache.js';
 import { ENCODINGS, ZLIB_OPTIONS } from './http/compression.js';
 import { resourcePaths } from './http/resource-routes.js';
@@ -79,6 +80,8 @@ export async function buildApp(
     // not Fastify's own JSON object.
     return503OnClosing: false,
     genReqId: () => randomUUID(),
+    // The request's logger is made when it first logs (http/lazy-logger.ts).
+    childLoggerFactory: lazyChildLogger,
     // Connection-level failures (garbage instead of HTTP, headers over Node's limit, a client too slow to
     // send its request) and router failures (a bad %-escape, an overlong path segment) still answer in
     // the API's error format (http/edges.ts).

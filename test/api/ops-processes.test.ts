@@ -153,6 +153,48 @@ describe('logs', () => {
     }
   });
 
+  test('the request logger: at debug, lines of a request carry its id; at info, a request that succeeds logs nothing', async () => {
+    const debug = await serveProcess([
+      '--db',
+      ':memory:',
+      '--ci',
+      '--demo-login',
+      'log@example.com:log-secret',
+      '--log-format',
+      'json',
+      '--log-level',
+      'debug',
+    ]);
+    const info = await serveProcess(['--db', ':memory:', '--ci', '--demo-login', 'log@example.com:log-secret', '--log-format', 'json']);
+    try {
+      const lines = (srv: typeof debug) =>
+        srv
+          .stdout()
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as Record<string, unknown>);
+      const ok = await new Client(debug.base, { email: 'log@example.com', password: 'log-secret' }).get('profile/');
+      const id = ok.headers['x-request-id'];
+      const mine = await until('the request lines', async () => {
+        const got = lines(debug).filter((l) => l.reqId === id);
+        return got.length >= 2 && got;
+      });
+      assert.deepEqual(
+        mine.map((l) => l.msg),
+        ['incoming request', 'request completed'],
+      );
+      assert.equal(await new Client(info.base, { email: 'log@example.com', password: 'log-secret' }).get('profile/').then((r) => r.status), 200);
+      await new Promise((r) => setTimeout(r, 200));
+      assert.deepEqual(
+        lines(info).filter((l) => 'reqId' in l),
+        [],
+      );
+    } finally {
+      assert.equal(await stop(debug), 0);
+      assert.equal(await stop(info), 0);
+    }
+  });
+
   test('pretty: the banner as lines a person reads, other lines as time, level, message and key=value', async () => {
     const srv = await serveProcess(['--db', ':memory:', '--ci', '--demo-login', 'log@example.com:log-secret', '--log-format', 'pretty', '--access-log']);
     try {
