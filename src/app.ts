@@ -102,13 +102,15 @@ export async function buildApp(
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onRequest', async (req, reply) => {
+  // The callback form (no promise per request); Fastify catches what it throws.
+  app.addHook('onRequest', (req, reply, done) => {
     reply.header('X-REQUEST-ID', req.id);
     const q = req.query as RawQuery;
     req.format = negotiate(q.format, req.headers.accept);
     if (closing) throw new ApiError('concurrency', 'The service is shutting down; retry the request', null, { Connection: 'close' });
     // Faults injected through the admin plane: one boolean per request while none is in force.
     if (faults.active) faults.check(req.method, req.url);
+    done();
   });
 
   // `--access-log`: one line per answered request at info, whatever the log level of the rest.

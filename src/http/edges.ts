@@ -186,14 +186,17 @@ function bodyIsParsed(req: FastifyRequest): boolean {
 }
 
 export function guardUnusedBodies(app: FastifyInstance, bodyLimit: number): void {
-  // Global hooks run before @fastify/compress's route-level preParsing decompression.
-  app.addHook('preParsing', async (req, _reply, payload) => {
-    if (!bodyIsParsed(req)) delete req.raw.headers['content-encoding'];
-    return payload;
+  // Global hooks run before @fastify/compress's route-level preParsing decompression. Both run on every
+  // request: the callback form, no promise each.
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    if (req.raw.headers['content-encoding'] !== undefined && !bodyIsParsed(req)) delete req.raw.headers['content-encoding'];
+    done(null, payload);
   });
-  app.addHook('onSend', async (req, reply, payload) => {
-    if (!reply.hasHeader('connection') && leavesStallingBytes(req, bodyLimit)) reply.header('Connection', 'close');
-    if (!req.raw.complete && /close/i.test(String(reply.getHeader('connection') ?? ''))) lingerAfterAnswer(req.raw.socket);
-    return payload;
+  app.addHook('onSend', (req, reply, payload, done) => {
+    if (!req.raw.complete) {
+      if (!reply.hasHeader('connection') && leavesStallingBytes(req, bodyLimit)) reply.header('Connection', 'close');
+      if (/close/i.test(String(reply.getHeader('connection') ?? ''))) lingerAfterAnswer(req.raw.socket);
+    }
+    done(null, payload);
   });
 }
