@@ -32,11 +32,10 @@ export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | T
 /** A kind billed per object an account holds (IPs, VLANs): one of `key` per owned object, from its creation. */
 export const perObject =
   (kind: string, key: string): Meter =>
-  async (s, db, _at, owner) =>
-    (await s.store.resources.owned(db, kind, { owner })).map((r) => ({
-      owner: r.owner_uuid!,
-      keys: [key],
-      amount: 1,
-      since: Date.parse(r.created_at),
-      uuid: r.uuid,
-    }));
+  async (s, db, _at, owner) => {
+    const out: Usage[] = [];
+    const keys = [key];
+    for await (const r of s.store.resources.ownedFields(db, kind, [], { owner }))
+      out.push({ owner: r.owner_uuid, keys, amount: 1, since: Date.parse(r.created_at), uuid: r.uuid });
+    return out;
+  };

@@ -48,13 +48,21 @@ export function licencesOf(s: Pick<Services, 'config'>, body: Obj): HeldLicence[
  * belong to no account and cost nothing.
  */
 export const driveUsage: Meter = async (s, db, _at, owner) => {
-  const rows = await s.store.resources.owned(db, 'drives', { owner });
+  // The three fields billing reads, not the bodies: a poll reads every account's drives at once.
   const out: Usage[] = [];
-  for (const r of rows) {
+  // One keys list per storage type, shared by its drives.
+  const keysOf = new Map<string, readonly string[]>();
+  for await (const r of s.store.resources.ownedFields(db, 'drives', ['storage_type', 'size', 'licenses'], { owner })) {
     const since = Date.parse(r.created_at);
-    out.push({ owner: r.owner_uuid!, keys: [String(r.body.storage_type ?? 'dssd')], amount: Number(r.body.size), since, uuid: r.uuid });
-    if (!(r.body.licenses as unknown[] | undefined)?.length) continue;
-    for (const l of licencesOf(s, r.body)) if (l.type !== 'instance') out.push({ owner: r.owner_uuid!, keys: [l.name], amount: l.amount, since, uuid: r.uuid });
+    const { storage_type, size, licenses: held } = r.fields;
+    const type = String(storage_type ?? 'dssd');
+    let keys = keysOf.get(type);
+    if (!keys) keysOf.set(type, (keys = [type]));
+    out.push({ owner: r.owner_uuid, keys, amount: Number(size), since, uuid: r.uuid });
+    const licenses = typeof held === 'string' && held !== '[]' ? (JSON.parse(held) as unknown) : undefined;
+    if (!Array.isArray(licenses) || !licenses.length) continue;
+    for (const l of licencesOf(s, { licenses }))
+      if (l.type !== 'instance') out.push({ owner: r.owner_uuid, keys: [l.name], amount: l.amount, since, uuid: r.uuid });
   }
   return out;
 };

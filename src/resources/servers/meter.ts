@@ -24,8 +24,11 @@ export const USING = ['starting', 'running', 'stopping'] as const;
  * attached, one of the traffic counters — for every account at once.
  */
 export const serverUsage: Meter = async (s, db, at, owner, from) => {
-  const all = await s.store.resources.owned(db, 'servers', { owner });
-  const rows = all.filter((r) => (USING as readonly string[]).includes(String(r.body.status)));
+  // The started servers' bodies only (a poll reads every account's servers): chosen by the status their
+  // body has (the indexed mirror of a row stored before that column existed is empty until its next write).
+  const started: string[] = [];
+  for await (const r of s.store.resources.ownedFields(db, 'servers', [], { owner, bodyIn: { key: 'status', values: USING } })) started.push(r.uuid);
+  const rows = await s.store.resources.getMany(db, 'servers', started);
   const out: Usage[] = [];
   if (rows.length) {
     // Every account's poll reads every guest's state in one statement; one account's, by uuid.
@@ -57,13 +60,20 @@ export const serverUsage: Meter = async (s, db, at, owner, from) => {
       for (const [name, amount] of instances) out.push({ owner: own, keys: [name], amount, since, uuid: r.uuid });
     }
   }
-  // What every server sent in the cycle (a stopped one may have sent before it stopped).
-  if (all.length) {
-    const since = (from ?? new Date(at.getTime() - 300_000)).getTime();
-    const sent = await sentBetween(db, s, since, at.getTime(), owner === undefined ? undefined : all.map((r) => r.uuid));
-    for (const r of all) {
+  // What every server sent in the cycle (a stopped one may have sent before it stopped): of every server
+  // with traffic counters in a poll of every account, else of the account's servers.
+  const since = (from ?? new Date(at.getTime() - 300_000)).getTime();
+  let theirs: string[] | undefined;
+  if (owner !== undefined) {
+    theirs = [];
+    for await (const r of s.store.resources.ownedFields(db, 'servers', [], { owner })) theirs.push(r.uuid);
+  }
+  const sent = await sentBetween(db, s, since, at.getTime(), theirs);
+  if (sent.size) {
+    const senders = await s.store.resources.existing(db, 'servers', [...sent.keys()]);
+    for (const r of [...senders.values()].sort((a, b) => a.seq - b.seq)) {
       const bytes = sent.get(r.uuid);
-      if (bytes) out.push({ owner: r.owner_uuid!, keys: ['tx'], amount: bytes, uuid: r.uuid, volume: true });
+      if (bytes && r.owner_uuid !== null) out.push({ owner: r.owner_uuid, keys: ['tx'], amount: bytes, uuid: r.uuid, volume: true });
     }
   }
   return out;

@@ -56,14 +56,15 @@ export async function dropSnapshotsOf(tx: Tx, ctx: Ctx, drive: Resource): Promis
  * downtime) is billed as it was.
  */
 export const snapshotUsage: Meter = async (s, db, at, owner) => {
-  const snapshots = await s.store.resources.owned(db, 'snapshots', { owner });
+  const snapshots = [];
+  for await (const r of s.store.resources.ownedFields(db, 'snapshots', ['drive'], { owner })) snapshots.push(r);
   if (!snapshots.length) return [];
   const drives = new Map(
     (
       await s.store.resources.getMany(
         db,
         'drives',
-        snapshots.map((r) => r.body.drive as string),
+        snapshots.map((r) => r.fields.drive as string),
       )
     ).map((d) => [d.uuid, String(d.body.storage_type)]),
   );
@@ -74,9 +75,9 @@ export const snapshotUsage: Meter = async (s, db, at, owner) => {
   );
   const out: Usage[] = [];
   for (const snap of snapshots) {
-    const type = drives.get(snap.body.drive as string);
+    const type = drives.get(snap.fields.drive as string);
     const size = sizes.get(snap.uuid) ?? 0;
-    if (type && size > 0) out.push({ owner: snap.owner_uuid!, keys: [type], amount: size, since: Date.parse(snap.created_at), uuid: snap.uuid });
+    if (type && size > 0) out.push({ owner: snap.owner_uuid, keys: [type], amount: size, since: Date.parse(snap.created_at), uuid: snap.uuid });
   }
   return out;
 };
