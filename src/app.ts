@@ -158,10 +158,17 @@ export async function buildApp(
   const limiter = RateLimiter.create(services, app.log);
   app.decorate('rateLimiter', limiter);
   if (limiter) app.addHook('onClose', () => limiter.close());
-  // Only where the store has an answer token (SQLite): elsewhere no answer could be reused.
+  // Kept GET answers (http/answer-cache.ts), on the store's answer token (on PostgreSQL a LISTEN connection).
+  if (config.answerCacheMiB > 0) await services.store.enableAnswerReuse();
   const answers =
-    config.answerCacheMiB > 0 && services.store.answerToken() !== undefined
-      ? new AnswerCache(config.answerCacheMiB * 1024 * 1024, services.store.answerToken, services.clock, process.env.STRATUS_ANSWER_CACHE_VERIFY === '1')
+    config.answerCacheMiB > 0
+      ? new AnswerCache(
+          config.answerCacheMiB * 1024 * 1024,
+          services.store.answerToken,
+          services.store.settleAnswers,
+          services.clock,
+          process.env.STRATUS_ANSWER_CACHE_VERIFY === '1',
+        )
       : null;
   app.decorate('answerCache', answers);
   for (const spec of [...resourcePaths(kinds, services), ...accounts]) registerPath(app, spec, auth.authenticate, limiter, answers);

@@ -14,8 +14,9 @@ import { VersionedCache } from '../store/object-cache.js';
  * connection and commits of any other), and it is served only while the token is the same: no row changed
  * since the answer was read, so reading again would give the same bytes. An answer whose making read the
  * clock (a running server's runtime counters, a job's age, a snapshot growing under a running guest) is
- * never kept: the request's services see a clock that notes being read (`watch`). Where the store has no
- * token (PostgreSQL) nothing is kept.
+ * never kept: the request's services see a clock that notes being read (`watch`). On PostgreSQL the token
+ * is exact only after a barrier (store/answer-barrier.ts): a request pays for it only when a kept answer
+ * could be reused, and requests arriving together share one.
  *
  * Only 200 answers of routes that declare their GET reusable are kept, bounded by `--answer-cache-mib`.
  * `STRATUS_ANSWER_CACHE_VERIFY=1` (a development check) makes every hit compute the answer anyway and fail
@@ -37,6 +38,8 @@ export class AnswerCache {
     maxBytes: number,
     /** The store's answer token (undefined: nothing can be reused). */
     readonly token: () => string | undefined,
+    /** Makes the token exact before a kept answer is reused (PostgreSQL's barrier); null where it always is. */
+    readonly settle: (() => Promise<boolean>) | null,
     private readonly clock: Clock,
     readonly verify = false,
   ) {
@@ -47,10 +50,22 @@ export class AnswerCache {
     return `${caller}\n${format}\n${host}\n${url}`;
   }
 
-  get(key: string, token: string): CachedAnswer | undefined {
-    const hit = this.entries.get(key, token);
+  /**
+   * The kept answer of `key`, if still current, with the token an answer made now is kept under (undefined:
+   * keep nothing). The token is read before the answer's rows are: never newer than they are.
+   */
+  async lookup(key: string): Promise<{ hit?: CachedAnswer; token?: string }> {
+    let token = this.token();
+    if (token === undefined) return {};
+    let hit = this.entries.get(key, token);
+    // The token moves only forward: a kept answer of an older one is stale already.
+    if (hit && this.settle) {
+      if (!(await this.settle())) return {};
+      token = this.token();
+      hit = token === undefined ? undefined : this.entries.get(key, token);
+    }
     if (hit) this.counts.reused++;
-    return hit;
+    return { hit, token };
   }
 
   /** A fresh answer: kept unless its making read the clock. */

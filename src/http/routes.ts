@@ -246,10 +246,9 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
   const { spec, answers } = r;
   const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
   const reuse = method === 'GET' && spec.reusable ? answers : null;
+  const key = reuse ? AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url) : '';
   // Read before anything the answer is made of: a change after it makes the entry unreachable.
-  const token = reuse?.token();
-  const key = token === undefined ? '' : AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url);
-  const hit = token === undefined ? undefined : reuse!.get(key, token);
+  const { hit, token } = reuse ? await reuse.lookup(key) : {};
   if (hit && !reuse!.verify) return AnswerCache.send(reply, req.headers, hit);
   const read = { clock: false };
   const result = await spec.methods[method]!({

@@ -82,3 +82,6 @@ export class ChangeFeed {
 
 /** The NOTIFY channel of a schema: channels are database-wide, and each test (or deployment) has its own schema. */
 export const schemaChannel = (schema: string): string => `stratus_changes_${createHash('sha256').update(schema).digest('hex').slice(0, 16)}`;
+
+/** The channel announcing that committed data of a schema may have changed (store/answer-barrier.ts). */
+export const answerChannel = (schema: string): string => `stratus_answers_${createHash('sha256').update(schema).digest('hex').slice(0, 16)}`;

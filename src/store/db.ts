@@ -6,7 +6,9 @@ import type Pg from 'pg';
 import { lazyPackage } from '../core/lazy.js';
 import { byCodePoint } from '../core/order.js';
 import type { Database } from './schema.js';
-import { ChangeFeed, schemaChannel, type Change } from './changes.js';
+import { answerChannel, ChangeFeed, schemaChannel, type Change } from './changes.js';
+import { AnswerBarrier } from './answer-barrier.js';
+import { ListenConnection } from './listen.js';
 import { migrationProvider } from './migrations/index.js';
 import { databaseOpenError } from './errors.js';
 import { ConfigError } from '../core/errors.js';
@@ -46,6 +48,12 @@ export class Store {
   /** PostgreSQL's connection pool (metrics read its counts); null on SQLite (one connection). */
   private pgPool: Pg.Pool | null = null;
   private pgUrl: string | null = null;
+  private pgSchema: string | null = null;
+  /** PostgreSQL's answer token, once enableAnswerReuse opened it. */
+  private barrier: AnswerBarrier | null = null;
+  get answerBarrier(): AnswerBarrier | null {
+    return this.barrier;
+  }
   /** Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. */
   poolStats(): { total: number; idle: number; waiting: number } | null {
     const p = this.pgPool;
@@ -54,15 +62,33 @@ export class Store {
   /** The migrations opening it applied (`schema: 'migrate'`); none when the schema was current. */
   migrated: string[] = [];
   /**
-   * A token that changes whenever committed data may have changed, or undefined where no cheap one exists.
-   * SQLite (one connection per process): the rows this connection changed (`total_changes()`, raised by
-   * every insert, update and delete, before its commit) and `data_version` (raised by every commit of another
-   * connection: an operator command, another process on the file). Two equal tokens mean no row changed in
-   * between, so an answer read after the first is still the answer (http/answer-cache.ts). PostgreSQL has
-   * none: `pg_current_snapshot()` moves with every write of the cluster (rate-limit counters among them), and
-   * a counter bumped by our writes is not transactional.
+   * A token that changes whenever committed data may have changed, or undefined where none is available.
+   * Two equal tokens mean no row changed in between, so an answer read after the first is still the
+   * answer (http/answer-cache.ts).
+   * - SQLite (one connection per process): the rows this connection changed (`total_changes()`, raised by
+   *   every insert, update and delete, before its commit) and `data_version` (raised by every commit of
+   *   another connection: an operator command, another process on the file). Exact at every read.
+   * - PostgreSQL: a generation raised by every write's announcement (store/answer-barrier.ts), once
+   *   enableAnswerReuse opened it. Exact after `settleAnswers()`; a token read before an answer's rows
+   *   were read is never newer than them, so an answer made afresh may be kept under it.
    */
   answerToken: () => string | undefined = () => undefined;
+  /**
+   * PostgreSQL: resolves once every write committed before the call is in the token (false: it could not
+   * tell, reuse nothing). Null where the token is always exact (SQLite).
+   */
+  settleAnswers: (() => Promise<boolean>) | null = null;
+
+  /**
+   * Opens what answerToken needs: nothing on SQLite; on PostgreSQL a LISTEN connection on the schema's
+   * answer channel (store/answer-barrier.ts). Only a serving process calls it.
+   */
+  async enableAnswerReuse(): Promise<void> {
+    if (this.dialect !== 'postgres' || this.barrier || !this.pgUrl) return;
+    const barrier = (this.barrier = await AnswerBarrier.open(loadPg(), this.pgUrl, answerChannel(this.pgSchema ?? 'public')));
+    this.answerToken = () => barrier.token();
+    this.settleAnswers = () => barrier.settle();
+  }
   /** Statements run since the store opened (the bench prints statements per request). */
   get statements(): number {
     return this.counter.n;
@@ -175,7 +201,8 @@ export class Store {
     );
     store.pgPool = pool;
     store.pgUrl = url;
-    store.changes.channel = schemaChannel((await sql<{ s: string }>`select current_schema() as s`.execute(store.db)).rows[0]?.s ?? 'public');
+    store.pgSchema = (await sql<{ s: string }>`select current_schema() as s`.execute(store.db)).rows[0]?.s ?? 'public';
+    store.changes.channel = schemaChannel(store.pgSchema);
     return store;
   }
 
@@ -269,6 +296,7 @@ export class Store {
       changed = await this.changes.flush(tx);
       return out;
     });
+    this.barrier?.bump();
     this.changes.committed(changed);
     return result;
   }
@@ -281,41 +309,20 @@ export class Store {
     const url = this.pgUrl;
     const channel = this.changes.channel;
     if (!url || !channel) return null;
-    const { Client } = loadPg();
-    let closed = false;
-    let client: Pg.Client | undefined;
-    let retry: NodeJS.Timeout | undefined;
-    // A lost connection (PostgreSQL restarted) is replaced after a second; changes in between are not replayed.
-    const connect = async (): Promise<void> => {
-      const c = new Client({ connectionString: url });
-      client = c;
-      const again = (err?: Error) => {
-        if (err) onError(err);
-        if (closed || client !== c) return;
-        client = undefined;
-        void c.end().catch(() => undefined);
-        retry = setTimeout(() => void connect().catch(again), 1000);
-        retry.unref();
-      };
-      c.on('error', again);
-      c.on('end', () => again());
-      c.on('notification', (n) => {
-        if (n.channel !== channel || !n.payload) return;
+    const listen = await ListenConnection.open(loadPg(), url, channel, {
+      onNotification: (payload) => {
+        if (!payload) return;
         try {
-          onChanges(JSON.parse(n.payload) as Change[]);
+          onChanges(JSON.parse(payload) as Change[]);
         } catch (err) {
           onError(err as Error);
         }
-      });
-      await c.connect();
-      await c.query(`LISTEN ${channel}`);
-    };
-    await connect();
-    return async () => {
-      closed = true;
-      clearTimeout(retry);
-      await client?.end().catch(() => undefined);
-    };
+      },
+      onLost: (err) => {
+        if (err) onError(err);
+      },
+    });
+    return () => listen.close();
   }
 
   /**
@@ -345,6 +352,7 @@ export class Store {
   }
 
   async close(): Promise<void> {
+    await this.barrier?.close();
     await this.db.destroy();
   }
 }

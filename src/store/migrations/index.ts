@@ -15,6 +15,7 @@ import { subscriptions } from './0013_subscriptions.js';
 import { subscriptionConsumed } from './0014_subscription_consumed.js';
 import { usage } from './0015_usage.js';
 import { notifications } from './0020_notifications.js';
+import { answerChanges } from './0021_answer_changes.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -83,6 +84,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0014_subscription_consumed': subscriptionConsumed(),
     '0015_usage': usage(dialect),
     '0020_notifications': notifications(dialect),
+    '0021_answer_changes': answerChanges(dialect),
   };
 }
 

@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import type Pg from 'pg';
+import { ListenConnection } from './listen.js';
+
+/** How long a barrier may take before the requests waiting on it give up reusing answers. */
+const BARRIER_TIMEOUT_MS = 2000;
+
+interface Waiter {
+  resolve(ok: boolean): void;
+}
+
+/**
+ * PostgreSQL's answer token (http/answer-cache.ts): a generation number that moves whenever committed data
+ * may have changed, with a barrier that makes it current.
+ *
+ * Every table an answer is made of has a statement trigger that NOTIFYs this schema's answer channel
+ * (migration 0021): any write of any process, operator commands and other API processes included, is
+ * announced when it commits, and only then. A LISTEN connection raises the generation on each
+ * announcement. The announcement reaches this process a little after the commit, so an answer is
+ * reused only after a barrier: this process NOTIFYs the channel itself and waits for its own
+ * notification. Notifications arrive in commit order, so every write committed before the barrier was
+ * sent (every write acknowledged before the request arrived) has raised the generation by then.
+ * Requests arriving while a barrier is being sent share it: one round trip serves many reuses.
+ *
+ * Reading the generation needs no barrier when the answer is made afresh: a generation read before the
+ * answer's rows were read is never newer than those rows. While the connection is lost (PostgreSQL
+ * restarted) the token is undefined: notifications of that time are gone, nothing is reused or kept.
+ */
+export class AnswerBarrier {
+  private generation = 0;
+  private listening = false;
+  /** The barrier requests are joining now (sent on the next turn of the event loop). */
+  private joining: Waiter[] | null = null;
+  private sent = 0;
+  private readonly inFlight = new Map<number, { waiters: Waiter[]; timer: NodeJS.Timeout }>();
+  /** Payload prefix of this process's barriers (other processes' barriers move nothing). */
+  private readonly mine = `b:${randomBytes(6).toString('hex')}:`;
+  private listen: ListenConnection | null = null;
+
+  private constructor(private readonly channel: string) {}
+
+  static async open(pg: typeof Pg, url: string, channel: string): Promise<AnswerBarrier> {
+    const b = new AnswerBarrier(channel);
+    // A barrier's NOTIFY commits a transaction that changes nothing worth a disk flush.
+    b.listen = await ListenConnection.open(
+      pg,
+      url,
+      channel,
+      {
+        onNotification: (payload) => b.heard(payload),
+        onListening: () => {
+          b.generation++;
+          b.listening = true;
+        },
+        onLost: () => b.lost(),
+      },
+      'set synchronous_commit = off',
+    );
+    return b;
+  }
+
+  /** The current generation; undefined while not listening. */
+  token(): string | undefined {
+    return this.listening ? String(this.generation) : undefined;
+  }
+
+  /** A commit of this process: known at once, before its announcement comes back. */
+  bump(): void {
+    this.generation++;
+  }
+
+  /** Resolves once every write committed before the call has moved the generation; false: it could not tell. */
+  settle(): Promise<boolean> {
+    if (!this.listening) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      if (!this.joining) {
+        const waiters: Waiter[] = (this.joining = []);
+        setImmediate(() => this.send(waiters));
+      }
+      this.joining.push({ resolve });
+    });
+  }
+
+  private send(waiters: Waiter[]): void {
+    if (this.joining === waiters) this.joining = null;
+    const n = ++this.sent;
+    const timer = setTimeout(() => this.finish(n, false), BARRIER_TIMEOUT_MS);
+    timer.unref();
+    this.inFlight.set(n, { waiters, timer });
+    this.listen!.query('select pg_notify($1, $2)', [this.channel, `${this.mine}${n}`]).catch(() => this.finish(n, false));
+  }
+
+  /**
+   * Handles each notification `ms` later, in order: what a slow link between PostgreSQL and this process
+   * does. Tests use it to show that reuse waits for the barrier, not for luck.
+   */
+  delayNotifications(ms: number): void {
+    this.delayMs = ms;
+  }
+
+  private delayMs = 0;
+
+  private heard(payload: string): void {
+    if (this.delayMs > 0) setTimeout(() => this.notified(payload), this.delayMs);
+    else this.notified(payload);
+  }
+
+  private notified(payload: string): void {
+    if (!payload.startsWith('b:')) {
+      this.generation++;
+      return;
+    }
+    if (!payload.startsWith(this.mine)) return;
+    // In order: this barrier and any earlier one still waiting are through.
+    const n = Number(payload.slice(this.mine.length));
+    for (const pending of [...this.inFlight.keys()]) if (pending <= n) this.finish(pending, true);
+  }
+
+  private finish(n: number, ok: boolean): void {
+    const b = this.inFlight.get(n);
+    if (!b) return;
+    this.inFlight.delete(n);
+    clearTimeout(b.timer);
+    for (const w of b.waiters) w.resolve(ok && this.listening);
+  }
+
+  private lost(): void {
+    this.listening = false;
+    this.generation++;
+    for (const n of [...this.inFlight.keys()]) this.finish(n, false);
+  }
+
+  async close(): Promise<void> {
+    this.listening = false;
+    for (const n of [...this.inFlight.keys()]) this.finish(n, false);
+    await this.listen?.close();
+  }
+}
