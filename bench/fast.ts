@@ -13,9 +13,9 @@ import type { Account, Seeded } from './seed.js';
 export interface FastRow {
   label: string;
   path: string;
-  /** Stratus as configured by default (answers kept for reuse where the store allows, see answer-cache.ts). */
+  /** Stratus as configured by default (repeated GETs reuse kept answers, see answer-cache.ts). */
   stratus: Run;
-  /** Stratus making every answer afresh (`--answer-cache-mib 0`); the same run where nothing is kept anyway. */
+  /** Stratus making every answer afresh (`--answer-cache-mib 0`). */
   made: Run;
   raw: Run;
   /** Stratus req/s over raw req/s. */

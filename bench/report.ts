@@ -104,9 +104,7 @@ export function storeBlock(r: StoreReport, settings: { durationS: number; warmup
     out.push(
       `Fast — Stratus vs a raw node:http server replaying the same bytes (an account of 20 servers, each with a drive, a NIC and a tag; nothing shared); goal p99 < ${P99_GOAL_MS} ms`,
     );
-    out.push(
-      '    stratus: as configured by default (repeated GETs reuse kept answers where the store allows); made: every answer made afresh (--answer-cache-mib 0)',
-    );
+    out.push('    stratus: as configured by default (repeated GETs reuse kept answers); made: every answer made afresh (--answer-cache-mib 0)');
     out.push(
       ...table(
         ['url', 'bytes', 'stratus req/s', 'raw req/s', 'ratio', 'made req/s', 'made ratio', 'goal', 'p50 ms', 'p99 ms', 'stmts/req', 'result'],

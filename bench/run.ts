@@ -39,10 +39,11 @@ async function runStore(spec: Options['stores'][number], opts: Options): Promise
     store = await Store.open(db.url, { poolSize: 4 });
     const accounts = await makeAccounts(servicesOf(store, db.url));
     const pg = store;
-    stratus = await startChild({ mode: 'stratus', db: db.url, dbBusy: store.dialect === 'postgres' ? () => postgresBusy(pg) : undefined });
-    // Where the store keeps answers for reuse (SQLite), a second process with none makes every answer
-    // afresh: flat measures it (making an answer must not cost more in a big account), fast prints both.
-    uncached = store.dialect === 'sqlite' ? await startChild({ mode: 'stratus', db: db.url, answerCacheMiB: 0 }) : stratus;
+    const dbBusy = store.dialect === 'postgres' ? () => postgresBusy(pg) : undefined;
+    stratus = await startChild({ mode: 'stratus', db: db.url, dbBusy });
+    // A second process keeping no answers makes every answer afresh: flat measures it (making an answer
+    // must not cost more in a big account), fast prints both.
+    uncached = await startChild({ mode: 'stratus', db: db.url, answerCacheMiB: 0, dbBusy });
     const seeded = await seedStart(store, `${stratus.base}/api/2.0/`, accounts);
     const setupSeconds = (performance.now() - t0) / 1000;
 
@@ -65,7 +66,7 @@ async function runStore(spec: Options['stores'][number], opts: Options): Promise
     const writes = await writeSection(store, stratus, accounts.writer, opts);
     return { engine: spec.engine, database: db.label, setupSeconds, fast, flat, memory, writes };
   } finally {
-    if (uncached !== stratus) await uncached?.close();
+    await uncached?.close();
     await stratus?.close();
     await store?.close();
     await db.drop();

@@ -320,7 +320,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     key: 'answerCacheMiB',
     flag: 'answer-cache-mib',
     env: 'STRATUS_ANSWER_CACHE_MIB',
-    help: 'MiB of GET answers kept for reuse while no row changes (SQLite only; 0 = none)',
+    help: 'MiB of GET answers kept for reuse while no row changes (0 = none; on PostgreSQL one more connection, LISTENing)',
     parse: int('answer-cache-mib', 0, 65536),
     fallback: () => 16,
   },

@@ -68,6 +68,12 @@ export class AnswerCache {
     return { hit, token };
   }
 
+  /** Whether nothing has changed since `token` was current (the verify check tells a stale answer from a race). */
+  async unchangedSince(token: string): Promise<boolean> {
+    if (this.settle && !(await this.settle())) return false;
+    return this.token() === token;
+  }
+
   /** A fresh answer: kept unless its making read the clock. */
   made(key: string, token: string, answer: CachedAnswer, readClock: boolean): void {
     if (readClock) {
