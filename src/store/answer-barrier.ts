@@ -20,7 +20,7 @@ interface Waiter {
  * reused only after a barrier: this process NOTIFYs the channel itself and waits for its own
  * notification. Notifications arrive in commit order, so every write committed before the barrier was
  * sent (every write acknowledged before the request arrived) has raised the generation by then.
- * Requests arriving while a barrier is being sent share it: one round trip serves many reuses.
+ * Requests arriving while a barrier is in flight share the next one: one round trip serves many reuses.
  *
  * Reading the generation needs no barrier when the answer is made afresh: a generation read before the
  * answer's rows were read is never newer than those rows. While the connection is lost (PostgreSQL
@@ -29,8 +29,12 @@ interface Waiter {
 export class AnswerBarrier {
   private generation = 0;
   private listening = false;
-  /** The barrier requests are joining now (sent on the next turn of the event loop). */
+  /** The requests waiting for the next barrier. */
   private joining: Waiter[] | null = null;
+  /** A barrier's NOTIFY is in flight. */
+  private sending = false;
+  /** A send is due on the next turn of the event loop (requests arriving in this one join it). */
+  private scheduled = false;
   private sent = 0;
   private readonly inFlight = new Map<number, { waiters: Waiter[]; timer: NodeJS.Timeout }>();
   /** Payload prefix of this process's barriers (other processes' barriers move nothing). */
@@ -73,21 +77,43 @@ export class AnswerBarrier {
   settle(): Promise<boolean> {
     if (!this.listening) return Promise.resolve(false);
     return new Promise((resolve) => {
-      if (!this.joining) {
-        const waiters: Waiter[] = (this.joining = []);
-        setImmediate(() => this.send(waiters));
+      (this.joining ??= []).push({ resolve });
+      if (!this.sending && !this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => {
+          this.scheduled = false;
+          this.sendNext();
+        });
       }
-      this.joining.push({ resolve });
     });
   }
 
-  private send(waiters: Waiter[]): void {
-    if (this.joining === waiters) this.joining = null;
+  /**
+   * One barrier in flight at a time: the requests arriving meanwhile all join the next one, sent as soon
+   * as it is back (after they arrived, as each needs). Under load a barrier serves every request of a
+   * round trip, and the connection never queues queries.
+   */
+  private sendNext(): void {
+    const waiters = this.joining;
+    if (this.sending || !waiters) return;
+    this.joining = null;
+    this.sending = true;
     const n = ++this.sent;
     const timer = setTimeout(() => this.finish(n, false), BARRIER_TIMEOUT_MS);
     timer.unref();
     this.inFlight.set(n, { waiters, timer });
-    this.listen!.query('select pg_notify($1, $2)', [this.channel, `${this.mine}${n}`]).catch(() => this.finish(n, false));
+    this.listen!.query('select pg_notify($1, $2)', [this.channel, `${this.mine}${n}`]).then(
+      () => this.barrierBack(),
+      () => {
+        this.finish(n, false);
+        this.barrierBack();
+      },
+    );
+  }
+
+  private barrierBack(): void {
+    this.sending = false;
+    this.sendNext();
   }
 
   /**
