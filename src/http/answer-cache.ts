@@ -14,9 +14,10 @@ import { VersionedCache } from '../store/object-cache.js';
  * connection and commits of any other), and it is served only while the token is the same: no row changed
  * since the answer was read, so reading again would give the same bytes. An answer whose making read the
  * clock (a running server's runtime counters, a job's age, a snapshot growing under a running guest) is
- * never kept: the request's services see a clock that notes being read (`watch`). On PostgreSQL the token
- * is exact only after a barrier (store/answer-barrier.ts): a request pays for it only when a kept answer
- * could be reused, and requests arriving together share one.
+ * never kept: the request's services see a clock that notes being read (`watch`). A kept answer is
+ * checked against a token settled after the request arrived, shared by the requests of one turn of the
+ * event loop: one token read on SQLite, one barrier on PostgreSQL (store/answer-barrier.ts), whose token
+ * is exact only after it.
  *
  * Only 200 answers of routes that declare their GET reusable are kept, bounded by `--answer-cache-mib`.
  * `STRATUS_ANSWER_CACHE_VERIFY=1` (a development check) makes every hit compute the answer anyway and fail
@@ -38,8 +39,8 @@ export class AnswerCache {
     maxBytes: number,
     /** The store's answer token (undefined: nothing can be reused). */
     readonly token: () => string | undefined,
-    /** Makes the token exact before a kept answer is reused (PostgreSQL's barrier); null where it always is. */
-    readonly settle: (() => Promise<boolean>) | null,
+    /** The token made exact for everything committed before the call, shared by the calls of one turn (Store.settleAnswers). */
+    readonly settle: () => Promise<string | undefined>,
     private readonly clock: Clock,
     readonly verify = false,
   ) {
@@ -52,26 +53,21 @@ export class AnswerCache {
 
   /**
    * The kept answer of `key`, if still current, with the token an answer made now is kept under (undefined:
-   * keep nothing). The token is read before the answer's rows are: never newer than they are.
+   * keep nothing). A kept answer is checked against a token settled after the request arrived; without
+   * one the token is read at once: before the answer's rows are, so never newer than they are.
    */
   async lookup(key: string): Promise<{ hit?: CachedAnswer; token?: string }> {
-    let token = this.token();
+    if (!this.entries.has(key)) return { token: this.token() };
+    const token = await this.settle();
     if (token === undefined) return {};
-    let hit = this.entries.get(key, token);
-    // The token moves only forward: a kept answer of an older one is stale already.
-    if (hit && this.settle) {
-      if (!(await this.settle())) return {};
-      token = this.token();
-      hit = token === undefined ? undefined : this.entries.get(key, token);
-    }
+    const hit = this.entries.get(key, token);
     if (hit) this.counts.reused++;
     return { hit, token };
   }
 
   /** Whether nothing has changed since `token` was current (the verify check tells a stale answer from a race). */
   async unchangedSince(token: string): Promise<boolean> {
-    if (this.settle && !(await this.settle())) return false;
-    return this.token() === token;
+    return (await this.settle()) === token;
   }
 
   /** A fresh answer: kept unless its making read the clock. */

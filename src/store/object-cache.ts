@@ -19,6 +19,11 @@ export class VersionedCache<V, T extends number | string = number> {
     return e.value;
   }
 
+  /** Whether some version of `key` is held. */
+  has(key: string): boolean {
+    return this.entries.has(key);
+  }
+
   set(key: string, version: T, value: V, bytes: number): void {
     const old = this.entries.get(key);
     if (old) {
