@@ -82,6 +82,10 @@ export async function buildApp(
     genReqId: () => randomUUID(),
     // The request's logger is made when it first logs (http/lazy-logger.ts).
     childLoggerFactory: lazyChildLogger,
+    // No route declares a Fastify schema (requests are checked by the declarations, answers serialised by
+    // http/respond.ts): Fastify's ajv and fast-json-stringify compilers would be loaded and built at every
+    // start (~8 ms) for nothing. A schema added some day fails loudly at start-up instead.
+    schemaController: { compilersFactory: { buildValidator: noFastifySchemas, buildSerializer: noFastifySchemas } },
     // Connection-level failures (garbage instead of HTTP, headers over Node's limit, a client too slow to
     // send its request) and router failures (a bad %-escape, an overlong path segment) still answer in
     // the API's error format (http/edges.ts).
@@ -193,6 +197,10 @@ export async function buildApp(
     });
 
   return app;
+}
+
+function noFastifySchemas(): never {
+  throw new Error('Fastify route schemas are not used here: check requests in the declarations (core/validate) instead');
 }
 
 /** Which guard refused a request: rate limits and login protection both answer 429 `ratelimit`. */
