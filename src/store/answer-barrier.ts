@@ -102,7 +102,9 @@ export class AnswerBarrier {
     const timer = setTimeout(() => this.finish(n, false), BARRIER_TIMEOUT_MS);
     timer.unref();
     this.inFlight.set(n, { waiters, timer });
-    this.listen!.query('select pg_notify($1, $2)', [this.channel, `${this.mine}${n}`]).then(
+    // The simple protocol: one message each way (70-100 µs here; `select pg_notify($1, $2)` took 150-200).
+    // The channel and the payload are our own [a-z0-9_:] strings.
+    this.listen!.query(`NOTIFY ${this.channel}, '${this.mine}${n}'`).then(
       () => this.barrierBack(),
       () => {
         this.finish(n, false);
