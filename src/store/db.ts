@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type PostgresPool, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Driver, type PostgresPool, type Transaction } from 'kysely';
 import type Pg from 'pg';
 import { lazyPackage } from '../core/lazy.js';
 import { byCodePoint } from '../core/order.js';
@@ -232,7 +232,7 @@ export class Store {
       return [];
     };
     const store = new Store(
-      new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }), log }),
+      new Kysely<Database>({ dialect: new SqliteImmediateWrites({ database: statements }), log }),
       'sqlite',
       url,
       counter,
@@ -334,7 +334,7 @@ export class Store {
    * this transaction's connection forever.
    */
   snapshot<T>(fn: (db: Tx) => Promise<T>): Promise<T> {
-    if (this.dialect === 'sqlite') return this.db.transaction().execute(fn);
+    if (this.dialect === 'sqlite') return this.db.transaction().setAccessMode('read only').execute(fn);
     return this.db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(fn);
   }
 
@@ -402,6 +402,25 @@ function preparingShapes(pool: Pg.Pool): PostgresPool {
     return client;
   };
   return { connect: async () => wrap(await connect()), end: () => pool.end() };
+}
+
+/**
+ * SQLite's write transactions begin IMMEDIATE. A deferred BEGIN reads from a snapshot, and its first write
+ * fails at once (SQLITE_BUSY_SNAPSHOT, which busy_timeout does not wait out) when another process (an
+ * operator command, a second server on the file) committed meanwhile: seen as timers failing in the bench.
+ * IMMEDIATE takes the write lock first, waiting up to busy_timeout for the other process's commit. Read-only
+ * transactions (Store.snapshot) stay deferred: they never block a writer.
+ */
+class SqliteImmediateWrites extends SqliteDialect {
+  override createDriver(): Driver {
+    const driver = super.createDriver();
+    const deferred = driver.beginTransaction.bind(driver);
+    driver.beginTransaction = async (connection, settings) => {
+      if (settings.accessMode === 'read only') return deferred(connection, settings);
+      await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+    };
+    return driver;
+  }
 }
 
 /**

@@ -26,7 +26,11 @@ const clash = () => new ApiError('conflict', 'An object with the same unique val
 
 export function fromDatabaseError(err: unknown): ApiError | null {
   const code = (err as { code?: unknown })?.code;
-  return typeof code === 'string' && BY_CODE[code] ? BY_CODE[code]() : null;
+  if (typeof code !== 'string') return null;
+  // SQLite's extended codes (SQLITE_BUSY_SNAPSHOT, SQLITE_BUSY_TIMEOUT, SQLITE_LOCKED_SHAREDCACHE, ...) are
+  // the same lost race as their primary code.
+  const known = BY_CODE[code] ?? (/^SQLITE_(BUSY|LOCKED)_/.test(code) ? BY_CODE.SQLITE_BUSY : undefined);
+  return known ? known() : null;
 }
 
 /**

@@ -17,6 +17,23 @@ export function stratus(args: string[], env: NodeJS.ProcessEnv = {}) {
   return { status: res.status, stdout: res.stdout, stderr: res.stderr };
 }
 
+/** Run a `stratus` command as its own process, without blocking this one's event loop meanwhile. */
+export function stratusAsync(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    live.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (status) => {
+      live.delete(child);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
 export interface Running {
   child: ChildProcess;
   base: string;
