@@ -601,12 +601,24 @@ export class ResourceRepository {
         .where('seq', '>', after);
       q = opts.owner !== undefined ? q.where('owner_uuid', '=', opts.owner) : q.where('owner_uuid', 'is not', null);
       if (opts.bodyIn) q = q.where(sql<SqlBool>`${this.bodyText(opts.bodyIn.key)} in (${sql.join([...opts.bodyIn.values])})`);
-      const rows = (await q.orderBy('seq').limit(chunk).execute()) as unknown as ({
-        seq: number;
-        uuid: string;
-        owner_uuid: string;
-        created_at: string;
-      } & Record<string, unknown>)[];
+      let rows: ({ seq: number; uuid: string; owner_uuid: string; created_at: string } & Record<string, unknown>)[];
+      // In a PostgreSQL transaction a failed statement aborts it: a savepoint keeps the fallback possible.
+      const savepoint = this.dialect === 'postgres' && db.isTransaction;
+      try {
+        if (savepoint) await sql`savepoint owned_fields`.execute(db);
+        rows = (await q.orderBy('seq').limit(chunk).execute()) as unknown as typeof rows;
+        if (savepoint) await sql`release savepoint owned_fields`.execute(db);
+      } catch (err) {
+        if (savepoint) await sql`rollback to savepoint owned_fields`.execute(db);
+        // PostgreSQL's json parser refuses a lone UTF-16 surrogate escape (`\udc00`), which JSON.stringify
+        // writes for such a string and JSON.parse reads back: this chunk is read whole and picked apart here.
+        if ((err as { code?: string }).code !== '22P02') throw err;
+        const parsed = await this.ownedFieldsParsed(db, kind, fields, opts, after, chunk);
+        yield* parsed.rows;
+        if (!parsed.next) return;
+        after = parsed.next;
+        continue;
+      }
       for (const r of rows) {
         let owner = owners.get(r.owner_uuid);
         if (owner === undefined) owners.set(r.owner_uuid, (owner = r.owner_uuid));
@@ -617,6 +629,36 @@ export class ResourceRepository {
       if (rows.length < chunk) return;
       after = Number(rows[rows.length - 1].seq);
     }
+  }
+
+  /**
+   * One chunk of ownedFields with the bodies parsed here (what a chunk whose bodies PostgreSQL cannot parse
+   * falls back to): the rows that match, and the seq to continue after (undefined: the last chunk).
+   */
+  private async ownedFieldsParsed<F extends string>(
+    db: Db | Tx,
+    kind: string,
+    fields: readonly F[],
+    opts: { owner?: string; bodyIn?: { key: string; values: readonly string[] } },
+    after: number,
+    chunk: number,
+  ): Promise<{ rows: { uuid: string; owner_uuid: string; created_at: string; fields: Record<F, unknown> }[]; next?: number }> {
+    let q = db.selectFrom('resources').select(['seq', 'uuid', 'owner_uuid', 'created_at', 'body']).where('kind', '=', kind).where('seq', '>', after);
+    q = opts.owner !== undefined ? q.where('owner_uuid', '=', opts.owner) : q.where('owner_uuid', 'is not', null);
+    const raw = await q.orderBy('seq').limit(chunk).execute();
+    const rows = [];
+    for (const r of raw) {
+      const body = JSON.parse(r.body) as Record<string, unknown>;
+      if (opts.bodyIn && !opts.bodyIn.values.includes(String(body[opts.bodyIn.key] ?? ''))) continue;
+      const values = {} as Record<F, unknown>;
+      // As `->>` gives them: text, objects and lists as their JSON.
+      for (const f of fields) {
+        const v = body[f];
+        values[f] = v === undefined || v === null ? null : typeof v === 'object' ? JSON.stringify(v) : String(v);
+      }
+      rows.push({ uuid: r.uuid, owner_uuid: r.owner_uuid!, created_at: r.created_at, fields: values });
+    }
+    return { rows, next: raw.length < chunk ? undefined : Number(raw[raw.length - 1].seq) };
   }
 
   /** All rows of a kind without an owner (the library), for synchronising it. */

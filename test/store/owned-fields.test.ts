@@ -48,3 +48,46 @@ test('ownedFields reads named body fields in creation order across chunks, by ow
   );
   assert.deepEqual(await read({ owner: srv.services.ids.uuid() }), []);
 });
+
+test('ownedFields reads rows whose bodies hold a lone UTF-16 surrogate (PostgreSQL cannot parse those: the chunk is read whole)', async () => {
+  const { store } = srv.services;
+  const owner = srv.services.ids.uuid();
+  const kind = 'owned-fields-surrogate';
+  const made: { uuid: string; size: number; status: string }[] = [];
+  await store.transaction(async (tx) => {
+    for (let i = 0; i < 5; i++) {
+      const row = { uuid: srv.services.ids.uuid(), size: 10 + i, status: i % 2 ? 'running' : 'stopped' };
+      made.push(row);
+      // What a client's `"name": "\udc00"` becomes: JSON.stringify writes the escape back.
+      await store.resources.insert(tx, new Date(), {
+        kind,
+        uuid: row.uuid,
+        owner,
+        body: { size: row.size, status: row.status, name: i === 2 ? '\udc00x' : 'plain', list: [i] },
+      });
+    }
+  });
+  const read = async (opts: Parameters<typeof store.resources.ownedFields>[3]) => {
+    const out = [];
+    for await (const r of store.resources.ownedFields(store.db, kind, ['size', 'list'], { ...opts, chunk: 2 })) out.push(r);
+    return out;
+  };
+  assert.deepEqual(
+    (await read({ owner })).map((r) => [r.uuid, Number(r.fields.size), JSON.parse(String(r.fields.list))]),
+    made.map((m, i) => [m.uuid, m.size, [i]]),
+  );
+  assert.deepEqual(
+    (await read({ owner, bodyIn: { key: 'status', values: ['running'] } })).map((r) => r.uuid),
+    made.filter((m) => m.status === 'running').map((m) => m.uuid),
+  );
+  // Inside a transaction too (a failed statement would abort it on PostgreSQL: /currentusage/ reads in a snapshot).
+  const inSnapshot = await store.snapshot(async (tx) => {
+    const out = [];
+    for await (const r of store.resources.ownedFields(tx, kind, ['size'], { owner, chunk: 2 })) out.push(r.uuid);
+    return out;
+  });
+  assert.deepEqual(
+    inSnapshot,
+    made.map((m) => m.uuid),
+  );
+});
