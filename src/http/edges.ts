@@ -145,13 +145,16 @@ function formatOf(req: FastifyRequest): Format {
   }
 }
 
+/** A path with a %-escape that does not decode (the router's and the path table's answer). */
+export const malformedUrl = (path: string): ApiError => new ApiError('validation', `Malformed URL: ${JSON.stringify(path)} has an invalid %-escape`);
+
 /** Fastify's `frameworkErrors`: router failures in the API's error format. */
 export function frameworkErrors(bodyLimit: number) {
   return (err: FastifyError, req: FastifyRequest, reply: FastifyReply): void => {
     const path = (req.raw.url ?? '').split('?')[0];
     const e =
       err.code === 'FST_ERR_BAD_URL'
-        ? new ApiError('validation', `Malformed URL: ${JSON.stringify(path)} has an invalid %-escape`)
+        ? malformedUrl(path)
         : err.code === 'FST_ERR_MAX_PARAM_LENGTH'
           ? new ApiError('notexist', `No resource at ${path}`)
           : new ApiError('validation', err.message || 'Bad request');

@@ -9,6 +9,7 @@ import { send, serialise, type Result } from './respond.js';
 import { AnswerCache } from './answer-cache.js';
 import { truncateAtNul } from './json.js';
 import { MALFORMED, PathTable, type PathMatch } from './path-table.js';
+import { malformedUrl } from './edges.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -176,7 +177,7 @@ function tableOf(app: FastifyInstance): PathTable<Registered> {
     onRequest: async (req: FastifyRequest, reply: FastifyReply) => {
       const path = pathOf(req.url);
       const m = t.match(path);
-      if (m === MALFORMED) throw new ApiError('validation', `Malformed URL: ${JSON.stringify(path)} has an invalid %-escape`);
+      if (m === MALFORMED) throw malformedUrl(path);
       if (!m) throw new ApiError('notexist', `No resource at ${path}`);
       req.matched = m;
       return admit(m.value, req, reply);
