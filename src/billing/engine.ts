@@ -181,13 +181,13 @@ export function billingTimer(meters: readonly Meter[], stoppers: readonly Server
     catchUp: true,
     firstAt: (now) => nextBoundary(now),
     async run(s, tx, timer) {
-      const due = new Date(Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1')));
+      const due = new Date(timer.due_ms);
       const behind = Math.floor((s.clock.now().getTime() - due.getTime()) / CYCLE_MS);
       if (behind <= CATCH_UP_CYCLES) {
         await billCycle(s, tx, meters, due, stoppers);
         if (behind < 1) return;
         const other = await nextDueExcept(tx, timer.kind);
-        const stopAt = other === null ? Infinity : Date.parse(other.replace(/(\.\d{3})\d*/, '$1'));
+        const stopAt = other ?? Infinity;
         let poll = due;
         for (let n = 1; n < Math.min(CYCLES_PER_RUN, behind + 1); n++) {
           const next = new Date(poll.getTime() + CYCLE_MS);

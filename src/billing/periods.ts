@@ -1,3 +1,4 @@
+import { isoTimestamp, LATEST_TIME_MS, representable } from '../core/clock.js';
 import { validation } from '../core/errors.js';
 
 /**
@@ -84,6 +85,7 @@ export function timedeltaText(ms: number): string {
 }
 
 const NOON_MS = 12 * 3_600_000;
+const LAST_DAY = isoTimestamp(new Date(LATEST_TIME_MS)).slice(0, 10);
 const DAY_MS = 86_400_000;
 
 /** The next 12:00 UTC at or after `at`. */
@@ -107,6 +109,7 @@ export function parseTime(raw: unknown, point: string): Date {
   const text = raw.trim().replace(' ', 'T');
   const ms = Date.parse(/(Z|[+-]\d\d:?\d\d)$/.test(text) || text.length === 10 ? text : `${text}Z`);
   if (Number.isNaN(ms)) throw validation(point, `${raw} is not a valid time`);
+  if (!representable(ms)) throw validation(point, `${raw} is out of range: times end at ${LAST_DAY}`);
   return new Date(ms);
 }
 
@@ -150,6 +153,8 @@ export function windowOf(input: { start_time?: unknown; end_time?: unknown; peri
   const span = roundedEnd.getTime() - roundedStart.getTime();
   // A period of thousands of years leaves the calendar (an invalid date): as too long, a 400.
   if (Number.isNaN(span) || span > 10 * 366 * DAY_MS) throw validation('period', 'A subscription lasts at most 10 years');
+  // Rounded up to noon, a time late on the last day would leave the calendar the service represents.
+  if (!representable(roundedEnd.getTime())) throw validation(hasEnd ? 'end_time' : 'period', `A subscription ends by ${LAST_DAY} at the latest`);
   if (roundedEnd.getTime() <= roundedStart.getTime()) throw validation('end_time', 'The subscription would end before it starts');
   return { start: roundedStart, end: roundedEnd, period: hasStart && hasEnd ? null : period };
 }

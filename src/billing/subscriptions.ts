@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import { isoTimestamp } from '../core/clock.js';
+import { isoTimestamp, LATEST_TIME_MS, representable } from '../core/clock.js';
 import type { Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
 import type { Db, Tx } from '../store/db.js';
@@ -93,13 +93,28 @@ export function quote(s: S, currency: string, input: Record<string, unknown>, no
   return { resource, amount, start: window.start, end: window.end, period, ...priceWindow(s, currency, resource, amount, window.start, window.end) };
 }
 
-/** The window of an extension of `last`: its asked period again from where it ends, or the same length. */
-export function extensionOf(s: S, currency: string, last: SubscriptionRow, input: Record<string, unknown>): Quote {
-  const start = new Date(Date.parse(last.end_time));
+/**
+ * The window of an extension of `last` (reference §16.8): its asked period again from where it ends, or the
+ * same length when it was bought with an end_time. A renewal (`renewingAt`) that falls due after the window it
+ * would buy is already over starts then instead: one charge, not one per window missed while the service
+ * was down. Either way the new window ends after the one it extends, so its own end never falls due in the
+ * past of this one's. A window past the last representable time is a 400 (the renewal expires instead).
+ */
+export function extensionOf(s: S, currency: string, last: SubscriptionRow, input: Record<string, unknown>, renewingAt?: Date): Quote {
   const asked = typeof input.period === 'string' && input.period.trim() ? input.period.trim() : null;
   const periodText = asked ?? last.period;
   const period: Period | null = periodText ? parsePeriod(periodText) : null;
-  const end = period ? addPeriod(start, period) : new Date(start.getTime() + (Date.parse(last.end_time) - Date.parse(last.start_time)));
+  const lastStart = Number(last.start_ms);
+  const lastEnd = Number(last.end_ms);
+  const endFrom = (start: Date) => (period ? addPeriod(start, period) : new Date(start.getTime() + (lastEnd - lastStart)));
+  let start = new Date(lastEnd);
+  let end = endFrom(start);
+  if (renewingAt && end.getTime() <= renewingAt.getTime()) {
+    start = renewingAt;
+    end = endFrom(start);
+  }
+  if (!(end.getTime() > lastEnd) || !representable(end.getTime()))
+    throw validation('period', `The extension would end after ${isoTimestamp(new Date(LATEST_TIME_MS)).slice(0, 10)}, the last day this service represents`);
   return {
     resource: last.resource,
     amount: Number(last.amount),
@@ -116,14 +131,14 @@ export function extensionOf(s: S, currency: string, last: SubscriptionRow, input
  * consumed (`consuming`: the oldest of the account's traffic subscriptions not used up), else `inactive`.
  */
 export function statusOf(
-  row: Pick<SubscriptionRow, 'start_time' | 'end_time' | 'resource' | 'amount' | 'consumed'>,
+  row: Pick<SubscriptionRow, 'start_ms' | 'end_ms' | 'resource' | 'amount' | 'consumed'>,
   now: Date,
   consuming?: ReadonlySet<number | string>,
   id?: number,
 ): 'active' | 'inactive' | 'expired' {
-  const t = isoTimestamp(now);
-  if (t < row.start_time) return 'inactive';
-  if (t >= row.end_time) return 'expired';
+  const t = now.getTime();
+  if (t < Number(row.start_ms)) return 'inactive';
+  if (t >= Number(row.end_ms)) return 'expired';
   if (isVolume(row.resource)) {
     if (Number(row.consumed ?? 0) >= Number(row.amount)) return 'expired';
     if (consuming && id !== undefined && !consuming.has(id)) return 'inactive';
@@ -136,13 +151,13 @@ export function statusOf(
  * not used up. `owner` limits it to one account.
  */
 export async function consumingNow(db: Db | Tx, at: Date, owner?: string): Promise<Set<number>> {
-  const t = isoTimestamp(at);
+  const t = at.getTime();
   let q = db
     .selectFrom('subscriptions')
     .select((eb) => ['owner_uuid', 'resource', eb.fn.min<number>('id').as('id')])
     .where((eb) => eb.or([eb('resource', '=', 'tx'), eb('resource', 'like', 'tx_%')]))
-    .where('start_time', '<=', t)
-    .where('end_time', '>', t)
+    .where('start_ms', '<=', t)
+    .where('end_ms', '>', t)
     .whereRef('consumed', '<', 'amount');
   if (owner !== undefined) q = q.where('owner_uuid', '=', owner);
   return new Set((await q.groupBy(['owner_uuid', 'resource']).execute()).map((r) => Number(r.id)));
@@ -150,14 +165,14 @@ export async function consumingNow(db: Db | Tx, at: Date, owner?: string): Promi
 
 /** Traffic covered by an account's traffic subscriptions: used up in order, the oldest first. */
 export async function consumeVolume(tx: Tx, owner: string, resource: string, amount: number, at: Date): Promise<void> {
-  const t = isoTimestamp(at);
+  const t = at.getTime();
   const rows = await tx
     .selectFrom('subscriptions')
     .select(['id', 'amount', 'consumed'])
     .where('owner_uuid', '=', owner)
     .where('resource', '=', resource)
-    .where('start_time', '<=', t)
-    .where('end_time', '>', t)
+    .where('start_ms', '<=', t)
+    .where('end_ms', '>', t)
     .whereRef('consumed', '<', 'amount')
     .orderBy('id')
     .execute();
@@ -214,7 +229,7 @@ export function presentSubscription(
     end_time: row.end_time,
     free_tier: false,
     id: String(row.id),
-    period: timedeltaText(Date.parse(row.end_time) - Date.parse(row.start_time)),
+    period: timedeltaText(Number(row.end_ms) - Number(row.start_ms)),
     price: row.price,
     remaining: String(Math.max(0, Number(row.amount) - Number(row.consumed ?? 0))),
     resource: row.resource,
@@ -255,6 +270,8 @@ export async function insertSubscription(
     amount: q.amount,
     start_time: isoTimestamp(q.start),
     end_time: isoTimestamp(q.end),
+    start_ms: q.start.getTime(),
+    end_ms: q.end.getTime(),
     period: q.period,
     price: ledgerAmount(q.price),
     discount_amount: ledgerAmount(q.gross.times(q.discountPercent)),
@@ -280,13 +297,13 @@ export function requirePayable(account: Account, total: Money): void {
 
 /** What active subscriptions cover at `at`, per account and usage key: one grouped read. */
 export async function subscribedAt(db: Db | Tx, at: Date, owner?: string): Promise<Map<string, Map<string, number>>> {
-  const t = isoTimestamp(at);
+  const t = at.getTime();
   let q = db
     .selectFrom('subscriptions')
     // What is left of them: a traffic subscription is used up by volume (`consumed`); others have 0.
     .select((eb) => ['owner_uuid', 'resource', eb.fn.sum<number>(eb('amount', '-', eb.ref('consumed'))).as('amount')])
-    .where('start_time', '<=', t)
-    .where('end_time', '>', t)
+    .where('start_ms', '<=', t)
+    .where('end_ms', '>', t)
     .whereRef('consumed', '<', 'amount');
   if (owner !== undefined) q = q.where('owner_uuid', '=', owner);
   const rows = await q.groupBy(['owner_uuid', 'resource']).execute();
@@ -307,6 +324,8 @@ export const subscriptionRow = (r: SubscriptionRow): SubscriptionRow => ({
   parent_id: r.parent_id === null ? null : Number(r.parent_id),
   root_id: r.root_id === null ? null : Number(r.root_id),
   consumed: Number(r.consumed ?? 0),
+  start_ms: Number(r.start_ms),
+  end_ms: Number(r.end_ms),
 });
 
 /** A subscription of the caller, or undefined. */

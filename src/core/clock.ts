@@ -29,7 +29,23 @@ export class AdjustableClock implements Clock {
   }
 }
 
+/**
+ * The moments the service represents: years 0000 to 9999, the ones ISO-8601 writes with four digits. A
+ * later moment prints as `+010000-…`, which sorts before every four-digit year; such a time once made a
+ * renewal timer due forever. Requests are refused past this range (400) and nothing out of it is written.
+ */
+export const EARLIEST_TIME_MS = Date.parse('0000-01-01T00:00:00.000Z');
+export const LATEST_TIME_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** Whether `ms` is a moment the service represents (see LATEST_TIME_MS). */
+export const representable = (ms: number): boolean => Number.isFinite(ms) && ms >= EARLIEST_TIME_MS && ms <= LATEST_TIME_MS;
+
 /** ISO-8601 with microseconds and `+00:00`, the form the real API prints (`2014-06-05T00:27:12.890638+00:00`). */
 export function isoTimestamp(d: Date): string {
+  // A last guard: callers bound times first (a 400); text outside the range would not sort as time.
+  if (!representable(d.getTime())) throw new RangeError(`time out of range: ${d.getTime()}`);
   return d.toISOString().replace(/\.(\d{3})Z$/, '.$1000+00:00');
 }
+
+/** Epoch ms of a stored ISO time (`…​.890638+00:00`: JavaScript reads milliseconds only). */
+export const timeMs = (iso: string): number => Date.parse(iso.replace(/(\.\d{3})\d*/, '$1'));

@@ -1,4 +1,4 @@
-import { isoTimestamp } from './clock.js';
+import { isoTimestamp, representable } from './clock.js';
 import type { Services } from './context.js';
 import type { Tx } from '../store/db.js';
 
@@ -7,7 +7,8 @@ export interface TimerRow {
   id: number;
   kind: string;
   subject: string;
-  due_at: string;
+  /** Epoch ms of the injected clock. */
+  due_ms: number;
   payload: string;
   attempts: number;
 }
@@ -31,6 +32,13 @@ export interface TimerHandler {
   firstAt?: (now: Date) => Date;
 }
 
+/** A timer's due time as stored; a time the service cannot represent is a bug of the caller, never stored. */
+export function dueMs(at: Date): number {
+  const ms = at.getTime();
+  if (!representable(ms)) throw new RangeError(`timer due out of range: ${ms}`);
+  return ms;
+}
+
 /** Schedule follow-up work in the caller's transaction (so it exists iff the change committed). */
 export async function schedule(tx: Tx, s: Pick<Services, 'clock'>, t: { kind: string; subject: string; inMs: number; payload?: unknown }): Promise<void> {
   const now = s.clock.now();
@@ -39,7 +47,7 @@ export async function schedule(tx: Tx, s: Pick<Services, 'clock'>, t: { kind: st
     .values({
       kind: t.kind,
       subject: t.subject,
-      due_at: isoTimestamp(new Date(now.getTime() + Math.max(0, t.inMs))),
+      due_ms: dueMs(new Date(now.getTime() + Math.max(0, t.inMs))),
       payload: JSON.stringify(t.payload ?? {}),
       state: 'pending',
       attempts: 0,
@@ -57,15 +65,15 @@ export async function cancelTimers(tx: Tx, subject: string, kinds?: string[]): P
   await q.execute();
 }
 
-/** When the first pending timer of another kind than `kind` falls due (null: none pending). */
-export async function nextDueExcept(db: Tx, kind: string): Promise<string | null> {
+/** When (epoch ms) the first pending timer of another kind than `kind` falls due (null: none pending). */
+export async function nextDueExcept(db: Tx, kind: string): Promise<number | null> {
   const row = await db
     .selectFrom('timers')
-    .select((eb) => eb.fn.min<string>('due_at').as('due'))
+    .select((eb) => eb.fn.min<number>('due_ms').as('due'))
     .where('state', '=', 'pending')
     .where('kind', '<>', kind)
     .executeTakeFirst();
-  return row?.due ?? null;
+  return row?.due === null || row?.due === undefined ? null : Number(row.due);
 }
 
 /** Pending timers of a subject (a reconciler asks whether anything will finish a transition). */

@@ -47,7 +47,8 @@ export async function enqueue(
   s: Pick<Services, 'clock'>,
   d: { owner: string; channel: Channel; target: string; address: string; type: string; messageId: string; content: EmailContent | WebhookContent },
 ): Promise<void> {
-  const now = isoTimestamp(s.clock.now());
+  const at = s.clock.now();
+  const now = isoTimestamp(at);
   await tx
     .insertInto('notification_deliveries')
     .values({
@@ -60,7 +61,7 @@ export async function enqueue(
       content: JSON.stringify(d.content),
       state: 'pending',
       attempts: 0,
-      due_at: now,
+      due_ms: at.getTime(),
       last_error: null,
       created_at: now,
       sent_at: null,
@@ -76,15 +77,15 @@ export async function claimDue(s: Pick<Services, 'clock' | 'store'>, limit: numb
       .selectFrom('notification_deliveries')
       .select(['id', 'owner_uuid', 'channel', 'target_uuid', 'address', 'type', 'message_id', 'content', 'attempts'])
       .where('state', '=', 'pending')
-      .where('due_at', '<=', isoTimestamp(now))
-      .orderBy('due_at')
+      .where('due_ms', '<=', now.getTime())
+      .orderBy('due_ms')
       .orderBy('id')
       .limit(limit);
     const rows = await s.store.locking(q, { skipLocked: true }).execute();
     if (!rows.length) return [];
     await tx
       .updateTable('notification_deliveries')
-      .set((eb) => ({ due_at: isoTimestamp(new Date(now.getTime() + LEASE_MS)), attempts: eb('attempts', '+', 1) }))
+      .set((eb) => ({ due_ms: now.getTime() + LEASE_MS, attempts: eb('attempts', '+', 1) }))
       .where(
         'id',
         'in',
@@ -110,7 +111,7 @@ export async function markFailed(tx: Tx, s: Pick<Services, 'clock'>, d: Pick<Del
     .updateTable('notification_deliveries')
     .set({
       state: giveUp ? 'failed' : 'pending',
-      due_at: isoTimestamp(new Date(s.clock.now().getTime() + backoffMs(d.attempts))),
+      due_ms: s.clock.now().getTime() + backoffMs(d.attempts),
       last_error: error.slice(0, 1000),
     })
     .where('id', '=', d.id)

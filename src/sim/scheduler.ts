@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
 import { PassLoop } from '../core/pass-loop.js';
-import type { TimerHandler, TimerRow } from '../core/timers.js';
+import { dueMs, type TimerHandler, type TimerRow } from '../core/timers.js';
 import type { Tx } from '../store/db.js';
 
 const MAX_ATTEMPTS = 5;
@@ -47,11 +47,11 @@ export class Scheduler {
     const now = this.s.clock.now();
     const row = await this.s.store.db
       .selectFrom('timers')
-      .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.min('due_at').as('oldest')])
+      .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.min('due_ms').as('oldest')])
       .where('state', '=', 'pending')
-      .where('due_at', '<=', isoTimestamp(now))
+      .where('due_ms', '<=', now.getTime())
       .executeTakeFirst();
-    const oldest = row?.oldest ? Date.parse(String(row.oldest).replace(/(\.\d{3})\d*/, '$1')) : NaN;
+    const oldest = row?.oldest === null || row?.oldest === undefined ? NaN : Number(row.oldest);
     return { due: Number(row?.n ?? 0), lagMs: Number.isNaN(oldest) ? 0 : Math.max(0, now.getTime() - oldest) };
   }
 
@@ -84,7 +84,7 @@ export class Scheduler {
     return {
       kind,
       subject: kind,
-      due_at: isoTimestamp(due),
+      due_ms: dueMs(due),
       payload: '{}',
       state: 'pending' as const,
       attempts: 0,
@@ -98,7 +98,9 @@ export class Scheduler {
   private async reschedule(tx: Tx, timer: TimerRow, handler: TimerHandler, nextAt?: Date): Promise<void> {
     const every = Math.max(1, handler.everyMs!(this.s));
     const now = this.s.clock.now().getTime();
-    let next = nextAt?.getTime() ?? Date.parse(timer.due_at.replace(/(\.\d{3})\d*/, '$1')) + every;
+    let next = nextAt?.getTime() ?? timer.due_ms + every;
+    // Never at or before the run it follows: a successor due in the past of its predecessor would loop.
+    if (next <= timer.due_ms) next = timer.due_ms + every;
     if (!handler.catchUp && next <= now) next = now + every;
     await tx
       .insertInto('timers')
@@ -120,20 +122,21 @@ export class Scheduler {
 
   private async runOne(): Promise<'ran' | 'none'> {
     const { store, clock } = this.s;
-    const now = isoTimestamp(clock.now());
+    const now = clock.now().getTime();
     let failure: { timer: TimerRow; error: Error } | undefined;
     const outcome = await store
       .transaction(async (tx) => {
         const q = tx
           .selectFrom('timers')
-          .select(['id', 'kind', 'subject', 'due_at', 'payload', 'attempts'])
+          .select(['id', 'kind', 'subject', 'due_ms', 'payload', 'attempts'])
           .where('state', '=', 'pending')
-          .where('due_at', '<=', now)
-          .orderBy('due_at')
+          .where('due_ms', '<=', now)
+          .orderBy('due_ms')
           .orderBy('id')
           .limit(1);
-        const timer = await store.locking(q, { skipLocked: true }).executeTakeFirst();
-        if (!timer) return 'none' as const;
+        const claimed = await store.locking(q, { skipLocked: true }).executeTakeFirst();
+        if (!claimed) return 'none' as const;
+        const timer: TimerRow = { ...claimed, id: Number(claimed.id), due_ms: Number(claimed.due_ms) };
         const handler = this.handlers[timer.kind];
         try {
           if (!handler) throw new Error(`no handler for timer kind ${timer.kind}`);
@@ -163,8 +166,8 @@ export class Scheduler {
     const attempts = timer.attempts + 1;
     await store.transaction(async (tx) => {
       if (attempts < MAX_ATTEMPTS) {
-        const retryAt = isoTimestamp(new Date(clock.now().getTime() + 1000 * 2 ** attempts));
-        await tx.updateTable('timers').set({ attempts, due_at: retryAt, last_error: error.message }).where('id', '=', timer.id).execute();
+        const retryAt = dueMs(new Date(clock.now().getTime() + 1000 * 2 ** attempts));
+        await tx.updateTable('timers').set({ attempts, due_ms: retryAt, last_error: error.message }).where('id', '=', timer.id).execute();
         return;
       }
       // Kept as `failed` for diagnosis; recurring work gives up its key and goes on at the next period.

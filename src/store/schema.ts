@@ -126,7 +126,8 @@ export interface TimersTable {
   id: Generated<number>;
   kind: string;
   subject: string;
-  due_at: string;
+  /** Epoch ms of the injected clock (compared as time: see migration 0022). */
+  due_ms: number;
   payload: string;
   state: 'pending' | 'failed';
   attempts: number;
@@ -216,7 +217,7 @@ export interface NotificationDeliveriesTable {
   content: string;
   state: 'pending' | 'sent' | 'failed';
   attempts: number;
-  due_at: string;
+  due_ms: number;
   last_error: string | null;
   created_at: string;
   sent_at: string | null;
@@ -308,6 +309,9 @@ export interface SubscriptionsTable {
   amount: number;
   start_time: string;
   end_time: string;
+  /** The window as epoch ms: what queries compare (the text above is what the API prints). */
+  start_ms: number;
+  end_ms: number;
   period: string | null;
   price: string;
   discount_amount: string;

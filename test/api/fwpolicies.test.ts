@@ -40,11 +40,11 @@ async function start(c: Client, server: { resource_uri: string }) {
 async function nextTick(): Promise<number> {
   const row = await srv.services.store.db
     .selectFrom('timers')
-    .select('due_at')
+    .select('due_ms')
     .where('kind', '=', 'firewall.propagate')
     .where('state', '=', 'pending')
     .executeTakeFirstOrThrow();
-  return Date.parse(row.due_at.replace(/(\.\d{3})\d*/, '$1'));
+  return Number(row.due_ms);
 }
 const nicFirewall = async (c: Client, server: { resource_uri: string }) => (await get(c, server.resource_uri)).runtime.nics[0].firewall;
 

@@ -556,12 +556,12 @@ describe('reconciler', () => {
     assert.deepEqual((await logOf(stuck.uuid)).slice(-1), ['heal']);
     const pending = await srv.services.store.db
       .selectFrom('timers')
-      .select(['kind', 'due_at'])
+      .select(['kind', 'due_ms'])
       .where('kind', '=', 'servers.reconcile')
       .where('state', '=', 'pending')
       .execute();
     assert.equal(pending.length, 1, 'exactly one next run is scheduled');
-    assert.ok(Date.parse(pending[0].due_at) > srv.clock.now().getTime(), 'the next run is in the future');
+    assert.ok(Number(pending[0].due_ms) > srv.clock.now().getTime(), 'the next run is in the future');
   });
 });
 

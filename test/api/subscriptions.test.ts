@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Decimal } from 'decimal.js';
 import { expectError } from '../helpers/errors.js';
 import { startServer, type TestServer } from '../helpers/server.js';
@@ -242,5 +243,103 @@ describe('after buying: auto_renew, extend, chains, renewal and expiry on the cl
     const log = (await c.get('logs/?limit=1')).json.objects[0];
     assert.equal(log.category, 'Billing');
     assert.equal(log.action, 'payment');
+  });
+});
+
+describe('bounds: times the service represents, amounts counted before work', () => {
+  /** Everything a purchase would leave behind: subscriptions, timers, ledger entries, the balance. */
+  const traces = async (c: Client & { uuid: string }) => ({
+    subscriptions: (await c.get('subscriptions/?limit=0')).json.meta.total_count,
+    ledger: (await c.get('ledger/?limit=0')).json.meta.total_count,
+    balance: (await c.get('balance/')).json.balance,
+    timers: Number(
+      (
+        await srv.services.store.db
+          .selectFrom('timers')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('kind', 'like', 'subscription.%')
+          .executeTakeFirstOrThrow()
+      ).n,
+    ),
+  });
+
+  test('an end in the last day of year 9999, rounded up to noon, would leave the calendar: 400, nothing bought, nothing scheduled', async () => {
+    const c = await srv.user();
+    const before = await traces(c);
+    // The probe's request: its end rounds up into the year 10000, whose text sorted before every time.
+    const probe = { amount: 1, resource: 'vlan', start_time: '9999-12-31T00:00:00+00:00', end_time: '9999-12-31T13:00:00+00:00' };
+    for (const path of ['subscriptions/', 'subscriptioncalculator/']) {
+      expectError(await c.post(path, [probe]), 400, 'validation', 'end_time');
+      // A time zone offset moves a four-digit time into the year 10000 too.
+      expectError(
+        await c.post(path, [{ amount: 1, resource: 'vlan', start_time: '9999-12-01', end_time: '9999-12-31T23:00:00-05:00' }]),
+        400,
+        'validation',
+        'end_time',
+      );
+      expectError(
+        await c.post(path, [{ amount: 1, resource: 'vlan', start_time: '9999-12-31T23:00:00-05:00', period: '1 day' }]),
+        400,
+        'validation',
+        'start_time',
+      );
+    }
+    assert.deepEqual(await traces(c), before);
+    // The last noon the service represents is accepted: a window that ends exactly there.
+    const last = await c.post('subscriptioncalculator/', [
+      { amount: 1, resource: 'vlan', start_time: '9999-12-30T12:00:00+00:00', end_time: '9999-12-31T12:00:00+00:00' },
+    ]);
+    assert.equal(last.status, 200, last.text);
+    assert.equal(last.json.objects[0].end_time, '9999-12-31T12:00:00.000000+00:00');
+  });
+
+  test('a renewal that falls due long after its end renews once, from then, into the future (not once per missed window)', async () => {
+    const c = await srv.user();
+    const first = (await c.post('subscriptions/', [{ amount: 1, resource: 'vlan', period: '1 day' }])).json.objects[0];
+    const charges = async () => (await c.get('ledger/?limit=0')).json.objects.filter((e: any) => /^Subscription /.test(e.reason)).length;
+    assert.equal(await charges(), 1);
+    // The service was away for 30 windows.
+    await srv.advance(Date.parse(first.end_time) - srv.clock.now().getTime() + 30 * DAY);
+    const chain = (await c.get(first.resource_uri)).json.descendants;
+    assert.equal(chain.length, 1, 'one renewal');
+    const renewal = (await c.get(chain[0])).json;
+    assert.equal(renewal.status, 'active');
+    assert.ok(Date.parse(renewal.start_time) >= Date.parse(first.end_time));
+    assert.ok(Date.parse(renewal.end_time) > srv.clock.now().getTime(), `${renewal.end_time} is after now`);
+    assert.equal((await c.get(renewal.resource_uri)).json.descendants.length, 0);
+    assert.equal(await charges(), 2, 'two windows, two charges');
+    const due = await srv.services.store.db
+      .selectFrom('timers')
+      .select('due_ms')
+      .where('subject', '=', renewal.id)
+      .where('kind', '=', 'subscription.end')
+      .executeTakeFirstOrThrow();
+    assert.ok(Number(due.due_ms) > srv.clock.now().getTime(), 'its end is ahead');
+  });
+
+  test('an ip or vlan subscription of a huge amount is refused before one object is made (the limit counts objects)', async () => {
+    const c = await srv.user();
+    const before = await traces(c);
+    // The server runs in this process: a request that holds its event loop shows as a delay here. Once
+    // one object per unit was made before the limit was checked (12.5 s and ~1 GiB for 1,000,000).
+    const delay = monitorEventLoopDelay({ resolution: 5 });
+    delay.enable();
+    for (const amount of [1_000_000, 2_000_000, '9007199254740991', 501]) {
+      for (const resource of ['ip', 'vlan'])
+        expectError(await c.post('subscriptions/', [{ amount, resource, period: '1 month' }]), 400, 'validation', 'objects');
+    }
+    delay.disable();
+    assert.ok(delay.max / 1e6 < 500, `the event loop was held ${(delay.max / 1e6).toFixed(0)} ms`);
+    // Two requests that each fit, together over the limit, count together.
+    expectError(
+      await c.post('subscriptions/', [
+        { amount: 300, resource: 'ip', period: '1 month' },
+        { amount: 201, resource: 'vlan', period: '1 month' },
+      ]),
+      400,
+      'validation',
+      'objects',
+    );
+    assert.deepEqual(await traces(c), before);
   });
 });

@@ -306,15 +306,15 @@ describe('usage records are kept for the retention, and go with a reset account'
     await dave.post('drives/', { media: 'disk', name: 'kept', size: GiB });
     await srv.advance(2 * 3_600_000);
     const due = async () =>
-      Date.parse(
+      Number(
         (
           await srv.services.store.db
             .selectFrom('timers')
-            .select('due_at')
+            .select('due_ms')
             .where('kind', '=', 'usage.prune')
             .where('state', '=', 'pending')
             .executeTakeFirstOrThrow()
-        ).due_at,
+        ).due_ms,
       );
     const at = await due();
     assert.ok(at > srv.clock.now().getTime());

@@ -26,6 +26,7 @@ import { engine } from '../helpers/db.js';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Decimal } from 'decimal.js';
 import { assetPath } from '../../src/assets.js';
 
 const ROUNDS = Math.max(1, Number(process.env.STRATUS_RACE_ROUNDS ?? 50));
@@ -999,4 +1000,128 @@ describe(`drives attached to stopped servers (${engine})`, () => {
 
 after(() => {
   if (process.env.STRATUS_RACE_SUMMARY) console.log(`\n${reports.join('\n\n')}\n`);
+});
+
+describe(`money races (${engine}${engine === 'postgres' ? ', two API servers' : ''})`, () => {
+  const MONEY_ROUNDS = Math.min(ROUNDS, 16);
+  const EXTENDS = 6;
+  const D = Decimal.clone({ precision: 100 });
+  /** Every window of a chain follows the one before it, with one charge each; nothing bought twice. */
+  async function chainHolds(race: Race, round: number, c: Client, first: { id: string; resource_uri: string }, before: string, extends200: number) {
+    const chain: any[] = [];
+    const seen = new Set<string>();
+    for (let uri: string | undefined = first.resource_uri; uri;) {
+      const sub: any = (await c.get(uri)).json;
+      chain.push(sub);
+      race.check(round, sub.descendants.length <= 1, 'a window was extended twice', () => ({ id: sub.id, descendants: sub.descendants }));
+      uri = sub.descendants[0];
+      if (seen.has(uri ?? '')) break;
+      seen.add(uri ?? '');
+    }
+    const windows = chain.map((s) => `${s.start_time}..${s.end_time}`);
+    race.check(round, new Set(windows).size === windows.length, 'one window bought twice', () => ({ windows }));
+    for (let k = 1; k < chain.length; k++)
+      race.check(round, chain[k].start_time === chain[k - 1].end_time, 'an extension does not start where the one before ends', () => ({ windows }));
+    race.check(round, chain.length === 1 + extends200, 'extensions in the chain differ from the 200s', () => ({ windows, extends200 }));
+    const charges = (await c.get('ledger/?limit=0')).json.objects.filter((e: any) => /^Subscription /.test(e.reason));
+    race.check(round, charges.length === chain.length, 'charges differ from the windows bought', () => ({ charges: charges.length, windows: chain.length }));
+    const paid = chain.reduce((sum, s) => sum.plus(s.price), new D(0));
+    const balance = (await c.get('balance/')).json.balance;
+    race.check(round, new D(before).minus(paid).eq(balance), 'the balance moved by other than the windows bought', () => ({
+      before,
+      paid: paid.toFixed(),
+      balance,
+    }));
+  }
+
+  test(`${EXTENDS} concurrent do=extend of one subscription: each extends the window before it, charged once`, async (t) => {
+    const race = new Race(`extend x${EXTENDS}`);
+    let overlapping = 0;
+    for (let round = 0; round < MONEY_ROUNDS; round++) {
+      const u = await A.user();
+      const b = new Client(B.base, u.creds);
+      const before = (await u.get('balance/')).json.balance;
+      const bought = await u.post('subscriptions/', [{ amount: 1, resource: 'vlan', period: '1 month' }]);
+      assert.equal(bought.status, 201, bought.text);
+      const first = bought.json.objects[0];
+      await Promise.all([u.get('capabilities/'), b.get('capabilities/')]);
+      const answers = await Promise.all(
+        Array.from({ length: EXTENDS }, (_, k) => (k % 2 ? b : u).request('POST', `subscriptions/${first.id}/action/?do=extend`, { body: {} })),
+      );
+      race.rounds++;
+      answers.forEach((r, k) => race.answer(round, `extend ${k}`, r, [200, 503]));
+      const wins = answers.filter((r) => r.status === 200);
+      race.outcome(`200x${wins.length} 503x${answers.length - wins.length}`);
+      // The starts the winners were given: distinct, or two extends bought the same window.
+      const starts = wins.map((r) => r.json.objects[0].start_time);
+      if (new Set(starts).size < starts.length) race.fail(round, 'two extends answered the same window', starts.join(', '));
+      if (wins.length >= 2) overlapping++;
+      await chainHolds(race, round, u, first, before, wins.length);
+    }
+    const text = race.report();
+    for (const line of text.split('\n')) t.diagnostic(line);
+    assert.equal(race.violations.length, 0, text);
+    // The race was played: in some round at least two extends ran concurrently and both won.
+    assert.ok(overlapping > 0, `no round had two successful concurrent extends: ${text}`);
+  });
+
+  test('do=extend || the renewal at the end of the window: never two windows after one', async (t) => {
+    const race = new Race('extend || renewal');
+    // Every round's window ends at the same noon; the clock moves once to just before it, then every
+    // round's extend is released while both schedulers run the renewals falling due.
+    const end = new Date(A.clock.now().getTime() + 2 * 86_400_000).toISOString();
+    const rounds = await Promise.all(
+      Array.from({ length: MONEY_ROUNDS }, async () => {
+        const u = await A.user();
+        const before = (await u.get('balance/')).json.balance;
+        const bought = await u.post('subscriptions/', [{ amount: 1, resource: 'vlan', end_time: end }]);
+        assert.equal(bought.status, 201, bought.text);
+        return { u, b: new Client(B.base, u.creds), before, first: bought.json.objects[0] };
+      }),
+    );
+    // What fell due on the way (billing polls, notices) runs first, so the renewals are next in line.
+    await settle(Date.parse(rounds[0]!.first.end_time) - A.clock.now().getTime() - 5);
+    await Promise.all(rounds.map((r) => r.b.get('capabilities/')));
+    const [answers] = await Promise.all([
+      // Spread over the time the schedulers take to renew them all, so some land inside a renewal's transaction.
+      Promise.all(
+        rounds.map(async (r, k) => {
+          await new Promise((ok) => setTimeout(ok, k * 2));
+          return r.b.request('POST', `subscriptions/${r.first.id}/action/?do=extend`, { body: {} });
+        }),
+      ),
+      (async () => {
+        await new Promise((ok) => setTimeout(ok, 10));
+        await settle(10);
+      })(),
+    ]);
+    await settle(0);
+    for (const [round, { u, before, first }] of rounds.entries()) {
+      const extended = answers[round]!;
+      race.rounds++;
+      race.answer(round, 'extend', extended, [200, 503]);
+      // The chain holds whoever won: a renewal, an extension, or both one after the other.
+      const chain: any[] = [];
+      for (let uri: string | undefined = first.resource_uri; uri && chain.length < 5;) {
+        const sub: any = (await u.get(uri)).json;
+        chain.push(sub);
+        race.check(round, sub.descendants.length <= 1, 'a window was extended twice', () => ({ id: sub.id, descendants: sub.descendants }));
+        uri = sub.descendants[0];
+      }
+      race.outcome(`extend=${extended.status} windows=${chain.length}`);
+      for (let k = 1; k < chain.length; k++)
+        race.check(round, chain[k].start_time === chain[k - 1].end_time, 'a window does not start where the one before ends', () => ({
+          windows: chain.map((x) => `${x.start_time}..${x.end_time}`),
+        }));
+      const paid = chain.reduce((sum, x) => sum.plus(x.price), new D(0));
+      race.check(round, new D(before).minus(paid).eq((await u.get('balance/')).json.balance), 'the balance moved by other than the windows bought', () => ({
+        windows: chain.length,
+      }));
+      const trouble = await troubledTimers(chain.map((x) => String(x.id)));
+      race.check(round, trouble.length === 0, 'a timer failed', () => ({ trouble }));
+    }
+    const text = race.report();
+    for (const line of text.split('\n')) t.diagnostic(line);
+    assert.equal(race.violations.length, 0, text);
+  });
 });

@@ -14,6 +14,7 @@ import { Client } from '../helpers/client.js';
 import { cli } from '../helpers/cli.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { serveProcess } from '../helpers/process.js';
+import { startServer } from '../helpers/server.js';
 
 /**
  * Schema changes only on purpose: `serve` and `stratus migrate` create or upgrade the schema; every other
@@ -146,5 +147,99 @@ describe('a newer Stratus opens an older database', () => {
     const list = await cli(['users', 'list', '--db', url]);
     assert.equal(list.status, 0, list.stderr);
     assert.match(list.stdout, /REGULAR\s+old@example\.com/);
+  });
+});
+
+describe('a database the renewal loop wrote (times past year 9999) upgrades into one that stops', () => {
+  test('migration 0022: the out-of-range timer is failed, the rest keep their time as epoch ms; nothing runs in a loop', async () => {
+    const url = await newDatabase('renewal-loop');
+    const db = rawDb(url);
+    const owner = '6f3f9b8e-0d51-4a56-9d7e-000000000002';
+    const loopEnd = '+010000-01-01T12:00:00.000000+00:00';
+    const inTime = '2030-01-01T12:00:00.000000+00:00';
+    try {
+      const schema = engine === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0].s : undefined;
+      const migrator = new Migrator({ db, provider: migrationProvider(engine), migrationTableSchema: schema, nameComparator: byCodePoint });
+      assert.equal((await migrator.migrateTo('0021_answer_changes')).error, undefined);
+      const sub = (start: string, end: string, uuid: string) => ({
+        uuid,
+        owner_uuid: owner,
+        resource: 'vlan',
+        amount: 1,
+        start_time: start,
+        end_time: end,
+        period: null,
+        price: '1.00000000000000000000',
+        discount_amount: '0.00000000000000000000',
+        discount_percent: '0.0000000000',
+        auto_renew: 1,
+        subscribed_object: null,
+        parent_id: null,
+        root_id: null,
+        created_at: '2026-11-01T00:00:00.000000+00:00',
+      });
+      const [looping] = await db
+        .insertInto('subscriptions')
+        .values(sub('9999-12-31T12:00:00.000000+00:00', loopEnd, 'loop'))
+        .returning('id')
+        .execute();
+      const [fine] = await db
+        .insertInto('subscriptions')
+        .values(sub('2029-12-01T12:00:00.000000+00:00', inTime, 'fine'))
+        .returning('id')
+        .execute();
+      const timer = (subject: unknown, due: string) => ({
+        kind: 'subscription.end',
+        subject: String(subject),
+        due_at: due,
+        payload: '{}',
+        state: 'pending',
+        attempts: 0,
+        last_error: null,
+        created_at: '2026-11-01T00:00:00.000000+00:00',
+        unique_key: null,
+      });
+      await db
+        .insertInto('timers')
+        .values([timer(looping!.id, loopEnd), timer(fine!.id, inTime)])
+        .execute();
+    } finally {
+      await db.destroy();
+    }
+
+    const srv = await startServer({ db: url });
+    try {
+      const timers = await srv.services.store.db
+        .selectFrom('timers')
+        .select(['subject', 'state', 'due_ms', 'last_error'])
+        .where('kind', '=', 'subscription.end')
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(
+        timers.map((t) => [t.state, Number(t.due_ms)]),
+        [
+          ['failed', 0],
+          ['pending', Date.parse('2030-01-01T12:00:00Z')],
+        ],
+      );
+      assert.match(String(timers[0]!.last_error), /out of range/);
+      const subs = await srv.services.store.db.selectFrom('subscriptions').select(['uuid', 'end_ms']).orderBy('id').execute();
+      assert.deepEqual(
+        subs.map((s) => [s.uuid, Number(s.end_ms)]),
+        [
+          ['loop', Date.parse(loopEnd)],
+          ['fine', Date.parse('2030-01-01T12:00:00Z')],
+        ],
+      );
+      // Before the fix, the year-10000 timer was due at every pass and renewed itself each time.
+      for (let pass = 0; pass < 3; pass++) await srv.scheduler.runDue();
+      const count = await srv.services.store.db
+        .selectFrom('subscriptions')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(count.n), 2, 'no renewal ran');
+    } finally {
+      await srv.close();
+    }
   });
 });

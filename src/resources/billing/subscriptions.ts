@@ -18,7 +18,7 @@ import {
 } from '../../billing/subscriptions.js';
 import { isoTimestamp } from '../../core/clock.js';
 import type { Ctx, Services } from '../../core/context.js';
-import { notFound, validation } from '../../core/errors.js';
+import { ApiError, notFound, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { f } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
@@ -75,7 +75,7 @@ const STATUSES = ['active', 'inactive', 'expired', 'all', 'notexpired'];
 /** The renewal and notice timers of a subscription, in the transaction that bought it. */
 async function scheduleLifecycle(tx: Tx, s: Pick<Services, 'clock'>, row: SubscriptionRow): Promise<void> {
   const now = s.clock.now().getTime();
-  const end = Date.parse(row.end_time);
+  const end = Number(row.end_ms);
   for (const n of NOTICES)
     if (end - n.before > now)
       await schedule(tx, s, { kind: 'subscription.notice', subject: String(row.id), inMs: end - n.before - now, payload: { kind: n.kind } });
@@ -95,14 +95,16 @@ async function buy(
   owner: string,
   wanted: { q: Quote; autoRenew: boolean; parent?: SubscriptionRow }[],
 ): Promise<{ rows: SubscriptionRow[]; total: Money }> {
-  const account = (await lockAccounts(tx, ctx, [owner])).get(owner)!;
-  // An ip or vlan subscription of amount N is N subscriptions of one object each.
+  // An ip or vlan subscription of amount N is N subscriptions of one object each: counted before any is made.
+  const perObject = (w: (typeof wanted)[number]) => (w.q.resource === 'ip' || w.q.resource === 'vlan') && !w.parent && w.q.amount > 1;
+  if (wanted.reduce((n, w) => n + (perObject(w) ? w.q.amount : 1), 0) > MAX_PER_REQUEST)
+    throw validation('objects', `At most ${MAX_PER_REQUEST} subscriptions per request (an ip or vlan subscription of amount N counts N)`);
   const units = wanted.flatMap((w) =>
-    (w.q.resource === 'ip' || w.q.resource === 'vlan') && !w.parent && w.q.amount > 1
+    perObject(w)
       ? Array.from({ length: w.q.amount }, () => ({ ...w, q: { ...w.q, amount: 1, gross: w.q.gross.div(w.q.amount), price: w.q.price.div(w.q.amount) } }))
       : [w],
   );
-  if (units.length > MAX_PER_REQUEST) throw validation('objects', `At most ${MAX_PER_REQUEST} subscriptions per request`);
+  const account = (await lockAccounts(tx, ctx, [owner])).get(owner)!;
   const total = units.reduce((sum, w) => sum.plus(ledgerAmount(w.q.price)), new Money(0));
   requirePayable(account, total);
   const rows: SubscriptionRow[] = [];
@@ -149,7 +151,7 @@ async function mine(ctx: Ctx, id: string): Promise<SubscriptionRow> {
 }
 
 async function listFilters(ctx: Ctx, q: ListQuery) {
-  const now = isoTimestamp(ctx.clock.now());
+  const now = ctx.clock.now().getTime();
   const consuming = [...(await consumingNow(ctx.store.db, ctx.clock.now(), ctx.caller.uuid))];
   let base = ctx.store.db.selectFrom('subscriptions').where('owner_uuid', '=', ctx.caller.uuid);
   for (const values of q.filters.get('status') ?? []) {
@@ -160,16 +162,16 @@ async function listFilters(ctx: Ctx, q: ListQuery) {
       const volume = eb.or([eb('resource', '=', 'tx'), eb('resource', 'like', 'tx_%')]);
       const usedUp = eb.and([volume, eb('consumed', '>=', eb.ref('amount'))]);
       const consumed = consuming.length ? eb('id', 'in', consuming) : eb.lit(false);
-      const inWindow = eb.and([eb('start_time', '<=', now), eb('end_time', '>', now)]);
+      const inWindow = eb.and([eb('start_ms', '<=', now), eb('end_ms', '>', now)]);
       return eb.or(
         values.map((v) =>
           v === 'active'
             ? eb.and([inWindow, eb.or([eb.not(volume), consumed])])
             : v === 'inactive'
-              ? eb.or([eb('start_time', '>', now), eb.and([inWindow, volume, eb('consumed', '<', eb.ref('amount')), eb.not(consumed)])])
+              ? eb.or([eb('start_ms', '>', now), eb.and([inWindow, volume, eb('consumed', '<', eb.ref('amount')), eb.not(consumed)])])
               : v === 'expired'
-                ? eb.or([eb('end_time', '<=', now), usedUp])
-                : eb.and([eb('end_time', '>', now), eb.not(usedUp)]),
+                ? eb.or([eb('end_ms', '<=', now), usedUp])
+                : eb.and([eb('end_ms', '>', now), eb.not(usedUp)]),
         ),
       );
     });
@@ -218,6 +220,9 @@ const extendAction: ActionDecl = {
   async run(ctx, id, body) {
     const currency = await currencyOf(ctx);
     const made = await ctx.store.transaction(async (tx) => {
+      // The chain's end is read under the account's lock that the charge is written under: concurrent
+      // extends queue there and each extends the window the one before it bought.
+      await lockAccounts(tx, ctx, [ctx.caller.uuid]);
       const row = await ownSubscription(tx, ctx.caller.uuid, id);
       if (!row) throw notFound(id);
       const last = await lastOfChain(tx, row);
@@ -283,6 +288,10 @@ const noticeTimer: TimerHandler = {
 /** The end of a window: renew (auto_renew, not extended yet) or expire. A renewal without funds fails and expires. */
 const endTimer: TimerHandler = {
   async run(s, tx, timer) {
+    const owner = await tx.selectFrom('subscriptions').select('owner_uuid').where('id', '=', Number(timer.subject)).executeTakeFirst();
+    if (!owner) return;
+    // The account's lock first, then what it guards (as `extend` does): read under it, no extension slips in.
+    const account = (await lockAccounts(tx, s, [owner.owner_uuid])).get(owner.owner_uuid)!;
     const found = await tx.selectFrom('subscriptions').selectAll().where('id', '=', Number(timer.subject)).executeTakeFirst();
     if (!found) return;
     const row = subscriptionRow(found);
@@ -291,8 +300,14 @@ const endTimer: TimerHandler = {
     const event = (action: string, details: string) =>
       record(tx, s, { action, category: 'Subscriptions', uuid: row.uuid, owner: row.owner_uuid, actor: null, details });
     if (Number(row.auto_renew) !== 1) return event('expire', `${row.resource} ${row.amount} expired ${row.end_time}`);
-    const account = (await lockAccounts(tx, s, [row.owner_uuid])).get(row.owner_uuid)!;
-    const q = extensionOf(s, account.currency, row, {});
+    let q: Quote;
+    try {
+      q = extensionOf(s, account.currency, row, {}, s.clock.now());
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      await event('renewal_failure', `${row.resource} ${row.amount}: ${err.message}`);
+      return event('expire', `${row.resource} ${row.amount} expired ${row.end_time}`);
+    }
     if (account.balance.lt(ledgerAmount(q.price))) {
       await event('renewal_failure', `${row.resource} ${row.amount}: ${ledgerAmount(q.price)} ${account.currency} needed`);
       return event('expire', `${row.resource} ${row.amount} expired ${row.end_time}`);

@@ -97,7 +97,7 @@ export const webhooks = storedDecl(
         await webhooks.service.get(ctx, uuid);
         const rows = await ctx.store.db
           .selectFrom('notification_deliveries')
-          .select(['message_id', 'type', 'state', 'attempts', 'last_error', 'created_at', 'sent_at', 'due_at'])
+          .select(['message_id', 'type', 'state', 'attempts', 'last_error', 'created_at', 'sent_at', 'due_ms'])
           .where('target_uuid', '=', uuid)
           .orderBy('id', 'desc')
           .limit(50)
@@ -108,7 +108,7 @@ export const webhooks = storedDecl(
             created_at: r.created_at,
             id: r.message_id,
             last_error: r.last_error,
-            next_attempt_at: r.state === 'pending' ? r.due_at : null,
+            next_attempt_at: r.state === 'pending' ? isoTimestamp(new Date(Number(r.due_ms))) : null,
             sent_at: r.sent_at,
             state: r.state,
             type: r.type,

@@ -16,6 +16,7 @@ import { subscriptionConsumed } from './0014_subscription_consumed.js';
 import { usage } from './0015_usage.js';
 import { notifications } from './0020_notifications.js';
 import { answerChanges } from './0021_answer_changes.js';
+import { timesAsTimes } from './0022_times_as_times.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -85,6 +86,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0015_usage': usage(dialect),
     '0020_notifications': notifications(dialect),
     '0021_answer_changes': answerChanges(dialect),
+    '0022_times_as_times': timesAsTimes(),
   };
 }
 
