@@ -47,5 +47,5 @@ export function isoTimestamp(d: Date): string {
   return d.toISOString().replace(/\.(\d{3})Z$/, '.$1000+00:00');
 }
 
-/** Epoch ms of a stored ISO time (`…​.890638+00:00`: JavaScript reads milliseconds only). */
+/** Epoch ms of a stored ISO time (`….890638+00:00`: JavaScript reads milliseconds only). */
 export const timeMs = (iso: string): number => Date.parse(iso.replace(/(\.\d{3})\d*/, '$1'));

@@ -16,7 +16,6 @@ import {
   type Quote,
   type SubscriptionRow,
 } from '../../billing/subscriptions.js';
-import { isoTimestamp } from '../../core/clock.js';
 import type { Ctx, Services } from '../../core/context.js';
 import { ApiError, notFound, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
