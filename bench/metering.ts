@@ -4,10 +4,13 @@
  * across 1,000 accounts). Each account also holds a drive (with an install licence), so a poll meters
  * servers, storage and licences, and every server has a public NIC sending traffic, so it also reads every
  * traffic counter and writes back the readings it billed (tx is charged by growth). The poll runs in one
- * transaction, as the scheduler runs it; the first poll of each size is a warm-up.
+ * transaction, as the scheduler runs it; the first poll of each size is a warm-up. Half the servers are Intel
+ * and the licence is an older one, so the catalogue is the one that prices both (prices-intel.json; the default,
+ * the recorded zrh one, prices neither).
  * SQLite always; PostgreSQL too when BENCH_PG_URL is set.
  */
 import { randomUUID } from 'node:crypto';
+import { assetPath } from '../src/assets.js';
 import { billCycle } from '../src/billing/engine.js';
 import { nextBoundary } from '../src/billing/cycle.js';
 import { createUser } from '../src/resources/users/users.js';
@@ -16,6 +19,8 @@ import { Store } from '../src/store/db.js';
 import { postgresDatabase, sqliteDatabase, type BenchDatabase } from './database.js';
 import { servicesOf } from './seed.js';
 
+const FLAGS = { pricing: assetPath('billing/prices-intel.json') };
+
 const SIZES = [
   { servers: 100, accounts: 10 },
   { servers: 1_000, accounts: 100 },
@@ -23,7 +28,7 @@ const SIZES = [
 ];
 
 async function seed(store: Store, db: BenchDatabase, servers: number, accounts: number): Promise<void> {
-  const s = servicesOf(store, db.url);
+  const s = servicesOf(store, db.url, FLAGS);
   const owners: string[] = [];
   for (let i = 0; i < accounts; i++) owners.push((await createUser(s, { email: `meter-${servers}-${i}@bench.local` })).uuid);
   const now = new Date();
@@ -69,7 +74,7 @@ async function seed(store: Store, db: BenchDatabase, servers: number, accounts: 
 }
 
 async function pollMs(store: Store, db: BenchDatabase, at: Date): Promise<{ ms: number; entries: number }> {
-  const s = servicesOf(store, db.url);
+  const s = servicesOf(store, db.url, FLAGS);
   const t0 = performance.now();
   const out = await store.transaction((tx) => billCycle(s, tx, metersOf(), at));
   return { ms: performance.now() - t0, entries: out.entries };

@@ -58,8 +58,8 @@ export interface Seeded {
   solo: { server: string; tag: string };
 }
 
-export function servicesOf(store: Store, db: string): Services {
-  return { store, clock: systemClock, ids: randomIds, config: loadConfig({ db }, {}) };
+export function servicesOf(store: Store, db: string, flags: Record<string, string> = {}): Services {
+  return { store, clock: systemClock, ids: randomIds, config: loadConfig({ ...flags, db }, {}) };
 }
 
 /**

@@ -155,7 +155,7 @@ export async function buildApp(
   const notifier = new Notifier(services, mailer, app.log);
   app.decorate('notifier', notifier);
   app.addHook('onClose', async () => notifier.stop());
-  await new EventStream(services, app.log).attach(app);
+  await new EventStream(services, auth.asyncAuth, app.log).attach(app);
   const publicUrl = () => config.publicUrl ?? listeningUrl(app, config.host, opts.tls ? 'https' : 'http');
   const accounts = accountPaths(services, auth, { mailer, publicUrl, log: app.log });
   await registerConfirmPage(app, services, () => `${publicUrl()}/api/2.0/`);

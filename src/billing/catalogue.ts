@@ -7,7 +7,20 @@ import { Money } from './money.js';
  * lists them. Level 0 is the subscription price; levels ≥ 1 are burst prices. `multiplier` turns "price
  * per unit" into "price per base unit per second" (cpu: MHz·s, mem and storage: byte·s, tx: bytes, ip and
  * vlan: object·s). The file the operator gives (`--pricing FILE`) has the shape of a `/pricing/` answer —
- * a saved `GET /pricing/?limit=0` is a valid catalogue — plus optional `licenses` and `discounts`.
+ * a saved `GET /pricing/?limit=0` is a valid catalogue — plus optional `licenses` and `discounts`. The keys of
+ * its `current` map name resources that have burst levels but no price rows (the recorded `sms`); its values,
+ * the levels of the moment it was saved, are not read: levels start at 1 and follow usage (levels.ts).
+ *
+ * The default, `prices.json`, is the default location's (zrh) catalogue as recorded in 2022
+ * (`/pricing/`, `/currentusage/`): the 16 resources of `current`, and 484 rows (the recorded total_count) —
+ * cpu, mem, tx, sparc_t4_cpu and sparc_t4_mem at levels 0..20, dssd, ssd, zadara, ip, vlan and vlan_ecx at
+ * 0..1, four licences at 0 (4 currencies each: 5×84 + 6×8 + 4×4 = 484), and `sms` without rows (as in the
+ * libcloud fixture, where it is in `current` and has none either). The five recorded rows (dssd) come first,
+ * with their recorded ids and prices; the rest were not recorded: the libcloud fixture's (2014) prices, the
+ * earlier default's for vlan_ecx, and a family's for the resources new in 2022 (sparc_t4_* as cpu/mem, zadara
+ * as dssd). Keys of other locations and eras (`intel_cpu`/`intel_mem`, the older `msft_*` licences) are in
+ * `prices-intel.json`, a full catalogue for a location with Intel hosts, unused unless given with `--pricing`
+ * (kept for per-location catalogues).
  */
 export const CURRENCIES = ['CHF', 'EUR', 'GBP', 'USD'] as const;
 
@@ -48,8 +61,10 @@ export class PriceCatalogue {
   readonly discounts: readonly Discount[];
   /** resource -> currency -> level -> row */
   private readonly index = new Map<string, Map<string, Map<number, PriceRow>>>();
+  /** Resources with burst levels and no price rows (`sms`). */
+  private readonly unpriced: readonly string[];
 
-  constructor(rows: PriceRow[], licenses: License[], discounts: Discount[]) {
+  constructor(rows: PriceRow[], licenses: License[], discounts: Discount[], unpriced: readonly string[] = []) {
     this.rows = rows;
     this.licenses = licenses;
     this.discounts = discounts;
@@ -60,10 +75,16 @@ export class PriceCatalogue {
       if (!byLevel) byCurrency.set(r.currency, (byLevel = new Map()));
       byLevel.set(r.level, r);
     }
+    this.unpriced = [...new Set(unpriced)].filter((r) => !this.index.has(r));
   }
 
-  /** Every priced resource key, sorted. */
+  /** Every resource key with a burst level (what `/pricing/` `current` and `/currentusage/` name), sorted. */
   get resources(): string[] {
+    return [...this.index.keys(), ...this.unpriced].sort();
+  }
+
+  /** Every resource key that has price rows, sorted. */
+  get priced(): string[] {
     return [...this.index.keys()].sort();
   }
 
@@ -184,5 +205,13 @@ export function readCatalogue(file: string): PriceCatalogue {
   }
   const licenses = Array.isArray(d.licenses) ? d.licenses.map((l, i) => checkLicense(file, l, i)) : [];
   const discounts = Array.isArray(d.discounts) ? d.discounts.map((x, i) => checkDiscount(file, x, i)) : [];
-  return new PriceCatalogue(rows, licenses, discounts);
+  const unpriced: string[] = [];
+  if (d.current !== undefined) {
+    if (!d.current || typeof d.current !== 'object' || Array.isArray(d.current)) fail(file, '"current" must be an object of resource keys');
+    for (const key of Object.keys(d.current as object)) {
+      if (!/^[a-z0-9_]{1,64}$/.test(key)) fail(file, `current.${key} is not a resource key (a-z, 0-9, _)`);
+      unpriced.push(key);
+    }
+  }
+  return new PriceCatalogue(rows, licenses, discounts, unpriced);
 }

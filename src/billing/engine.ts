@@ -72,7 +72,7 @@ export function chargesOf(
     }
     if (amount <= 0) continue;
     const resource = u.keys.find((k) => s.config.pricing.rowAt(k, 0, currency));
-    if (!resource) continue; // nothing prices it (sms, an unpriced cpu type): free
+    if (!resource) continue; // nothing prices it (sms; a key without a generic fallback): free
     const id = `${resource}/${seconds}/${u.volume ? 'volume' : 'time'}`;
     const g = groups.get(id);
     if (g) g.amount += amount;

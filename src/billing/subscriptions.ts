@@ -41,8 +41,7 @@ export interface Quote {
 export function checkResource(s: S, raw: unknown, currency: string): string {
   if (typeof raw !== 'string' || !raw) throw validation('resource', 'This field is required');
   const key = resourceKey(raw);
-  if (!s.config.pricing.rowAt(key, 0, currency))
-    throw validation('resource', `Cannot subscribe to ${raw}; resources: ${s.config.pricing.resources.join(', ')}`);
+  if (!s.config.pricing.rowAt(key, 0, currency)) throw validation('resource', `Cannot subscribe to ${raw}; resources: ${s.config.pricing.priced.join(', ')}`);
   return key;
 }
 

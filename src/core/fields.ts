@@ -20,7 +20,11 @@ export interface Field {
   readonly: boolean;
   nullable: boolean;
   unique: boolean;
-  /** Whether `""` is allowed (tastypie `blank`). */
+  /**
+   * tastypie's `blank`, printed by model-flavour `schema/` and nothing else. In tastypie it says whether the key may
+   * be omitted, not whether `""` is refused: the recorded schemas pair `blank: false` with a default of `""` (acls
+   * `name`, the profile's strings), so validation never refuses `""` on its account (core/input.ts).
+   */
   blank: boolean;
   choices?: readonly string[];
   help: string;

@@ -56,6 +56,8 @@ function coerce(field: Field, value: unknown): unknown {
  * Validate the writable fields of one request object against a declaration.
  * Unknown and read-only keys are ignored (clients PUT whole objects back); a null for a field that is not
  * nullable means "not given". On create, defaults fill what is absent and required fields must be present.
+ * Present is enough: `""` is a value like any other (the real service creates drives and servers named ""), and
+ * only a kind's own rules (choices, an e-mail or URL check) refuse it.
  */
 export function validateFields(fields: Record<string, Field>, input: Obj, mode: 'create' | 'update'): Obj {
   const out: Obj = {};
@@ -72,7 +74,6 @@ export function validateFields(fields: Record<string, Field>, input: Obj, mode: 
     }
     value = coerce(field, value);
     if (!field.check(value)) throw validation(name, describe(field));
-    if (value === '' && field.required && !field.blank) throw validation(name, 'This field may not be blank');
     out[name] = value;
   }
   return out;

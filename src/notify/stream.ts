@@ -3,9 +3,8 @@ import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Caller, Services } from '../core/context.js';
-import { findSession } from '../resources/accounts/sessions.js';
 import { readCookie } from '../http/auth/cookies.js';
-import { ASYNC_AUTH_COOKIE } from '../http/accounts/routes.js';
+import { ASYNC_AUTH_COOKIE, type AsyncAuthCookie } from '../http/auth/async-auth.js';
 import type { Change } from '../store/changes.js';
 
 export const WEBSOCKET_PATH = '/websocket';
@@ -26,7 +25,9 @@ export function frameOf(c: Change): Record<string, unknown> {
  * The real-time event stream of the real service (reference §4.3, §19): after
  * `POST /accounts/action/?do=authenticate_asynchronous` a client holding the `async_auth` cookie opens
  * a websocket at `/websocket` and gets one JSON frame `{resource_type, resource_uri, uuid}` for every
- * committed change of its own objects (drives, servers, snapshots, ... and `balance`). Changes come
+ * committed change of its own objects (drives, servers, snapshots, ... and `balance`). The cookie opens a
+ * socket within 120 s of its issue (http/auth/async-auth.ts); the socket then lives as long as it is kept
+ * open, and a later reconnect needs a fresh cookie. Changes come
  * from the store's change feed (store/changes.ts): on PostgreSQL through LISTEN/NOTIFY, so a change
  * made through another API process reaches this one's clients too. A client that does not read is
  * closed once its buffer passes MAX_BUFFERED; shutdown closes every socket with 1001 (going away).
@@ -39,6 +40,7 @@ export class EventStream {
 
   constructor(
     private readonly s: Services,
+    private readonly cookies: AsyncAuthCookie,
     private readonly log?: FastifyBaseLogger,
   ) {
     s.store.changes.enabled = true;
@@ -62,8 +64,8 @@ export class EventStream {
     }
     let caller: Caller | null = null;
     try {
-      const id = readCookie(req.headers.cookie, ASYNC_AUTH_COOKIE);
-      caller = id ? ((await findSession(this.s, id))?.caller ?? null) : null;
+      const cookie = readCookie(req.headers.cookie, ASYNC_AUTH_COOKIE);
+      caller = cookie ? await this.cookies.caller(cookie) : null;
     } catch (err) {
       this.log?.error({ err }, 'websocket authentication failed');
     }

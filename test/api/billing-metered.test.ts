@@ -23,7 +23,9 @@ const CYCLE_MS = 300_000;
 const WINDOWS = '400cb70f-964e-43c0-b4a3-165de1ab3e01'; // the library's Windows Server image (licence msft_p73_04837_core)
 const TX_RATE = 4_096;
 
-const PRICE_FILE = readFileSync(assetPath('billing/prices.json'), 'utf8');
+// The catalogue that still prices the older licences (msft_lwa_00135, msft_tfa_00009), which the default (the
+// recorded 2022 zrh one) does not.
+const PRICE_FILE = readFileSync(assetPath('billing/prices-intel.json'), 'utf8');
 const PRICES: { objects: { resource: string; level: number; currency: string; price: string; multiplier: number }[]; licenses: object[] } =
   JSON.parse(PRICE_FILE);
 const D = Decimal.clone({ precision: 100 });
@@ -55,8 +57,8 @@ async function entriesOf(c: Client, poll: Date): Promise<Record<string, any>> {
 let dir: string;
 let srv: TestServer;
 before(async () => {
-  // The default catalogue lists only `instance` licences; this one adds an `install` and a `stub` one
-  // (both priced in the default file).
+  // The catalogues list only `instance` licences; this one adds an `install` and a `stub` one (both priced in
+  // prices-intel.json).
   dir = mkdtempSync(join(tmpdir(), 'stratus-licences-'));
   const file = join(dir, 'prices.json');
   const doc = JSON.parse(PRICE_FILE);

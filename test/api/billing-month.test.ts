@@ -34,9 +34,11 @@ const BY_CYCLE_DAYS = process.env.STRATUS_MONTH_BY_CYCLE === '1' ? DAYS : 2;
 const TX_RATE = 4_096;
 const WINDOWS = '400cb70f-964e-43c0-b4a3-165de1ab3e01';
 const LICENCE = 'msft_p73_04837_core';
+/** A location with Intel hosts prices them: the catalogue with intel_cpu/intel_mem (the default has none). */
+const PRICE_FILE = 'billing/prices-intel.json';
 
 const PRICES: { objects: { resource: string; level: number; currency: string; price: string; multiplier: number; unit: string }[] } = JSON.parse(
-  readFileSync(assetPath('billing/prices.json'), 'utf8'),
+  readFileSync(assetPath(PRICE_FILE), 'utf8'),
 );
 const D = Decimal.clone({ precision: 100 });
 const priceRow = (resource: string, level: number) => {
@@ -62,6 +64,7 @@ before(async () => {
   writeFileSync(join(dir, 'caps.json'), JSON.stringify(caps));
   srv = await startServer({
     capabilities: join(dir, 'caps.json'),
+    pricing: assetPath(PRICE_FILE),
     'opening-balance': '100000',
     // Guests do not write (the snapshot keeps the size the test gives it); operations are instant.
     delays: 'drive.clone=0,drive.clone.per_gib=0,drive.create=0,server.boot=0,snapshot.create=0,drive.write_rate=0',

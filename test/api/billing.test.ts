@@ -66,7 +66,7 @@ describe('catalogue endpoints (reference §16.2, 16.3, 16.5)', () => {
     assert.equal(res.json.meta.total_count, PRICES.objects.length);
     assert.equal(res.json.objects.length, PRICES.objects.length);
     sameShape(res.json.objects[0], golden('response_pricing_list').objects[0]);
-    for (const key of ['cpu', 'mem', 'dssd', 'ssd', 'ip', 'vlan', 'vlan_ecx', 'tx', 'sms', 'msft_p73_04837_core', 'intel_cpu']) {
+    for (const key of Object.keys(golden('response_pricing_list').current)) {
       assert.equal(typeof res.json.current[key], 'number', key);
       assert.equal(typeof res.json.next[key], 'number', key);
     }
@@ -81,6 +81,44 @@ describe('catalogue endpoints (reference §16.2, 16.3, 16.5)', () => {
     assert.deepEqual(one('cpu'), fromFixture);
     const levels = new Set(res.json.objects.filter((o: any) => o.resource === 'cpu').map((o: any) => o.level));
     assert.equal(levels.size, 21);
+  });
+
+  test('the default catalogue is the recorded one (2022): its resources, row count and recorded rows; no keys of other locations', async () => {
+    const recorded = golden('response_pricing_list');
+    const res = await alice.get('pricing/?limit=5');
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(Object.keys(res.json.current).sort(), Object.keys(recorded.current).sort());
+    assert.deepEqual(Object.keys(res.json.next).sort(), Object.keys(recorded.next).sort());
+    assert.equal(res.json.meta.total_count, recorded.meta.total_count);
+    // The recorded page (the first five rows, as the service listed them): ids, prices, units, multipliers.
+    assert.deepEqual(res.json.objects, recorded.objects);
+    const all = (await alice.get('pricing/')).json.objects as any[];
+    const resources = new Set(all.map((o) => o.resource));
+    // Every recorded resource has rows except `sms`, which has a level and no price (as in the libcloud fixture).
+    assert.deepEqual(
+      [...resources].sort(),
+      Object.keys(recorded.current)
+        .filter((k) => k !== 'sms')
+        .sort(),
+    );
+    assert.ok(!resources.has('intel_cpu') && !resources.has('intel_mem') && !resources.has('msft_p73_04837'));
+    for (const r of resources) {
+      const rows = all.filter((o) => o.resource === r);
+      const levels = new Set(rows.map((o) => o.level));
+      const max = /_cpu$|_mem$|^(cpu|mem|tx)$/.test(r) ? 20 : r.startsWith('msft_') ? 0 : 1;
+      assert.equal(levels.size, max + 1, r);
+      assert.equal(rows.length, (max + 1) * 4, `${r}: one row per level and currency`);
+      assert.equal(new Set(rows.map((o) => `${o.unit} ${o.multiplier}`)).size, 1, `${r}: one unit and multiplier`);
+    }
+    const unit = (r: string) => all.find((o) => o.resource === r);
+    assert.deepEqual([unit('sparc_t4_cpu').unit, unit('sparc_t4_cpu').multiplier], ['GHz/hour', 3600000]);
+    assert.deepEqual([unit('sparc_t4_mem').unit, unit('sparc_t4_mem').multiplier], ['GB/hour', 3865470566400]);
+    assert.deepEqual([unit('zadara').unit, unit('zadara').multiplier], ['GB/month', 2783138807808000]);
+    // The key set of /currentusage/ is the recorded one too.
+    const usage = (await alice.get('currentusage/')).json.usage;
+    assert.deepEqual(Object.keys(usage).sort(), Object.keys(golden('response_currentusage_list').usage).sort());
+    // sms has a level, no price: nobody can subscribe to it.
+    expectError(await alice.post('subscriptioncalculator/', [{ amount: 1, period: '1 month', resource: 'sms' }]), 400, 'validation', 'resource');
   });
 
   test('the level filter, paging and one price by id', async () => {
@@ -134,8 +172,8 @@ describe('catalogue endpoints (reference §16.2, 16.3, 16.5)', () => {
     const u = await alice.get('currentusage/');
     assert.equal(u.status, 200);
     sameShape(u.json.balance, golden('response_currentusage_list').balance);
-    for (const key of Object.keys(golden('response_currentusage_list').usage).filter((k) => !k.startsWith('sparc') && k !== 'zadara'))
-      assert.deepEqual(u.json.usage[key], { burst: 0, subscribed: 0, using: 0 }, key);
+    assert.deepEqual(Object.keys(u.json.usage).sort(), Object.keys(golden('response_currentusage_list').usage).sort());
+    for (const key of Object.keys(golden('response_currentusage_list').usage)) assert.deepEqual(u.json.usage[key], { burst: 0, subscribed: 0, using: 0 }, key);
   });
 });
 
@@ -346,15 +384,14 @@ describe('funds: 402 on start, payments, the location cpu type', () => {
     const usage = (await alice.get('currentusage/')).json.usage;
     assert.equal(usage.intel_cpu.using, 4000);
     assert.equal(usage.amd_cpu.using, 0);
-    // An Intel server is charged at the intel_cpu price.
+    // The default catalogue (the recorded zrh one) prices no intel_cpu/intel_mem: an Intel server is charged
+    // at the generic cpu/mem prices, as the recorded AMD servers are (amd_cpu is counted, never priced).
     await srv.advance(BOOT_MS);
     await pastBoundary(srv);
     await pastBoundary(srv);
     const reasons = (await ledgerOf(alice, 'limit=0')).map((e) => e.reason);
-    assert.ok(
-      reasons.some((r) => r.includes(' of intel_cpu ')),
-      reasons.join('\n'),
-    );
+    assert.ok(reasons.some((r) => r.startsWith('Burst: 4.00 GHz of cpu ')) && reasons.some((r) => r.startsWith('Burst: 4.00 GB of mem ')), reasons.join('\n'));
+    assert.ok(!reasons.some((r) => r.includes(' of intel_')), reasons.join('\n'));
   });
 
   test('bad top-ups are refused and change nothing', async () => {

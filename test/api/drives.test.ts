@@ -73,6 +73,20 @@ describe('drive lifecycle', () => {
     }
   });
 
+  test('name is required to be present, not non-blank: "" is a name (pycloudsigma\'s websocket tests create drives so)', async () => {
+    const res = await alice.post('drives/', { media: 'disk', name: '', size: GiB });
+    assert.equal(res.status, 201, res.text);
+    const d = res.json.objects[0];
+    assert.equal(d.name, '');
+    await srv.advance(2_000);
+    assert.equal((await get(alice, d.resource_uri)).name, '');
+    const renamed = await alice.put(d.resource_uri, { name: 'x' });
+    assert.equal(renamed.status, 200, renamed.text);
+    const blanked = await alice.put(d.resource_uri, { name: '' });
+    assert.equal(blanked.status, 200, blanked.text);
+    assert.equal(blanked.json.name, '');
+  });
+
   test('bulk create in one request; list is the short form, detail the full one (golden)', async () => {
     const c = await srv.user();
     const res = await c.post('drives/', golden('request_drive_create_bulk'));

@@ -93,14 +93,6 @@ const DEVIATIONS: Record<string, Deviation> = {
     why: 'the recorded default of `start_time` is the recording\'s own moment ("now"); Stratus prints no default',
     schemaIgnores: ['fields.start_time.default'],
   },
-  pricing_list: {
-    why: "`current` and `next` name every resource of the deployment's price catalogue (src/billing/prices.json: the libcloud fixture's resources plus intel_cpu/intel_mem, vlan_ecx and sms), not the recorded location's (sparc, zadara); billing.test.ts checks the rows and levels",
-    skipShape: true,
-  },
-  currentusage_list: {
-    why: '`usage` has a key per priced resource of the deployment (as pricing_list), plus amd_cpu/amd_mem; billing.test.ts checks every recorded key that the catalogue prices',
-    skipShape: true,
-  },
   profile_schema: {
     why: "the recorded default of `signup_time` is the recording's own moment; Stratus prints no default",
     schemaIgnores: ['fields.signup_time'],

@@ -104,6 +104,19 @@ describe('server definitions', () => {
     assert.equal(auto.json.objects[0].smp, 4);
   });
 
+  test('name is required to be present, not non-blank: "" is a name (pycloudsigma\'s websocket tests create servers so)', async () => {
+    const res = await alice.post('servers/', { ...MINIMAL, name: '' });
+    assert.equal(res.status, 201, res.text);
+    const s = res.json.objects[0];
+    assert.equal(s.name, '');
+    assert.equal((await alice.get(s.resource_uri)).json.name, '');
+    const renamed = await alice.put(s.resource_uri, { name: 'x' });
+    assert.equal(renamed.status, 200, renamed.text);
+    const blanked = await alice.put(s.resource_uri, { name: '' });
+    assert.equal(blanked.status, 200, blanked.text);
+    assert.equal(blanked.json.name, '');
+  });
+
   test('list is the short form, detail the full one (golden)', async () => {
     const c = await srv.user();
     await server(c);

@@ -43,6 +43,13 @@ describe('tags', () => {
     assert.equal(res.json[0].error_point, 'name');
   });
 
+  test('a name of "" is a name: tastypie\'s blank=False means the key may not be left out (acls pair it with a "" default)', async () => {
+    const res = await alice.post('tags/', { name: '' });
+    assert.equal(res.status, 201, res.text);
+    assert.equal(res.json.objects[0].name, '');
+    assert.equal((await alice.get(res.json.objects[0].resource_uri)).json.name, '');
+  });
+
   test('wrong field types are 400 with the field as error_point, and nothing is created', async () => {
     const before = (await alice.get('tags/?limit=0')).json.meta.total_count;
     for (const [body, point] of [

@@ -369,7 +369,6 @@ describe('validation: errors name their field, and bad input changes nothing', (
   const good = { active: false, filters: [filter(1)], lan_interface: LAN, name: 'ok', order: 1 };
   const badPolicies: [string, Record<string, unknown>, string][] = [
     ['no name', { name: undefined }, 'name'],
-    ['blank name', { name: '' }, 'name'],
     ['no order', { order: undefined }, 'order'],
     ['order not an integer', { order: 'first' }, 'order'],
     ['negative order', { order: -1 }, 'order'],
@@ -424,6 +423,13 @@ describe('validation: errors name their field, and bad input changes nothing', (
     assert.equal((await c.get('vrfwfilters/')).json.meta.total_count, 1);
     assert.equal((await c.get('jobs/?limit=0')).json.meta.total_count, 1);
     assert.equal((await c.get('logs/?limit=0')).json.meta.total_count, logs);
+  });
+
+  test('a name of "" is present, so accepted (required means present, as for drives and servers)', async () => {
+    const c = await srv.user();
+    const res = await c.post('vrfwpolicies/', { ...good, name: '' });
+    assert.equal(res.status, 202, res.text);
+    assert.equal(res.json.objects[0].name, '');
   });
 
   test('PUT: the same errors leave the policy and its filters as they were', async () => {

@@ -1,16 +1,13 @@
 import type { Services } from '../../core/context.js';
 import { permission, validation } from '../../core/errors.js';
 import { objectBody } from '../../core/input.js';
-import { readCookie, setCookie } from '../auth/cookies.js';
+import { readCookie } from '../auth/cookies.js';
 import { SESSION_COOKIE, type Auth } from '../auth/index.js';
 import { API_BASE } from '../resource-routes.js';
 import type { Result } from '../respond.js';
 import type { ApiRequest, PathSpec } from '../routes.js';
 import { endSession, startSession } from '../../resources/accounts/sessions.js';
 import { requestPasswordReset, signUp, type SignupDeps } from '../../resources/accounts/signup.js';
-
-/** The cookie `authenticate_asynchronous` sets; the websocket (notify/stream.ts) reads it. */
-export const ASYNC_AUTH_COOKIE = 'async_auth';
 
 const ACTIONS = ['create', 'login', 'logout', 'check_login', 'check_login_with_return_uuid', 'authenticate_asynchronous', 'reset_password'] as const;
 type Action = (typeof ACTIONS)[number];
@@ -40,7 +37,8 @@ function stringField(body: Record<string, unknown>, name: string): string {
  *   credentials; 429 while login protection holds the account or address.
  * - `logout`: ends the cookie session and clears both cookies; 200 `{}`. With a live session it needs
  *   `X-CSRFToken` like any unsafe request of the session (403 otherwise).
- * - `authenticate_asynchronous` (authenticated): sets the `async_auth` cookie the websocket at `/websocket` takes; 200 `{}`.
+ * - `authenticate_asynchronous` (authenticated): sets the `async_auth` cookie (good for 120 s) the websocket at
+ *   `/websocket` takes to connect; 200 `{}`.
  * - `reset_password` `{email}`: a one-time link to choose a new password by e-mail; always 200 `{success: true}`.
  * - `check_login`: 200 `{}` while the request is authenticated (cookie session, or Basic/Digest), else 401.
  *   `check_login_with_return_uuid`: the same with `{uuid}`.
@@ -87,10 +85,9 @@ export function accountPaths(s: Services, auth: Auth, signup: SignupDeps): PathS
             case 'reset_password':
               return ok(await requestPasswordReset(s, signup, req.body));
             case 'authenticate_asynchronous': {
-              // The websocket's credential (notify/stream.ts): a session of its own in the async_auth cookie.
+              // The websocket's credential (notify/stream.ts): a signed cookie good for 120 s (http/auth/async-auth.ts).
               const caller = await auth.authenticateRequest(req.http);
-              const started = await startSession(s, caller.uuid);
-              return ok({}, { 'Set-Cookie': setCookie(ASYNC_AUTH_COOKIE, started.id, { maxAgeS: started.maxAgeS, now: s.clock.now(), httpOnly: true }) });
+              return ok({}, { 'Set-Cookie': auth.asyncAuthCookie(caller.uuid) });
             }
             case 'check_login':
             case 'check_login_with_return_uuid': {

@@ -6,6 +6,7 @@ import { checkLogin, loginFailed, loginKeys, loginSucceeded, type LoginKeys } fr
 import { CSRF_COOKIE_MAX_AGE_S, findSession, type Session } from '../../resources/accounts/sessions.js';
 import { findUserByEmail, type UserRow } from '../../resources/users/users.js';
 import type { RequestInfo } from '../routes.js';
+import { AsyncAuthCookie } from './async-auth.js';
 import { BASIC_CHALLENGE, CredentialCache, parseBasic } from './basic.js';
 import { readCookie, setCookie } from './cookies.js';
 import { DigestAuth, parseDigest } from './digest.js';
@@ -31,12 +32,14 @@ export class Auth {
   private constructor(
     private readonly s: Services,
     readonly digest: DigestAuth,
+    /** The websocket's credential (`authenticate_asynchronous`, notify/stream.ts). */
+    readonly asyncAuth: AsyncAuthCookie,
   ) {
     this.cache = new CredentialCache(s);
   }
 
   static async create(s: Services): Promise<Auth> {
-    return new Auth(s, await DigestAuth.create(s));
+    return new Auth(s, await DigestAuth.create(s), await AsyncAuthCookie.create(s));
   }
 
   /** The Authenticator the routes call. */
@@ -147,6 +150,11 @@ export class Auth {
       setCookie(CSRF_COOKIE, started.csrfToken, { maxAgeS: CSRF_COOKIE_MAX_AGE_S, now, secure }),
       setCookie(SESSION_COOKIE, started.id, { maxAgeS: started.maxAgeS, now, httpOnly: true, secure }),
     ];
+  }
+
+  /** The `Set-Cookie` value of `authenticate_asynchronous`: the websocket's 120-second credential. */
+  asyncAuthCookie(userUuid: string): string {
+    return this.asyncAuth.setCookie(userUuid, this.secureCookies);
   }
 
   /** `Set-Cookie` values that remove both cookies (logout). */

@@ -11,6 +11,10 @@ export const USING = ['starting', 'running', 'stopping'] as const;
  * What servers use (reference §16.6): cpu (MHz) and mem (bytes) of every started server, under its cpu
  * type's keys (`intel_cpu`, `amd_mem`, ...) and the generic `cpu` / `mem`. A guest's use began when it
  * powered on (the simulator's power-on time); a server still booting has used nothing billable yet.
+ * It is charged under the first of those keys the catalogue prices: the recorded zrh catalogue prices no
+ * `amd_*` (its `/currentusage/` counts `amd_cpu` all the same) and no `intel_*`, so an AMD server there pays
+ * the `cpu`/`mem` prices, and so does an Intel one (`--cpu-type intel`) — the generic keys are what a cpu
+ * type without a price of its own is billed at. A catalogue pricing `intel_cpu` (prices-intel.json) charges that.
  *
  * Licences billed per running instance (§16.5 `instance`): one per started server that has a drive
  * holding it attached, times the drive entry's `amount`, times the server's `smp` when the licence counts
