@@ -6,11 +6,16 @@ import { dueMs, type TimerHandler, type TimerRow } from '../core/timers.js';
 import type { Tx } from '../store/db.js';
 
 const MAX_ATTEMPTS = 5;
+/** Due timers read per claim attempt: the first not claimed by another process is run. */
+const CLAIM_CANDIDATES = 8;
+
+/** The timer was cancelled while its handler ran: its work is rolled back. */
+class Cancelled extends Error {}
 
 /**
  * Runs due timers. A loop polls on real time; `runDue()` can be called directly (tests, the admin clock)
  * right after moving the injected clock. Each timer is claimed and run in one transaction; on
- * PostgreSQL the claim uses FOR UPDATE SKIP LOCKED, so several API processes share the work and never
+ * PostgreSQL the claim is an advisory lock (runOne), so several API processes share the work and never
  * run one timer twice. Recurring work (handlers with `everyMs`) is a timer row with a unique key: the
  * first pass of any process creates the missing ones, and each run schedules its successor in its own
  * transaction, so a restart resumes the cadence and several processes never double it.
@@ -120,42 +125,60 @@ export class Scheduler {
     }
   }
 
+  /**
+   * Claim one due timer and run it. The claim locks no timer row (`tryClaim`, an advisory lock until the
+   * transaction ends): the handler locks its objects first and deletes its own timer row last, the order
+   * of every other path that touches both (a DELETE or a stop locks the object, then cancels its timers).
+   * Holding the timer row from the claim on deadlocked with them. A timer cancelled while its handler
+   * waited for the object is gone when the handler ends: the handler's work is rolled back.
+   */
   private async runOne(): Promise<'ran' | 'none'> {
     const { store, clock } = this.s;
     const now = clock.now().getTime();
     let failure: { timer: TimerRow; error: Error } | undefined;
     const outcome = await store
       .transaction(async (tx) => {
-        const q = tx
+        const candidates = await tx
           .selectFrom('timers')
           .select(['id', 'kind', 'subject', 'due_ms', 'payload', 'attempts'])
           .where('state', '=', 'pending')
           .where('due_ms', '<=', now)
           .orderBy('due_ms')
           .orderBy('id')
-          .limit(1);
-        const claimed = await store.locking(q, { skipLocked: true }).executeTakeFirst();
-        if (!claimed) return 'none' as const;
-        const timer: TimerRow = { ...claimed, id: Number(claimed.id), due_ms: Number(claimed.due_ms) };
+          .limit(CLAIM_CANDIDATES)
+          .execute();
+        let timer: TimerRow | undefined;
+        for (const c of candidates) {
+          if (!(await store.tryClaim(tx, Number(c.id)))) continue;
+          // Claimed: still there and pending (another process may have run it since it was read)?
+          const still = await tx.selectFrom('timers').select(['attempts']).where('id', '=', c.id).where('state', '=', 'pending').executeTakeFirst();
+          if (!still) continue;
+          timer = { ...c, id: Number(c.id), due_ms: Number(c.due_ms), attempts: Number(still.attempts) };
+          break;
+        }
+        if (!timer) return candidates.length ? ('busy' as const) : ('none' as const);
         const handler = this.handlers[timer.kind];
         try {
           if (!handler) throw new Error(`no handler for timer kind ${timer.kind}`);
           // A failing handler rolls the whole transaction back; the failure is recorded in a new one below.
           const outcome = await handler.run(this.s, tx, timer, JSON.parse(timer.payload));
-          await tx.deleteFrom('timers').where('id', '=', timer.id).execute();
+          const done = await tx.deleteFrom('timers').where('id', '=', timer.id).executeTakeFirst();
+          if (Number(done.numDeletedRows) === 0) throw new Cancelled();
           if (handler.everyMs) await this.reschedule(tx, timer, handler, outcome?.nextAt);
         } catch (error) {
-          failure = { timer, error: error as Error };
+          if (!(error instanceof Cancelled)) failure = { timer, error: error as Error };
           throw error;
         }
         return 'ran' as const;
       })
       .catch((err: unknown) => {
+        if (err instanceof Cancelled) return 'cancelled' as const;
         if (!failure) throw err;
         return 'failed' as const;
       });
-    if (outcome !== 'failed' || !failure) return outcome === 'none' ? 'none' : 'ran';
-    await this.recordFailure(failure.timer, failure.error);
+    // Every due timer is claimed by another process right now: nothing left for this pass.
+    if (outcome === 'none' || outcome === 'busy') return 'none';
+    if (outcome === 'failed' && failure) await this.recordFailure(failure.timer, failure.error);
     return 'ran';
   }
 

@@ -349,6 +349,18 @@ export class Store {
     return opts.skipLocked ? (locked.skipLocked() as Q) : locked;
   }
 
+  /**
+   * A claim on `key` held until the transaction ends (commit, rollback, or the connection dying), that
+   * locks no row: PostgreSQL's transaction-scoped advisory lock, keyed by this schema and `key`. False when
+   * another transaction holds it. SQLite: always true (its writers take turns anyway).
+   */
+  async tryClaim(tx: Tx, key: number): Promise<boolean> {
+    if (this.dialect !== 'postgres') return true;
+    const k = key % 2_147_483_647;
+    const { rows } = await sql<{ ok: boolean }>`select pg_try_advisory_xact_lock(hashtext(current_schema()), ${k}::int) as ok`.execute(tx);
+    return rows[0]?.ok === true;
+  }
+
   async ping(): Promise<void> {
     await sql`select 1`.execute(this.db);
   }
