@@ -32,6 +32,8 @@ export interface Config {
   keepAliveTimeoutMs: number;
   /** SMTP server for outgoing mail (`smtp://user:pass@host:587`); null = write mail to the outbox folder. */
   smtpUrl: string | null;
+  /** Webhooks may go to loopback, private and link-local addresses (local development); off: public addresses only. */
+  webhooksAllowPrivate: boolean;
   /** Folder for `.eml` files when no SMTP server is configured. */
   outbox: string;
   /** `From:` of outgoing mail. */
@@ -424,6 +426,15 @@ export const SETTINGS: Setting<keyof Config>[] = [
       return s;
     },
     fallback: () => 'Stratus <no-reply@stratus.local>',
+  },
+  {
+    key: 'webhooksAllowPrivate',
+    flag: 'webhooks-allow-private',
+    env: 'STRATUS_WEBHOOKS_ALLOW_PRIVATE',
+    help: 'let webhooks go to loopback, private and link-local addresses (local development); off: public addresses only',
+    parse: readSwitch('webhooks-allow-private'),
+    fallback: () => false,
+    boolean: true,
   },
   { key: 'publicUrl', flag: 'public-url', env: 'STRATUS_PUBLIC_URL', help: 'base of links in e-mails', parse: readPublicUrl, fallback: () => null },
   { key: 'promoCodes', flag: 'promo-codes', env: 'STRATUS_PROMO_CODES', help: 'comma list of accepted promo codes', parse: readPromoCodes, fallback: () => [] },

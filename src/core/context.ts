@@ -21,7 +21,12 @@ export interface Services {
   config: Config;
   /** Event types something consumes (an outbox row is written for those); none when absent. */
   events?: EventSubscriptions;
+  /** DNS for outgoing webhook deliveries (tests map names to addresses); the system's resolver when absent. */
+  resolve?: Resolver;
 }
+
+/** A host name's addresses, as `dns.promises.lookup(host, {all: true})` gives them. */
+export type Resolver = (host: string) => Promise<{ address: string; family: number }[]>;
 
 /** A service call: who asks, plus the injected services. */
 export interface Ctx extends Services {

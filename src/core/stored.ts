@@ -22,7 +22,7 @@ export interface StoredHooks {
   /** Declared fields that are not kept in the JSON body (kept elsewhere, e.g. tag membership). */
   external?: readonly string[];
   /** Normalises validated values before anything is written (may throw a validation error). */
-  prepare?(values: Obj, mode: 'create' | 'update'): Obj;
+  prepare?(values: Obj, mode: 'create' | 'update', ctx: Ctx): Obj;
   /**
    * Runs first in the create transaction with every object of the request: takes the locks the creates
    * need, in one order for the whole request (so two bulk creates never deadlock).
@@ -259,9 +259,9 @@ export class StoredCollection implements CollectionService {
     return (await this.shown(ctx, [row], rel))[0];
   }
 
-  private validated(input: Obj, mode: 'create' | 'update'): Obj {
+  private validated(ctx: Ctx, input: Obj, mode: 'create' | 'update'): Obj {
     const values = validateFields(this.fields, input, mode);
-    return this.hooks.prepare ? this.hooks.prepare(values, mode) : values;
+    return this.hooks.prepare ? this.hooks.prepare(values, mode, ctx) : values;
   }
 
   private bodyOf(values: Obj): Obj {
@@ -292,7 +292,7 @@ export class StoredCollection implements CollectionService {
 
   async create(ctx: Ctx, inputs: Obj[]): Promise<Obj[]> {
     // Validate everything first: one bad object rejects the whole request and writes nothing.
-    const all = inputs.map((input) => this.validated(input, 'create'));
+    const all = inputs.map((input) => this.validated(ctx, input, 'create'));
     const uuids = await ctx.store.transaction(async (tx) => {
       await this.hooks.beforeCreate?.(tx, ctx, all);
       const made: string[] = [];
@@ -310,7 +310,7 @@ export class StoredCollection implements CollectionService {
   }
 
   async update(ctx: Ctx, uuid: string, input: Obj): Promise<Obj> {
-    const validated = this.validated(input, 'update');
+    const validated = this.validated(ctx, input, 'update');
     await ctx.store.transaction(async (tx) => {
       const row = await this.authorize(ctx, uuid, 'EDIT', tx);
       const values = this.hooks.beforeUpdate ? await this.hooks.beforeUpdate(tx, ctx, row, validated) : validated;

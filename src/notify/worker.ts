@@ -7,7 +7,7 @@ import { EVENT_NOTIFICATIONS } from '../resources/notifications/types.js';
 import { claimDue, markFailed, markSent, MAX_ATTEMPTS, type Delivery, type EmailContent, type WebhookContent } from './deliveries.js';
 import { fanOut } from './fanout.js';
 import type { Mailer } from './mailer.js';
-import { postWebhook } from './webhook.js';
+import { DestinationRefused, postWebhook } from './webhook.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -68,6 +68,8 @@ export class Notifier {
 
   private async attempt(d: Delivery): Promise<void> {
     let error: string | null = null;
+    // What the log gets beyond the user's message: the network error behind "could not be reached".
+    let cause: unknown;
     try {
       if (d.channel === 'email') {
         const c = JSON.parse(d.content) as EmailContent;
@@ -84,10 +86,14 @@ export class Notifier {
             (JSON.parse(d.content) as WebhookContent).body,
             d.message_id,
             Math.floor(this.s.clock.now().getTime() / 1000),
+            { allowPrivate: this.s.config.webhooksAllowPrivate, resolve: this.s.resolve },
           );
       }
     } catch (err) {
       error = (err as Error).message || String(err);
+      cause = (err as Error).cause;
+      // A destination that is not allowed stays so: no retries.
+      if (err instanceof DestinationRefused) d.attempts = MAX_ATTEMPTS;
     }
     await this.s.store.transaction(async (tx) => {
       const outcome = error === null ? (await markSent(tx, this.s, d.id), 'ok') : await markFailed(tx, this.s, d, error);
@@ -99,7 +105,7 @@ export class Notifier {
           last_delivery_at: isoTimestamp(this.s.clock.now()),
         }));
     });
-    if (error !== null) this.log?.warn({ delivery: d.id, channel: d.channel, attempts: d.attempts, err: error }, 'notification delivery failed');
+    if (error !== null) this.log?.warn({ delivery: d.id, channel: d.channel, attempts: d.attempts, error, err: cause }, 'notification delivery failed');
   }
 }
 

@@ -39,7 +39,8 @@ async function receiver() {
 before(async () => {
   sink = await smtpSink();
   hooks = await receiver();
-  srv = await startServer({ 'smtp-url': sink.url });
+  // The receiver is on loopback: this server allows private webhook destinations (local development).
+  srv = await startServer({ 'smtp-url': sink.url, 'webhooks-allow-private': 'true' });
 });
 after(async () => {
   await srv.close();

@@ -40,7 +40,7 @@ after(async () => {
 /** Values the schema alone cannot tell (limits that come from capabilities). */
 const SAMPLE_VALUES: Record<string, Record<string, unknown>> = {
   notification_contacts: { email: 'matrix-contact@example.com' },
-  webhooks: { url: 'http://127.0.0.1:9/matrix' },
+  webhooks: { url: 'https://hooks.example.com/matrix' },
   drives: { size: 1 << 30 },
   servers: { cpu: 1000, mem: 536870912 },
 };

@@ -3,7 +3,7 @@ import { buildApp } from '../../src/app.js';
 import type { ResourceDecl } from '../../src/core/resource.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { AdjustableClock } from '../../src/core/clock.js';
-import type { Services } from '../../src/core/context.js';
+import type { Resolver, Services } from '../../src/core/context.js';
 import { randomIds } from '../../src/core/ids.js';
 import { Store } from '../../src/store/db.js';
 import { createUser } from '../../src/resources/users/users.js';
@@ -41,15 +41,18 @@ let counter = 0;
 export async function startServer(
   flags: Record<string, string> = {},
   kinds?: ResourceDecl[],
-  /** `clock`: share another server's clock (two API processes on one database see one time). */
-  opts: { clock?: AdjustableClock; anchorStep?: number } = {},
+  /**
+   * `clock`: share another server's clock (two API processes on one database see one time). `resolve`: the
+   * DNS webhook deliveries use (map a public-looking name to a local address).
+   */
+  opts: { clock?: AdjustableClock; anchorStep?: number; resolve?: Resolver } = {},
 ): Promise<TestServer> {
   // `db` in the flags reopens an existing database (restart tests); otherwise a fresh one.
   const db = flags.db ? { url: flags.db, drop: async () => {} } : await freshDatabase();
   const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', 'rate-limits': 'off', ...flags }, {});
   const store = await Store.open(config.db, { poolSize: 4, cacheMiB: config.cacheMiB, anchorStep: opts.anchorStep });
   const clock = opts.clock ?? new AdjustableClock();
-  const services: Services = { store, clock, ids: randomIds, config, events: new EventSubscriptions() };
+  const services: Services = { store, clock, ids: randomIds, config, events: new EventSubscriptions(), resolve: opts.resolve };
   const app = await buildApp(services, kinds);
   // No polling loop: tests drive the simulator by moving the clock (`advance`).
   const scheduler = new Scheduler(services, timerHandlers(kinds));

@@ -7,6 +7,7 @@ import { validation } from '../../core/errors.js';
 import { storedDecl } from '../../core/stored.js';
 import { isoTimestamp } from '../../core/clock.js';
 import { enqueue } from '../../notify/deliveries.js';
+import { checkWebhookUrl } from '../../notify/destinations.js';
 import { isNotificationType, NOTIFICATION_TYPES } from './types.js';
 
 export const WEBHOOKS = 'webhooks';
@@ -18,7 +19,8 @@ export const WEBHOOKS = 'webhooks';
  * password-reset link, which only ever goes by e-mail). Each delivery is retried with backoff; the
  * webhook shows how the last one went (`last_status`, `last_error`, `last_delivery_at`), `GET
  * /webhooks/<uuid>/deliveries/` the recent ones, and `POST /webhooks/<uuid>/action/?do=test` sends a
- * test delivery.
+ * test delivery. Only public destinations are allowed (notify/destinations.ts) unless the operator allows
+ * private ones (`--webhooks-allow-private`).
  */
 const fields = {
   last_delivery_at: f.datetime({ readonly: true, nullable: true, default: null }),
@@ -32,15 +34,11 @@ const fields = {
   uuid: f.string({ readonly: true }),
 };
 
-function prepare(values: Obj): Obj {
+function prepare(values: Obj, _mode: 'create' | 'update', ctx: Ctx): Obj {
   if (typeof values.url === 'string') {
-    let u: URL;
-    try {
-      u = new URL(values.url);
-    } catch {
-      throw validation('url', 'Enter a valid http:// or https:// URL');
-    }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw validation('url', 'Enter a valid http:// or https:// URL');
+    // The text only (no DNS here): the address a name resolves to is checked when a delivery connects.
+    const checked = checkWebhookUrl(values.url, ctx.config.webhooksAllowPrivate);
+    if ('refused' in checked) throw validation('url', checked.refused);
   }
   if (Array.isArray(values.types)) {
     const bad = values.types.find((t) => !isNotificationType(t));
