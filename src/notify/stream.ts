@@ -2,16 +2,26 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { Caller, Services } from '../core/context.js';
-import { findSession } from '../resources/accounts/sessions.js';
+import type { Services } from '../core/context.js';
+import { ApiError } from '../core/errors.js';
+import { findSession, SESSION_ENDED, type Session } from '../resources/accounts/sessions.js';
 import { readCookie } from '../http/auth/cookies.js';
+import { allowedOrigin } from '../http/auth/origin.js';
 import { ASYNC_AUTH_COOKIE } from '../http/accounts/routes.js';
+import { hostMissing, rawErrorAnswer } from '../http/edges.js';
 import type { Change } from '../store/changes.js';
 
 export const WEBSOCKET_PATH = '/websocket';
 
 /** Bytes a slow client may have queued before it is dropped (it reconnects and re-reads what it needs). */
 const MAX_BUFFERED = 1024 * 1024;
+
+/** The close code of a socket whose credential ended (RFC 6455 "policy violation": reconnecting needs a new one). */
+export const CLOSE_SESSION_ENDED = 1008;
+
+const ENDED = 'session ended: authenticate again';
+/** Ended sessions remembered for upgrades in flight (a few milliseconds' worth is enough). */
+const RECENTLY_ENDED = 1024;
 
 /** User-level facts rather than stored objects (billing notes a balance change with every ledger entry): kind -> URI. */
 const FACTS: Record<string, string> = { balance: '/api/2.0/balance/' };
@@ -22,6 +32,9 @@ export function frameOf(c: Change): Record<string, unknown> {
   return { resource_type: c.kind, resource_uri: uri, uuid: c.uuid ?? undefined };
 }
 
+/** What a socket was opened with: its session (by hash) and when that session expires. */
+type Credential = Pick<Session, 'idHash' | 'expiresMs'>;
+
 /**
  * The real-time event stream of the real service (reference §4.3, §19): after
  * `POST /accounts/action/?do=authenticate_asynchronous` a client holding the `async_auth` cookie opens
@@ -30,10 +43,23 @@ export function frameOf(c: Change): Record<string, unknown> {
  * from the store's change feed (store/changes.ts): on PostgreSQL through LISTEN/NOTIFY, so a change
  * made through another API process reaches this one's clients too. A client that does not read is
  * closed once its buffer passes MAX_BUFFERED; shutdown closes every socket with 1001 (going away).
+ *
+ * A socket lives only as long as the session it was opened with. A session ended early (logout, a new
+ * password, a reset) comes down the same feed as SESSION_ENDED, from whichever process ended it, and
+ * closes its sockets with CLOSE_SESSION_ENDED; an expired one is closed instead of getting its next frame.
+ *
+ * The credential is a cookie, which a browser also attaches to a websocket a page of another site opens
+ * (same-site pages even under SameSite=Lax): an upgrade with an `Origin` of another host is refused
+ * (http/auth/origin.ts). Clients outside browsers send no `Origin`.
  */
 export class EventStream {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
-  private readonly byOwner = new Map<string, Set<WebSocket>>();
+  private readonly byOwner = new Map<string, Map<WebSocket, Credential>>();
+  /**
+   * Sessions announced ended lately: an upgrade reads its session, then registers its socket; an end
+   * announced in between would otherwise miss the socket.
+   */
+  private readonly recentlyEnded = new Set<string>();
   private unlisten: (() => Promise<void>) | null = null;
   private unsubscribe: (() => void) | null = null;
 
@@ -55,30 +81,31 @@ export class EventStream {
   }
 
   private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const refuse = (e: ApiError): void => void socket.end(rawErrorAnswer(null, e));
     const path = (req.url ?? '').split('?')[0].replace(/\/+$/, '');
-    if (path !== WEBSOCKET_PATH) {
-      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      return;
-    }
-    let caller: Caller | null = null;
+    if (path !== WEBSOCKET_PATH) return refuse(new ApiError('notexist', `No resource at ${path}`));
+    const noHost = hostMissing(req);
+    if (noHost) return refuse(noHost);
+    if (!allowedOrigin(req.headers.origin, req.headers.host, this.s.config.publicUrl))
+      return refuse(new ApiError('permission', 'The event stream answers pages of this service only (the Origin is another host)'));
+    let session: Session | null = null;
     try {
       const id = readCookie(req.headers.cookie, ASYNC_AUTH_COOKIE);
-      caller = id ? ((await findSession(this.s, id))?.caller ?? null) : null;
+      session = id ? await findSession(this.s, id) : null;
     } catch (err) {
       this.log?.error({ err }, 'websocket authentication failed');
     }
-    if (!caller) {
-      socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n[]');
-      return;
-    }
-    const owner = caller.uuid;
+    if (!session) return refuse(new ApiError('auth', 'The event stream needs the async_auth cookie of a live session (do=authenticate_asynchronous)'));
+    const owner = session.caller.uuid;
+    const credential: Credential = { idHash: session.idHash, expiresMs: session.expiresMs };
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      let set = this.byOwner.get(owner);
-      if (!set) this.byOwner.set(owner, (set = new Set()));
-      set.add(ws);
+      if (this.recentlyEnded.has(credential.idHash)) return ws.close(CLOSE_SESSION_ENDED, ENDED);
+      let sockets = this.byOwner.get(owner);
+      if (!sockets) this.byOwner.set(owner, (sockets = new Map()));
+      sockets.set(ws, credential);
       ws.on('close', () => {
-        set.delete(ws);
-        if (!set.size) this.byOwner.delete(owner);
+        sockets.delete(ws);
+        if (!sockets.size && this.byOwner.get(owner) === sockets) this.byOwner.delete(owner);
       });
       ws.on('error', () => ws.terminate());
       // Clients only listen: anything they send is ignored.
@@ -87,31 +114,47 @@ export class EventStream {
   }
 
   private deliver(changes: readonly Change[]): void {
+    const now = this.s.clock.now().getTime();
     for (const c of changes) {
+      if (c.kind === SESSION_ENDED && c.uuid) this.remember(c.uuid);
       const sockets = this.byOwner.get(c.owner);
       if (!sockets) continue;
-      const frame = JSON.stringify(frameOf(c));
-      for (const ws of sockets) {
-        if (ws.bufferedAmount > MAX_BUFFERED) {
-          ws.close(1013, 'too slow: reconnect');
-          continue;
+      // A socket being closed leaves the map at once: nothing more is sent to it.
+      const drop = (ws: WebSocket, code: number, reason: string) => {
+        sockets.delete(ws);
+        ws.close(code, reason);
+      };
+      if (c.kind === SESSION_ENDED) {
+        for (const [ws, cred] of sockets) if (cred.idHash === c.uuid) drop(ws, CLOSE_SESSION_ENDED, ENDED);
+      } else {
+        const frame = JSON.stringify(frameOf(c));
+        for (const [ws, cred] of sockets) {
+          if (cred.expiresMs <= now) drop(ws, CLOSE_SESSION_ENDED, 'session expired: authenticate again');
+          else if (ws.bufferedAmount > MAX_BUFFERED) drop(ws, 1013, 'too slow: reconnect');
+          else ws.send(frame);
         }
-        ws.send(frame);
       }
+      if (!sockets.size) this.byOwner.delete(c.owner);
     }
+  }
+
+  /** Notes an ended session, for an upgrade that read it alive just before (`recentlyEnded`). */
+  private remember(idHash: string): void {
+    this.recentlyEnded.add(idHash);
+    if (this.recentlyEnded.size > RECENTLY_ENDED) this.recentlyEnded.delete(this.recentlyEnded.values().next().value!);
   }
 
   /** Number of open sockets (tests, metrics). */
   get connections(): number {
     let n = 0;
-    for (const set of this.byOwner.values()) n += set.size;
+    for (const sockets of this.byOwner.values()) n += sockets.size;
     return n;
   }
 
   async close(): Promise<void> {
     this.unsubscribe?.();
     await this.unlisten?.();
-    for (const set of this.byOwner.values()) for (const ws of set) ws.close(1001, 'server shutting down');
+    for (const sockets of this.byOwner.values()) for (const ws of sockets.keys()) ws.close(1001, 'server shutting down');
     this.byOwner.clear();
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
   }

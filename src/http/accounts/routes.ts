@@ -39,7 +39,8 @@ function stringField(body: Record<string, unknown>, name: string): string {
  * - `login` `{username, password}`: 200 `{uuid}` with the `csrftoken` and `sessionid` cookies; 401 on bad
  *   credentials; 429 while login protection holds the account or address.
  * - `logout`: ends the cookie session and clears both cookies; 200 `{}`. With a live session it needs
- *   `X-CSRFToken` like any unsafe request of the session (403 otherwise).
+ *   `X-CSRFToken` like any unsafe request of the session (403 otherwise), and ends the `async_auth`
+ *   session the request also carries (its websocket closes).
  * - `authenticate_asynchronous` (authenticated): sets the `async_auth` cookie the websocket at `/websocket` takes; 200 `{}`.
  * - `reset_password` `{email}`: a one-time link to choose a new password by e-mail; always 200 `{success: true}`.
  * - `check_login`: 200 `{}` while the request is authenticated (cookie session, or Basic/Digest), else 401.
@@ -81,8 +82,12 @@ export function accountPaths(s: Services, auth: Auth, signup: SignupDeps): PathS
               const session = await auth.session(req.http);
               if (session && !auth.csrfOk(req.http, session)) throw permission('Logging out of a cookie session needs the X-CSRFToken header', 'X-CSRFToken');
               const id = readCookie(req.http.headers.cookie, SESSION_COOKIE);
-              if (id) await endSession(s, id);
-              return ok({}, { 'Set-Cookie': auth.logoutCookies() });
+              // The event stream's credential goes with the session (its socket closes), but only behind
+              // the CSRF check above: a cross-site form must not end a socket.
+              const stream = session ? readCookie(req.http.headers.cookie, ASYNC_AUTH_COOKIE) : null;
+              await endSession(s, ...[id, stream].filter((v): v is string => !!v));
+              const cleared = !stream ? [] : [setCookie(ASYNC_AUTH_COOKIE, '', { maxAgeS: 0, now: s.clock.now(), httpOnly: true })];
+              return ok({}, { 'Set-Cookie': [...auth.logoutCookies(), ...cleared] });
             }
             case 'reset_password':
               return ok(await requestPasswordReset(s, signup, req.body));
