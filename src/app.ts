@@ -8,7 +8,7 @@ import { ApiError } from './core/errors.js';
 import { registry, startKinds } from './registry.js';
 import type { ResourceDecl } from './core/resource.js';
 import { registerBodyParsers } from './http/body.js';
-import { clientErrorHandler, frameworkErrors, guardUnusedBodies } from './http/edges.js';
+import { clientErrorHandler, frameworkErrors, guardUnusedBodies, hostMissing } from './http/edges.js';
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
 import { fromDatabaseError } from './store/errors.js';
@@ -70,6 +70,8 @@ export async function buildApp(
         headersTimeout: config.requestTimeoutMs,
         keepAliveTimeout: config.keepAliveTimeoutMs,
         connectionsCheckingInterval: Math.max(100, Math.min(1000, config.requestTimeoutMs / 2)),
+        // Its refusal of a request without Host is an empty 400: hostMissing (http/edges.ts) answers instead.
+        requireHostHeader: false,
       };
       // An https.Server is an http.Server to Fastify (same request events); `req.protocol` reads the socket.
       return opts.tls
@@ -111,6 +113,8 @@ export async function buildApp(
     reply.header('X-REQUEST-ID', req.id);
     const q = req.query as RawQuery;
     req.format = negotiate(q.format, req.headers.accept);
+    const noHost = hostMissing(req.raw);
+    if (noHost) throw noHost;
     if (closing) throw new ApiError('concurrency', 'The service is shutting down; retry the request', null, { Connection: 'close' });
     // Faults injected through the admin plane: one boolean per request while none is in force.
     if (faults.active) faults.check(req.method, req.url);

@@ -1,4 +1,5 @@
 import type { Services } from '../core/context.js';
+import { endAllSessions, endUserSessions } from '../resources/accounts/sessions.js';
 
 /**
  * Every table of stored state, children before what they refer to. `settings` stays (the Digest secret, the
@@ -53,7 +54,8 @@ export async function resetAll(s: Services): Promise<Record<string, number>> {
       // The drive library (no owner) is the deployment's, not state: it stays, with its count.
       if (table === 'resources') q = q.where('owner_uuid', 'is not', null);
       if (table === 'resource_counts') q = q.where('owner_uuid', '<>', '');
-      deleted[table] = Number((await q.executeTakeFirst()).numDeletedRows);
+      // Ended sessions are announced: their event-stream sockets close.
+      deleted[table] = table === 'sessions' ? await endAllSessions(tx, s) : Number((await q.executeTakeFirst()).numDeletedRows);
     }
     return deleted;
   });
@@ -123,7 +125,7 @@ export async function resetAccount(s: Services, userUuid: string): Promise<Recor
     deleted.resource_counts = Number(counts.numUpdatedRows);
     await run('audit_log', tx.deleteFrom('audit_log').where('owner_uuid', '=', userUuid));
     await run('event_outbox', tx.deleteFrom('event_outbox').where('owner_uuid', '=', userUuid));
-    await run('sessions', tx.deleteFrom('sessions').where('user_uuid', '=', userUuid));
+    deleted.sessions = await endUserSessions(tx, s, userUuid);
     await run('signup_tokens', tx.deleteFrom('signup_tokens').where('user_uuid', '=', userUuid));
     return deleted;
   });

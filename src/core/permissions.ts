@@ -139,20 +139,23 @@ export async function requirePermission(
 /**
  * Rule 8, the one check for every reference a server makes (drives, IPs, VLANs, firewall policies): the
  * referenced object must exist (else 400 naming the field) and the server's owner must own it or hold
- * ATTACH on it (else 403) — also when a grantee is the one editing the server. The row comes back locked,
- * so what is decided about it (free, not mounted elsewhere) holds until the server's change commits.
+ * ATTACH on it (else 403) — also when a grantee is the one editing the server. An object the caller may
+ * not see (neither its own nor shared with LIST) is refused exactly as a missing one (`missing`, else
+ * "<label> <uuid> does not exist"): a 403 would tell a stranger's uuid from an unused one. The row comes
+ * back locked, so what is decided about it (free, not mounted elsewhere) holds until the server's change commits.
  */
 export async function lockAttachable(
   tx: Tx,
   s: Pick<Services, 'store'>,
-  ref: { serverOwner: string; kind: string; uuid: string; point: string; label?: string },
+  ref: { caller: string; serverOwner: string; kind: string; uuid: string; point: string; label?: string; missing?: string },
 ): Promise<Resource> {
   const label = ref.label ?? ref.kind;
+  const missing = () => validation(ref.point, ref.missing ?? `${label} ${ref.uuid} does not exist`);
   const row = await s.store.resources.lock(tx, ref.kind, ref.uuid);
-  if (!row) throw validation(ref.point, `${label} ${ref.uuid} does not exist`);
-  if (!(await holds(tx, ref.serverOwner, ref.kind, row, 'ATTACH')))
-    throw forbidden(`The server owner may not attach ${label} ${ref.uuid}: it needs to own it or hold ATTACH`, ref.point);
-  return row;
+  if (!row) throw missing();
+  if (await holds(tx, ref.serverOwner, ref.kind, row, 'ATTACH')) return row;
+  if (row.owner_uuid !== ref.caller && !(await holds(tx, ref.caller, ref.kind, row, 'LIST'))) throw missing();
+  throw forbidden(`The server owner may not attach ${label} ${ref.uuid}: it needs to own it or hold ATTACH`, ref.point);
 }
 
 /**

@@ -7,6 +7,7 @@ import { checkLimits } from '../admin/limits.js';
 import { exportState, importState } from '../admin/state-file.js';
 import { failNextClone } from '../sim/storage.js';
 import { setAccountLimits } from './ratelimit/overrides.js';
+import { ADMIN_TOKEN_BACKOFF, FailureBackoff } from './auth/backoff.js';
 import type { Caller, Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
 import { randomPassword, safeEqual } from '../core/passwords.js';
@@ -21,6 +22,7 @@ import { OPS_BASE } from './ops.js';
  *
  * Guarded twice: the admin token (`--admin-token`, generated and printed at start when unset; sent as
  * `Authorization: Bearer TOKEN`), and, unless `--admin-access any`, the client address must be loopback.
+ * Wrong tokens back off per client address (http/auth/backoff.ts): after 5, a 429 lock that doubles.
  * `--admin-token off` removes the plane (404). Every call is logged at `info` as `admin action` with what
  * it did (never a password), so the service log is its audit trail. Bodies are JSON (or XML), answers in the
  * API's conventions; bad input is a 400 `validation` that changes nothing.
@@ -134,16 +136,22 @@ function str(b: Record<string, unknown>, key: string, required = false): string 
 }
 
 export function registerAdmin(app: FastifyInstance, s: Services, token: string, access: 'loopback' | 'any', faults: Faults, deps: AdminDeps): void {
+  const guesses = new FailureBackoff(s.clock, ADMIN_TOKEN_BACKOFF, 'Too many wrong admin tokens from this address');
   const authenticate = async (req: FastifyRequest): Promise<Caller> => {
     if (access === 'loopback' && !isLoopback(req.ip))
       throw new ApiError('permission', 'The admin plane answers only on loopback addresses (--admin-access any opens it)');
+    // Before the token is compared: a locked-out address learns nothing, not even from the right token.
+    guesses.check(req.ip);
     const header = req.headers.authorization ?? '';
     const given = /^Bearer\s+(\S+)$/i.exec(header)?.[1];
-    if (!given || !safeEqual(given, token))
-      throw new ApiError('auth', given ? 'Wrong admin token' : 'The admin plane needs Authorization: Bearer <admin token>', null, {
-        'WWW-Authenticate': 'Bearer realm="stratus-admin"',
-      });
-    return ADMIN;
+    if (given && safeEqual(given, token)) {
+      guesses.succeeded(req.ip);
+      return ADMIN;
+    }
+    if (given) guesses.failed(req.ip);
+    throw new ApiError('auth', given ? 'Wrong admin token' : 'The admin plane needs Authorization: Bearer <admin token>', null, {
+      'WWW-Authenticate': 'Bearer realm="stratus-admin"',
+    });
   };
   const audit = (action: string, details: Record<string, unknown>, req: { http: { ip: string } }) =>
     deps.log.info({ admin: action, ...details, client: req.http.ip }, 'admin action');

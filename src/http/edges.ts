@@ -7,6 +7,7 @@
  * - `clientErrorHandler`: node:http could not parse a request at all (garbage, a header block over
  *   Node's limit, a client too slow to finish): a raw answer in JSON (headers only for HEAD), then
  *   the connection is closed, lingering (below): the peer may still be sending.
+ * - `hostMissing`: an HTTP/1.1 request without `Host`, which node:http would refuse with an empty 400.
  * - `frameworkErrors`: the router refused the URL (a malformed %-escape, a path segment over
  *   `maxParamLength`) before any hook ran: answered here in the negotiated format.
  * - `guardUnusedBodies`: a body the service does not read (GET, HEAD, DELETE without a content type)
@@ -22,7 +23,7 @@
  *   socket destroyed with unread input sends a reset, which can discard the answer on the client's side.
  */
 import { randomUUID } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
@@ -30,7 +31,6 @@ import { sortedJson } from './json.js';
 import { negotiate, type Format } from './negotiate.js';
 import { send } from './respond.js';
 
-const REASONS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
 /** How long a refused connection keeps reading (and dropping) what the client still sends. */
 const LINGER_MS = 2000;
 
@@ -88,6 +88,20 @@ function failedMethod(err: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesPa
   return method;
 }
 
+/**
+ * A whole HTTP/1.1 answer with `e` as the error array (JSON) that closes the connection, for a socket no
+ * route will answer (a request node:http could not parse, a refused websocket upgrade). `status` defaults
+ * to the error's own.
+ */
+export function rawErrorAnswer(status: number | null, e: ApiError, head = false): string {
+  const code = status ?? e.status;
+  const body = sortedJson([e.toWire()]);
+  return (
+    `HTTP/1.1 ${code} ${STATUS_CODES[code] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${head ? '' : body}`
+  );
+}
+
 /** node:http `clientError`: answer with the error array (JSON: the request was never parsed), then close. */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   if (!socket.writable || err.code === 'ECONNRESET') {
@@ -100,12 +114,8 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
       : err.code === 'HPE_HEADER_OVERFLOW'
         ? [431, 'Request line and headers are too large']
         : [400, 'Malformed HTTP request'];
-  const body = sortedJson([new ApiError('validation', message).toWire()]);
   // A HEAD request gets the headers of the answer and no body (the client would take the body for garbage).
-  const head = failedMethod(err) === 'HEAD';
-  const answer =
-    `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nX-REQUEST-ID: ${randomUUID()}\r\nConnection: close\r\n\r\n${head ? '' : body}`;
+  const answer = rawErrorAnswer(status, new ApiError('validation', message), failedMethod(err) === 'HEAD');
   // Nothing after the bad request is parsed any more.
   discardInput(socket);
   const respond = (): void => {
@@ -131,6 +141,15 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
   // A complete, pipelined request before the bad one is still being answered: its answer goes first.
   inFlight.once('finish', respond);
   inFlight.once('close', () => (inFlight.writableFinished ? undefined : socket.destroy()));
+}
+
+/**
+ * HTTP/1.1 requires `Host` (RFC 9112 §3.2). node:http's own check answers an empty 400, so the server is
+ * made without it (`requireHostHeader: false`) and the first hook asks this instead.
+ */
+export function hostMissing(req: { httpVersion: string; headers: { host?: string } }): ApiError | null {
+  if (req.headers.host !== undefined || req.httpVersion !== '1.1') return null;
+  return new ApiError('validation', 'An HTTP/1.1 request needs a Host header', null, { Connection: 'close' });
 }
 
 /** The response format of a request the router never matched: its `?format=` and `Accept`, else JSON. */

@@ -2,15 +2,26 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { Caller, Services } from '../core/context.js';
+import type { Services } from '../core/context.js';
+import { ApiError } from '../core/errors.js';
+import { SESSION_ENDED } from '../resources/accounts/sessions.js';
 import { readCookie } from '../http/auth/cookies.js';
-import { ASYNC_AUTH_COOKIE, type AsyncAuthCookie } from '../http/auth/async-auth.js';
+import { allowedOrigin } from '../http/auth/origin.js';
+import { ASYNC_AUTH_COOKIE, type AsyncAuthCookie, type StreamCredential } from '../http/auth/async-auth.js';
+import { hostMissing, rawErrorAnswer } from '../http/edges.js';
 import type { Change } from '../store/changes.js';
 
 export const WEBSOCKET_PATH = '/websocket';
 
 /** Bytes a slow client may have queued before it is dropped (it reconnects and re-reads what it needs). */
 const MAX_BUFFERED = 1024 * 1024;
+
+/** The close code of a socket whose credential ended (RFC 6455 "policy violation": reconnecting needs a new one). */
+export const CLOSE_SESSION_ENDED = 1008;
+
+const ENDED = 'session ended: authenticate again';
+/** Ended sessions remembered for upgrades in flight (a few milliseconds' worth is enough). */
+const RECENTLY_ENDED = 1024;
 
 /** User-level facts rather than stored objects (billing notes a balance change with every ledger entry): kind -> URI. */
 const FACTS: Record<string, string> = { balance: '/api/2.0/balance/' };
@@ -20,6 +31,9 @@ export function frameOf(c: Change): Record<string, unknown> {
   const uri = FACTS[c.kind] ?? `/api/2.0/${c.kind}/${c.uuid}/`;
   return { resource_type: c.kind, resource_uri: uri, uuid: c.uuid ?? undefined };
 }
+
+/** What a socket was opened with: its cookie's credential id and when that cookie was issued. */
+type Credential = Pick<StreamCredential, 'credential' | 'issuedMs'>;
 
 /**
  * The real-time event stream of the real service (reference §4.3, §19): after
@@ -31,10 +45,24 @@ export function frameOf(c: Change): Record<string, unknown> {
  * from the store's change feed (store/changes.ts): on PostgreSQL through LISTEN/NOTIFY, so a change
  * made through another API process reaches this one's clients too. A client that does not read is
  * closed once its buffer passes MAX_BUFFERED; shutdown closes every socket with 1001 (going away).
+ *
+ * A socket lives only as long as the credentials it was opened with. A logout that carries its cookie,
+ * a new password or a reset comes down the same feed as SESSION_ENDED, from whichever process did it,
+ * and closes its sockets (the logout's cookie's; every socket of the account for the others) with
+ * CLOSE_SESSION_ENDED. A new password also voids the cookies issued before it (async-auth.ts).
+ *
+ * The credential is a cookie, which a browser also attaches to a websocket a page of another site opens
+ * (same-site pages even under SameSite=Lax): an upgrade with an `Origin` of another host is refused
+ * (http/auth/origin.ts). Clients outside browsers send no `Origin`.
  */
 export class EventStream {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
-  private readonly byOwner = new Map<string, Set<WebSocket>>();
+  private readonly byOwner = new Map<string, Map<WebSocket, Credential>>();
+  /**
+   * Credentials announced ended lately (cookie ids; accounts with the time their credentials ended): an
+   * upgrade checks its cookie, then registers its socket; an end announced in between would miss it.
+   */
+  private readonly recentlyEnded = new Map<string, number>();
   private unlisten: (() => Promise<void>) | null = null;
   private unsubscribe: (() => void) | null = null;
 
@@ -57,30 +85,33 @@ export class EventStream {
   }
 
   private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const refuse = (e: ApiError): void => void socket.end(rawErrorAnswer(null, e));
     const path = (req.url ?? '').split('?')[0].replace(/\/+$/, '');
-    if (path !== WEBSOCKET_PATH) {
-      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      return;
-    }
-    let caller: Caller | null = null;
+    if (path !== WEBSOCKET_PATH) return refuse(new ApiError('notexist', `No resource at ${path}`));
+    const noHost = hostMissing(req);
+    if (noHost) return refuse(noHost);
+    if (!allowedOrigin(req.headers.origin, req.headers.host, this.s.config.publicUrl))
+      return refuse(new ApiError('permission', 'The event stream answers pages of this service only (the Origin is another host)'));
+    let opened: StreamCredential | null = null;
     try {
       const cookie = readCookie(req.headers.cookie, ASYNC_AUTH_COOKIE);
-      caller = cookie ? await this.cookies.caller(cookie) : null;
+      opened = cookie ? await this.cookies.open(cookie) : null;
     } catch (err) {
       this.log?.error({ err }, 'websocket authentication failed');
     }
-    if (!caller) {
-      socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n[]');
-      return;
-    }
-    const owner = caller.uuid;
+    if (!opened) return refuse(new ApiError('auth', 'The event stream needs a fresh async_auth cookie (do=authenticate_asynchronous, good for 120 s)'));
+    const owner = opened.caller.uuid;
+    const credential: Credential = { credential: opened.credential, issuedMs: opened.issuedMs };
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      let set = this.byOwner.get(owner);
-      if (!set) this.byOwner.set(owner, (set = new Set()));
-      set.add(ws);
+      const accountEnded = this.recentlyEnded.get(`account:${owner}`);
+      if (this.recentlyEnded.has(credential.credential) || (accountEnded !== undefined && accountEnded >= credential.issuedMs + 1000))
+        return ws.close(CLOSE_SESSION_ENDED, ENDED);
+      let sockets = this.byOwner.get(owner);
+      if (!sockets) this.byOwner.set(owner, (sockets = new Map()));
+      sockets.set(ws, credential);
       ws.on('close', () => {
-        set.delete(ws);
-        if (!set.size) this.byOwner.delete(owner);
+        sockets.delete(ws);
+        if (!sockets.size && this.byOwner.get(owner) === sockets) this.byOwner.delete(owner);
       });
       ws.on('error', () => ws.terminate());
       // Clients only listen: anything they send is ignored.
@@ -90,30 +121,45 @@ export class EventStream {
 
   private deliver(changes: readonly Change[]): void {
     for (const c of changes) {
+      if (c.kind === SESSION_ENDED) this.remember(c.uuid ?? `account:${c.owner}`);
       const sockets = this.byOwner.get(c.owner);
       if (!sockets) continue;
-      const frame = JSON.stringify(frameOf(c));
-      for (const ws of sockets) {
-        if (ws.bufferedAmount > MAX_BUFFERED) {
-          ws.close(1013, 'too slow: reconnect');
-          continue;
+      // A socket being closed leaves the map at once: nothing more is sent to it.
+      const drop = (ws: WebSocket, code: number, reason: string) => {
+        sockets.delete(ws);
+        ws.close(code, reason);
+      };
+      if (c.kind === SESSION_ENDED) {
+        for (const [ws, cred] of sockets) if (c.uuid === null || cred.credential === c.uuid) drop(ws, CLOSE_SESSION_ENDED, ENDED);
+      } else {
+        const frame = JSON.stringify(frameOf(c));
+        for (const ws of sockets.keys()) {
+          if (ws.bufferedAmount > MAX_BUFFERED) drop(ws, 1013, 'too slow: reconnect');
+          else ws.send(frame);
         }
-        ws.send(frame);
       }
+      if (!sockets.size) this.byOwner.delete(c.owner);
     }
+  }
+
+  /** Notes an ended credential (and when), for an upgrade that checked it just before (`recentlyEnded`). */
+  private remember(key: string): void {
+    this.recentlyEnded.delete(key);
+    this.recentlyEnded.set(key, this.s.clock.now().getTime());
+    if (this.recentlyEnded.size > RECENTLY_ENDED) this.recentlyEnded.delete(this.recentlyEnded.keys().next().value!);
   }
 
   /** Number of open sockets (tests, metrics). */
   get connections(): number {
     let n = 0;
-    for (const set of this.byOwner.values()) n += set.size;
+    for (const sockets of this.byOwner.values()) n += sockets.size;
     return n;
   }
 
   async close(): Promise<void> {
     this.unsubscribe?.();
     await this.unlisten?.();
-    for (const set of this.byOwner.values()) for (const ws of set) ws.close(1001, 'server shutting down');
+    for (const sockets of this.byOwner.values()) for (const ws of sockets.keys()) ws.close(1001, 'server shutting down');
     this.byOwner.clear();
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
   }

@@ -5,7 +5,7 @@ import type { Dialect, Tx } from './db.js';
 /** One changed object of a user (or a user-level fact such as the balance) for the live event stream. */
 export interface Change {
   owner: string;
-  /** `drives`, `servers`, ... or `balance`. */
+  /** `drives`, `servers`, ... or `balance`; `session-ended` tells the stream a credential is gone (uuid: its hash). */
   kind: string;
   /** The object's uuid; null for a user-level fact. */
   uuid: string | null;
@@ -35,7 +35,15 @@ export class ChangeFeed {
   constructor(private readonly dialect: Dialect) {}
 
   note(tx: Tx, change: Change): void {
-    if (!this.enabled || !change.owner) return;
+    if (this.enabled) this.announce(tx, change);
+  }
+
+  /**
+   * Noted even where this process has no stream on: a fact every process's stream must hear of (a
+   * session ended by an operator command or a process that serves no sockets).
+   */
+  announce(tx: Tx, change: Change): void {
+    if (!change.owner) return;
     let list = this.pending.get(tx);
     if (!list) this.pending.set(tx, (list = []));
     list.push(change);

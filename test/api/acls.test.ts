@@ -251,14 +251,18 @@ describe('attach and clone rules (functions for the server and drive services)',
     await one(owner, 'acls/', { grantees: [{ uuid: grantee.uuid }], rules: rules.map((permission) => ({ permission })), tags: [{ uuid: tag.uuid }] });
   }
 
-  test('rule 8: the server owner must own the resource or hold ATTACH on it', async () => {
+  test('rule 8: the server owner must own the resource or hold ATTACH on it; one it may not see is missing', async () => {
     const { lockAttachable } = await import('../../src/core/permissions.js');
     const assertCanAttach = (owner: string, kind: string, uuid: string, point: string) =>
-      srv.services.store.transaction((t) => lockAttachable(t, srv.services, { serverOwner: owner, kind, uuid, point }));
+      srv.services.store.transaction((t) => lockAttachable(t, srv.services, { caller: owner, serverOwner: owner, kind, uuid, point }));
     const own = await one(alice, 'widgets/', { name: 'mine', size: 1 });
     await assertCanAttach(alice.uuid, 'widgets', own.uuid, 'drives');
     const bobs = await one(bob, 'widgets/', { name: 'bobs', size: 1 });
-    await assert.rejects(assertCanAttach(alice.uuid, 'widgets', bobs.uuid, 'drives'), (e: any) => e.status === 403 && e.point === 'drives');
+    // Not shared at all: the same 400 as a uuid nobody has (no existence oracle).
+    await assert.rejects(
+      assertCanAttach(alice.uuid, 'widgets', bobs.uuid, 'drives'),
+      (e: any) => e.status === 400 && e.point === 'drives' && e.message === `widgets ${bobs.uuid} does not exist`,
+    );
     const bobTag = await one(bob, 'tags/', { name: 'attachable', resources: [bobs.uuid] });
     await one(bob, 'acls/', { grantees: [{ uuid: alice.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: bobTag.uuid }] });
     await assert.rejects(assertCanAttach(alice.uuid, 'widgets', bobs.uuid, 'drives'), (e: any) => e.status === 403, 'LIST is not ATTACH');

@@ -284,6 +284,26 @@ describe('failures before routing are error arrays', () => {
     }
   });
 
+  test('an HTTP/1.1 request without Host: 400 with the error array (HTTP/1.0 needs none)', async () => {
+    for (const req of [
+      `GET /api/2.0/tags/ HTTP/1.1\r\nAuthorization: ${auth}\r\n\r\n`,
+      `GET /nowhere/ HTTP/1.1\r\n\r\n`,
+      `POST /api/2.0/tags/ HTTP/1.1\r\n\r\n`,
+    ]) {
+      const r = parse(await raw(req));
+      assert.equal(r.status, 400, r.head);
+      assert.match(r.head, /\r\nx-request-id: [0-9a-f-]{36}/i);
+      assert.match(r.head, /\r\ncontent-type: application\/json/i);
+      assertErrorArray(r.body, 'validation', null);
+      assert.match(JSON.parse(r.body)[0].error_message, /Host/);
+    }
+    const xml = parse(await raw(`GET /api/2.0/tags/ HTTP/1.1\r\nAccept: application/xml\r\n\r\n`));
+    assert.equal(xml.status, 400);
+    assert.match(xml.body, /<error_type>validation<\/error_type>/);
+    const old = parse(await raw(`GET /api/2.0/tags/ HTTP/1.0\r\nAuthorization: ${auth}\r\n\r\n`));
+    assert.equal(old.status, 200, old.body);
+  });
+
   test('garbage instead of HTTP: 400 with the error array', async () => {
     const r = parse(await raw('HELLO THERE\r\n\r\n'));
     assert.equal(r.status, 400);

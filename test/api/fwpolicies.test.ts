@@ -144,11 +144,36 @@ describe('policies on servers', () => {
     const other = await policy(bob, { name: 'not yours' });
     const nic = (fw: string) => ({ nics: [{ firewall_policy: fw, ip_v4_conf: { conf: 'dhcp', ip: null }, model: 'virtio' }] });
     expectError(await c.put(server.resource_uri, nic(crypto.randomUUID())), 400, 'validation', 'nics');
-    expectError(await c.put(server.resource_uri, nic(other.uuid)), 403, 'permission', 'nics');
+    expectError(await c.put(server.resource_uri, nic(other.uuid)), 400, 'validation', 'nics');
     // Moved to no policy: the policy no longer lists the server.
     const cleared = await c.put(server.resource_uri, { nics: [{ ...server.nics[0], firewall_policy: null }] });
     assert.equal(cleared.status, 200, cleared.text);
     assert.deepEqual((await get(c, p.resource_uri)).servers, []);
+  });
+
+  test("another user's policy answers exactly as a missing one (no existence oracle); shared with LIST only, 403", async () => {
+    const c = await srv.user();
+    const theirs = await policy(bob, { name: 'not yours' });
+    const missing = crypto.randomUUID();
+    const nic = (fw: string) => ({ nics: [{ firewall_policy: fw, ip_v4_conf: { conf: 'dhcp', ip: null }, model: 'virtio' }] });
+    const server = await c.post('servers/', { name: 's', cpu: 1000, mem: 536870912, vnc_password: 'x' });
+    assert.equal(server.status, 201, server.text);
+    const uri = server.json.objects[0].resource_uri;
+    for (const send of [
+      (fw: string) => c.put(uri, nic(fw)),
+      (fw: string) => c.post('servers/', { name: 's', cpu: 1000, mem: 536870912, vnc_password: 'x', ...nic(fw) }),
+    ]) {
+      const foreign = await send(theirs.uuid);
+      const unknown = await send(missing);
+      expectError(foreign, 400, 'validation', 'nics');
+      assert.deepEqual(foreign.json, JSON.parse(unknown.text.replaceAll(missing, theirs.uuid)));
+    }
+    // Once bob lets the caller see it (LIST, not ATTACH), the refusal may say why.
+    const tag = (await bob.post('tags/', { name: 'fw' })).json.objects[0];
+    assert.equal((await bob.put(theirs.resource_uri, { tags: [tag.uuid] })).status, 200);
+    const acl = await bob.post('acls/', { grantees: [{ uuid: c.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: tag.uuid }] });
+    assert.equal(acl.status, 201, acl.text);
+    expectError(await c.put(uri, nic(theirs.uuid)), 403, 'permission', 'nics');
   });
 
   test('delete: 204 when its servers are stopped (their NICs show null after); 403 while one runs', async () => {

@@ -193,7 +193,7 @@ describe('IP objects', () => {
 });
 
 describe('static IPs and the server relation', () => {
-  test('assertUsableStaticIp: own IP, unknown address 400, foreign 403, ATTACH through an ACL, in use elsewhere 403', async () => {
+  test('assertUsableStaticIp: own IP, unknown address 400, an unshared foreign one the same 400, ATTACH through an ACL, in use elsewhere 403', async () => {
     const [mine] = await assign(alice);
     const [theirs] = await assign(bob);
     const s1 = await server(alice);
@@ -208,7 +208,9 @@ describe('static IPs and the server relation', () => {
     const malformed = await failure(tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, '1.2.3', { point: 'nics' })));
     assert.deepEqual([malformed.status, malformed.point], [400, 'nics']);
     const foreign = await failure(tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, theirs, { point: 'nics' })));
-    assert.deepEqual([foreign.status, foreign.type, foreign.point], [403, 'permission', 'nics']);
+    const unknown = await failure(tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, '185.12.6.250', { point: 'nics' })));
+    assert.deepEqual([foreign.status, foreign.type, foreign.point], [400, 'validation', 'nics']);
+    assert.equal(foreign.message, unknown.message.replace('185.12.6.250', theirs));
 
     // ATTACH through an ACL lets bob use alice's IP; LIST alone does not.
     const [lent] = await assign(alice);
@@ -231,6 +233,22 @@ describe('static IPs and the server relation', () => {
     await tx((t) => setServerStaticIps(t, s1, []));
     assert.equal((await alice.get(`ips/${mine}/`)).json.server, null);
     await tx((t) => assertUsableStaticIp(t, srv.services, alice.uuid, mine, { server: s2 }));
+  });
+
+  test("a NIC's static IP of another user answers exactly as an address nobody holds (no existence oracle)", async () => {
+    const [theirs] = await assign(bob);
+    const nobodys = '185.12.6.251';
+    const s = await server(alice);
+    const nic = (ip: string) => ({ nics: [{ ip_v4_conf: { conf: 'static', ip }, model: 'virtio' }] });
+    const foreign = await alice.put(`servers/${s}/`, nic(theirs));
+    const unknown = await alice.put(`servers/${s}/`, nic(nobodys));
+    assert.equal(foreign.status, 400, foreign.text);
+    assert.equal(foreign.json[0].error_type, 'validation');
+    assert.equal(foreign.json[0].error_point, 'nics');
+    assert.deepEqual(foreign.json, JSON.parse(unknown.text.replaceAll(nobodys, theirs)));
+    // Alice's own IP is fine.
+    const [mine] = await assign(alice);
+    assert.equal((await alice.put(`servers/${s}/`, nic(mine))).status, 200);
   });
 
   test('setServerStaticIps replaces a server set; a stop of the hypervisor frees its leases', async () => {

@@ -40,6 +40,31 @@ describe('the admin plane', () => {
     assert.ok(index.json.actions.includes('/_stratus/admin/reset'));
   });
 
+  test('wrong tokens back off per address: 429 with Retry-After for a doubling lock; the right token elsewhere is not slowed', async () => {
+    const from = '127.0.0.66';
+    const elsewhere = '127.0.0.67';
+    const wrong = () => call('GET', 'clock', undefined, 'wrong-token-wrong-token', from);
+    for (let i = 0; i < 4; i++) assert.equal((await wrong()).status, 401);
+    const locked = await wrong();
+    assert.equal(locked.status, 429, locked.text);
+    assert.equal(locked.headers['retry-after'], '1');
+    assert.deepEqual(Object.keys(locked.json[0]).sort(), ['error_message', 'error_point', 'error_type']);
+    // While locked, even the right token is refused there (a lock is no oracle); elsewhere it works at once.
+    assert.equal((await call('GET', 'clock', undefined, TOKEN, from)).status, 429);
+    assert.equal((await call('GET', 'clock', undefined, TOKEN, elsewhere)).status, 200);
+    // Each further wrong token after a lock doubles it: 2 s, 4 s.
+    srv.clock.advance(1_000);
+    assert.equal((await wrong()).headers['retry-after'], '2');
+    assert.equal((await wrong()).status, 429, 'refused during the lock, and not counted');
+    srv.clock.advance(2_000);
+    assert.equal((await wrong()).headers['retry-after'], '4');
+    // The right token after the lock forgets the address.
+    srv.clock.advance(4_000);
+    assert.equal((await call('GET', 'clock', undefined, TOKEN, from)).status, 200);
+    for (let i = 0; i < 4; i++) assert.equal((await wrong()).status, 401);
+    assert.equal((await call('GET', 'clock', undefined, TOKEN, from)).status, 200);
+  });
+
   test('users: create, password, state; mistakes are 400/404/409 and change nothing', async () => {
     const made = await call('POST', 'users', { email: 'Pipe@Example.com' });
     assert.equal(made.status, 201, made.text);

@@ -303,8 +303,9 @@ describe('static IPs and VLANs', () => {
     );
     const other = await server(alice);
     assert.equal((await alice.put(other.resource_uri, { nics: [{ ip_v4_conf: { conf: 'static', ip } }] })).status, 403, 'in use');
-    assert.equal((await bob.put((await server(bob)).resource_uri, { nics: [{ ip_v4_conf: { conf: 'static', ip } }] })).status, 403, "another user's IP");
-    assert.equal((await bob.put((await server(bob)).resource_uri, { nics: [{ vlan }] })).status, 403, "another user's VLAN");
+    // Another user's IP or VLAN, not shared: as if it did not exist (no existence oracle).
+    assert.equal((await bob.put((await server(bob)).resource_uri, { nics: [{ ip_v4_conf: { conf: 'static', ip } }] })).status, 400, "another user's IP");
+    assert.equal((await bob.put((await server(bob)).resource_uri, { nics: [{ vlan }] })).status, 400, "another user's VLAN");
     assert.equal((await alice.put(other.resource_uri, { nics: [{ ip_v4_conf: { conf: 'static', ip: '203.0.113.9' } }] })).status, 400);
     await alice.delete(s.resource_uri);
     assert.equal((await alice.put(other.resource_uri, { nics: [{ ip_v4_conf: { conf: 'static', ip } }] })).status, 200, 'freed by the delete');

@@ -14,7 +14,7 @@ type User = Client & { uuid: string; email: string };
 
 /** Rule 8 for VLANs: what a NIC's `vlan` is checked with. */
 const usableVlan = (t: Tx, owner: string, vlan: string, point = 'vlan') =>
-  lockAttachable(t, srv.services, { serverOwner: owner, kind: 'vlans', uuid: vlan, point, label: 'VLAN' });
+  lockAttachable(t, srv.services, { caller: owner, serverOwner: owner, kind: 'vlans', uuid: vlan, point, label: 'VLAN' });
 let srv: TestServer;
 let alice: User, bob: User;
 
@@ -136,14 +136,15 @@ describe('VLAN objects', () => {
 });
 
 describe('VLANs and servers', () => {
-  test('lockAttachable on VLANs: own VLAN, unknown 400, foreign 403, ATTACH through an ACL', async () => {
+  test('lockAttachable on VLANs: own VLAN, unknown 400, an unshared foreign one the same 400, LIST only 403, ATTACH through an ACL', async () => {
     const [mine] = await assign(alice);
     const [theirs] = await assign(bob);
     await tx((t) => usableVlan(t, alice.uuid, mine, 'nics'));
-    const unknown = await failure(tx((t) => usableVlan(t, alice.uuid, randomUUID(), 'nics')));
-    assert.deepEqual([unknown.status, unknown.type, unknown.point], [400, 'validation', 'nics']);
+    const unknownUuid = randomUUID();
+    const unknown = await failure(tx((t) => usableVlan(t, alice.uuid, unknownUuid, 'nics')));
+    assert.deepEqual([unknown.status, unknown.type, unknown.point, unknown.message], [400, 'validation', 'nics', `VLAN ${unknownUuid} does not exist`]);
     const foreign = await failure(tx((t) => usableVlan(t, alice.uuid, theirs, 'nics')));
-    assert.deepEqual([foreign.status, foreign.type, foreign.point], [403, 'permission', 'nics']);
+    assert.deepEqual([foreign.status, foreign.type, foreign.point, foreign.message], [400, 'validation', 'nics', `VLAN ${theirs} does not exist`]);
     assert.equal((await failure(tx((t) => usableVlan(t, bob.uuid, mine)))).point, 'vlan');
 
     await share(mine, bob, ['LIST', 'EDIT']);

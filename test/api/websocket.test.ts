@@ -5,6 +5,8 @@ import { startServer, type TestServer } from '../helpers/server.js';
 import { Client } from '../helpers/client.js';
 import { newDrive, newServer } from '../helpers/seed.js';
 import { billingCommand } from '../../src/cli/billing.js';
+import { setPassword } from '../../src/resources/users/users.js';
+import { setCookies } from '../helpers/auth.js';
 
 let srv: TestServer;
 before(async () => {
@@ -14,15 +16,27 @@ after(() => srv.close());
 
 type Frame = { resource_type: string; resource_uri: string; uuid?: string };
 
-/** A websocket client as pycloudsigma's: `authenticate_asynchronous`, then `/websocket` with the cookie. */
-async function stream(server: TestServer, c: Client) {
-  const res = await c.post('accounts/action/?do=authenticate_asynchronous');
+/**
+ * A websocket client as pycloudsigma's: `authenticate_asynchronous`, then `/websocket` with the cookie.
+ * `headers` authenticate the first step instead of the client's Basic header (a cookie session).
+ */
+async function stream(server: TestServer, c: Client, headers?: Record<string, string>) {
+  const res = headers
+    ? await server.anon().request('POST', 'accounts/action/?do=authenticate_asynchronous', { headers })
+    : await c.post('accounts/action/?do=authenticate_asynchronous');
   assert.equal(res.status, 200, res.text);
   const cookie = String(res.headers['set-cookie']).split(';')[0];
   assert.match(cookie, /^async_auth=/);
   const frames: Frame[] = [];
   const ws = new WebSocket(`ws://127.0.0.1:${server.port}/websocket`, { headers: { cookie } });
   ws.on('message', (m) => frames.push(JSON.parse(String(m)) as Frame));
+  const closing = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: String(reason) })));
+  /** How the server closed the socket (code and reason); fails after 5 s. */
+  const closed = () =>
+    Promise.race([
+      closing,
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`still open; frames ${JSON.stringify(frames)}`)), 5000).unref()),
+    ]);
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
     ws.once('error', reject);
@@ -36,7 +50,7 @@ async function stream(server: TestServer, c: Client) {
     }
     assert.fail(`no frame for ${uri}; got ${JSON.stringify(frames)}`);
   };
-  return { ws, frames, waitFor };
+  return { ws, frames, waitFor, closed, cookie };
 }
 
 /** The async_auth cookie (`name=value`) and the whole Set-Cookie line of one `authenticate_asynchronous`. */
@@ -129,6 +143,39 @@ describe('the async_auth cookie (reference §4.3)', () => {
   });
 });
 
+/** An upgrade the server refuses: its status and body. */
+function refused(headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  const ws = new WebSocket(`ws://127.0.0.1:${srv.port}/websocket`, { headers });
+  return new Promise((resolve) => {
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d) => (body += String(d)));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    ws.on('open', () => {
+      ws.close();
+      resolve({ status: 101, body: '' });
+    });
+    ws.on('error', () => undefined);
+  });
+}
+
+/** A cookie login (reference 4.3): the cookies a browser then sends, and its CSRF header. */
+async function cookieLogin(u: { email: string; password: string }) {
+  const res = await srv.anon().post('accounts/action/?do=login', { username: u.email, password: u.password });
+  assert.equal(res.status, 200, res.text);
+  const jar = setCookies(res);
+  const csrf = jar.get('csrftoken')!.value;
+  return { cookie: `csrftoken=${csrf}; sessionid=${jar.get('sessionid')!.value}`, headers: { 'x-csrftoken': csrf } };
+}
+
+/** Whether nothing closes the socket within `ms`. */
+const staysOpen = (ws: WebSocket, ms = 300) =>
+  new Promise<boolean>((resolve) => {
+    ws.once('close', () => resolve(false));
+    setTimeout(() => resolve(ws.readyState === WebSocket.OPEN), ms);
+  });
+
 describe('websocket event stream', () => {
   test('without the async_auth cookie the upgrade is refused', async () => {
     const ws = new WebSocket(`ws://127.0.0.1:${srv.port}/websocket`);
@@ -137,6 +184,84 @@ describe('websocket event stream', () => {
       ws.on('error', () => resolve(-1));
     });
     assert.equal(status, 401);
+    const r = await refused({ cookie: 'async_auth=0123456789abcdef0123456789abcdef' });
+    assert.equal(r.status, 401);
+    assert.equal(JSON.parse(r.body)[0].error_type, 'permission');
+  });
+
+  test("a page of another origin is refused (403, error array) the cookie's upgrade; its own origin and non-browser clients are not", async () => {
+    const u = await srv.user();
+    const res = await u.post('accounts/action/?do=authenticate_asynchronous');
+    const cookie = String(res.headers['set-cookie']).split(';')[0];
+    for (const origin of ['http://evil.example', `http://127.0.0.1.evil.example:${srv.port}`, `http://127.0.0.1:${srv.port + 1}`, 'null', 'not a url']) {
+      const r = await refused({ cookie, origin });
+      assert.equal(r.status, 403, origin);
+      const body = JSON.parse(r.body);
+      assert.deepEqual(Object.keys(body[0]).sort(), ['error_message', 'error_point', 'error_type']);
+      assert.equal(body[0].error_type, 'permission');
+    }
+    assert.equal((await refused({ cookie, origin: `http://127.0.0.1:${srv.port}` })).status, 101);
+    assert.equal((await refused({ cookie, origin: `HTTP://127.0.0.1:${srv.port}` })).status, 101);
+    assert.equal((await refused({ cookie })).status, 101, 'no Origin: not a browser');
+  });
+
+  test('a new password closes the sockets of the account (every credential of it ended); others stay', async () => {
+    const u = await srv.user();
+    const other = await srv.user();
+    const mine = await stream(srv, u);
+    const login = await cookieLogin(u);
+    const browser = await stream(srv, u, { cookie: login.cookie, ...login.headers });
+    const theirs = await stream(srv, other);
+    await setPassword(srv.services, u.email, 'a-new-password-1');
+    for (const s of [mine, browser]) assert.deepEqual(await s.closed(), { code: 1008, reason: 'session ended: authenticate again' });
+    // The other account's socket still gets its frames.
+    const drive = await newDrive(other);
+    await theirs.waitFor(`/api/2.0/drives/${drive}/`);
+    assert.equal(await staysOpen(theirs.ws), true);
+    theirs.ws.close();
+  });
+
+  test('logout closes the socket opened from that session; a socket of another session stays', async () => {
+    const u = await srv.user();
+    const login = await cookieLogin(u);
+    const session = await stream(srv, u, { cookie: login.cookie, ...login.headers });
+    // A cookie names its user and second of issue (the recorded form): one of another second is another credential.
+    srv.clock.advance(1_100);
+    const basicOne = await stream(srv, u);
+    // A browser sends every cookie it holds: the session's and the stream's.
+    const out = await srv.anon().post('accounts/action/?do=logout', {}, { cookie: `${login.cookie}; ${session.cookie}`, ...login.headers });
+    assert.equal(out.status, 200, out.text);
+    assert.equal(setCookies(out).get('async_auth')?.attrs['max-age'], '0');
+    assert.deepEqual(await session.closed(), { code: 1008, reason: 'session ended: authenticate again' });
+    const drive = await newDrive(u);
+    await basicOne.waitFor(`/api/2.0/drives/${drive}/`);
+    assert.equal(await staysOpen(basicOne.ws), true);
+    basicOne.ws.close();
+  });
+
+  test('a new password voids the async_auth cookies issued before it: they open nothing, a fresh one does', async () => {
+    const u = await srv.user();
+    const res = await u.post('accounts/action/?do=authenticate_asynchronous');
+    const old = String(res.headers['set-cookie']).split(';')[0];
+    assert.equal((await refused({ cookie: old })).status, 101);
+    await setPassword(srv.services, u.email, 'a-new-password-3');
+    assert.equal((await refused({ cookie: old })).status, 401, 'signed before the change');
+    const fresh = new Client(srv.base, { email: u.email, password: 'a-new-password-3' });
+    const again = await fresh.post('accounts/action/?do=authenticate_asynchronous');
+    assert.equal((await refused({ cookie: String(again.headers['set-cookie']).split(';')[0] })).status, 101);
+  });
+
+  test('a password changed through another API process closes the socket (PostgreSQL)', async (t) => {
+    if (srv.services.store.dialect !== 'postgres') return t.skip('one process on SQLite');
+    const second = await startServer({ db: srv.dbUrl }, undefined, { clock: srv.clock });
+    try {
+      const u = await srv.user();
+      const mine = await stream(srv, u);
+      await setPassword(second.services, u.email, 'a-new-password-2');
+      assert.equal((await mine.closed()).code, 1008);
+    } finally {
+      await second.close();
+    }
   });
 
   test("a drive's create -> unmounted and a server's start -> running -> stop, only to the owner", async () => {

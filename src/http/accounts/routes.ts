@@ -1,7 +1,8 @@
 import type { Services } from '../../core/context.js';
 import { permission, validation } from '../../core/errors.js';
 import { objectBody } from '../../core/input.js';
-import { readCookie } from '../auth/cookies.js';
+import { ASYNC_AUTH_COOKIE } from '../auth/async-auth.js';
+import { readCookie, setCookie } from '../auth/cookies.js';
 import { SESSION_COOKIE, type Auth } from '../auth/index.js';
 import { API_BASE } from '../resource-routes.js';
 import type { Result } from '../respond.js';
@@ -36,7 +37,8 @@ function stringField(body: Record<string, unknown>, name: string): string {
  * - `login` `{username, password}`: 200 `{uuid}` with the `csrftoken` and `sessionid` cookies; 401 on bad
  *   credentials; 429 while login protection holds the account or address.
  * - `logout`: ends the cookie session and clears both cookies; 200 `{}`. With a live session it needs
- *   `X-CSRFToken` like any unsafe request of the session (403 otherwise).
+ *   `X-CSRFToken` like any unsafe request of the session (403 otherwise), and ends the `async_auth` cookie
+ *   the request also carries (the websocket opened with it closes).
  * - `authenticate_asynchronous` (authenticated): sets the `async_auth` cookie (good for 120 s) the websocket at
  *   `/websocket` takes to connect; 200 `{}`.
  * - `reset_password` `{email}`: a one-time link to choose a new password by e-mail; always 200 `{success: true}`.
@@ -78,16 +80,25 @@ export function accountPaths(s: Services, auth: Auth, signup: SignupDeps): PathS
             case 'logout': {
               const session = await auth.session(req.http);
               if (session && !auth.csrfOk(req.http, session)) throw permission('Logging out of a cookie session needs the X-CSRFToken header', 'X-CSRFToken');
-              const id = readCookie(req.http.headers.cookie, SESSION_COOKIE);
-              if (id) await endSession(s, id);
-              return ok({}, { 'Set-Cookie': auth.logoutCookies() });
+              const id = readCookie(req.http.headers.cookie, SESSION_COOKIE) ?? undefined;
+              // The event stream's credential goes with the session (its socket closes), but only behind
+              // the CSRF check above: a cross-site form must not end a socket.
+              const cookie = session ? (readCookie(req.http.headers.cookie, ASYNC_AUTH_COOKIE) ?? undefined) : undefined;
+              const stream = cookie ? await auth.asyncAuth.open(cookie, { expired: 'accept' }) : null;
+              await endSession(
+                s,
+                id,
+                stream && stream.caller.uuid === session?.caller.uuid ? { owner: stream.caller.uuid, credential: stream.credential } : undefined,
+              );
+              const cleared = !cookie ? [] : [setCookie(ASYNC_AUTH_COOKIE, '', { maxAgeS: 0, now: s.clock.now(), httpOnly: true })];
+              return ok({}, { 'Set-Cookie': [...auth.logoutCookies(), ...cleared] });
             }
             case 'reset_password':
               return ok(await requestPasswordReset(s, signup, req.body));
             case 'authenticate_asynchronous': {
               // The websocket's credential (notify/stream.ts): a signed cookie good for 120 s (http/auth/async-auth.ts).
               const caller = await auth.authenticateRequest(req.http);
-              return ok({}, { 'Set-Cookie': auth.asyncAuthCookie(caller.uuid) });
+              return ok({}, { 'Set-Cookie': await auth.asyncAuthCookie(caller.uuid) });
             }
             case 'check_login':
             case 'check_login_with_return_uuid': {

@@ -21,9 +21,11 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
  *
  * It is good for 120 s from the second of issue by the injected clock (refused from then on, and when it
  * claims a time more than that ahead), and only to open the websocket: a socket opened in time stays open
- * however long it lives, and a client that reconnects later asks `authenticate_asynchronous` for a fresh
- * cookie (pycloudsigma's `Websocket` asks once and connects at once). A cookie whose user no longer exists
- * opens nothing.
+ * until its credentials end (notify/stream.ts), and a client that reconnects later asks
+ * `authenticate_asynchronous` for a fresh cookie (pycloudsigma's `Websocket` asks once and connects at
+ * once). The signing key is the deployment's key mixed with the user's password hash, so a new password
+ * voids every cookie issued before it, in every process, with nothing stored; a cookie whose user no
+ * longer exists opens nothing.
  */
 export class AsyncAuthCookie {
   private constructor(
@@ -38,39 +40,60 @@ export class AsyncAuthCookie {
     return new AsyncAuthCookie(s, key);
   }
 
-  private signature(value: string, ts: string): string {
-    return createHmac('sha1', this.key).update(ASYNC_AUTH_COOKIE).update(value).update(ts).digest('hex');
+  private signature(passwordHash: string | null, value: string, ts: string): string {
+    return createHmac('sha1', this.key)
+      .update(passwordHash ?? '')
+      .update('\0')
+      .update(ASYNC_AUTH_COOKIE)
+      .update(value)
+      .update(ts)
+      .digest('hex');
   }
 
   /** The cookie's value for a user, issued now. */
-  value(userUuid: string): string {
+  async value(userUuid: string): Promise<string> {
+    const user = await findUser(this.s, userUuid);
     const value = Buffer.from(userUuid, 'utf8').toString('base64');
     const ts = String(Math.floor(this.s.clock.now().getTime() / 1000));
-    return `${value}|${ts}|${this.signature(value, ts)}`;
+    return `${value}|${ts}|${this.signature(user?.password_hash ?? null, value, ts)}`;
   }
 
   /** The `Set-Cookie` value `authenticate_asynchronous` answers with. */
-  setCookie(userUuid: string, secure: boolean): string {
-    return setCookie(ASYNC_AUTH_COOKIE, this.value(userUuid), { maxAgeS: ASYNC_AUTH_MAX_AGE_S, now: this.s.clock.now(), httpOnly: true, secure });
+  async setCookie(userUuid: string, secure: boolean): Promise<string> {
+    return setCookie(ASYNC_AUTH_COOKIE, await this.value(userUuid), {
+      maxAgeS: ASYNC_AUTH_MAX_AGE_S,
+      now: this.s.clock.now(),
+      httpOnly: true,
+      secure,
+    });
   }
 
-  /** The user uuid a genuine cookie of the last 120 s names, else null (malformed, forged, expired or from the future). */
-  verify(cookie: string): string | null {
+  /**
+   * What a genuine cookie of the last 120 s opens, else null (malformed, forged, expired, from the future,
+   * signed before its user's password changed, or of a user that is gone): the caller, the credential id a
+   * logout or a new password ends it by (its signature), and when it was issued.
+   */
+  async open(cookie: string, opts: { expired?: 'accept' } = {}): Promise<StreamCredential | null> {
     const m = VALUE_RE.exec(cookie);
     if (!m) return null;
     const [, value, ts, sig] = m;
-    if (!safeEqual(sig, this.signature(value, ts))) return null;
     const issuedMs = Number(ts) * 1000;
     const now = this.s.clock.now().getTime();
-    if (now >= issuedMs + ASYNC_AUTH_MAX_AGE_S * 1000 || issuedMs > now + ASYNC_AUTH_MAX_AGE_S * 1000) return null;
+    // A logout names the cookie a socket was opened with, however long ago (`expired: 'accept'`).
+    const tooOld = now >= issuedMs + ASYNC_AUTH_MAX_AGE_S * 1000 && opts.expired !== 'accept';
+    if (tooOld || issuedMs > now + ASYNC_AUTH_MAX_AGE_S * 1000) return null;
     const uuid = Buffer.from(value, 'base64').toString('utf8');
-    return UUID_RE.test(uuid) ? uuid : null;
+    if (!UUID_RE.test(uuid)) return null;
+    const user = await findUser(this.s, uuid);
+    if (!user || !safeEqual(sig, this.signature(user.password_hash, value, ts))) return null;
+    return { caller: { uuid: user.uuid, email: user.email, state: user.state }, credential: sig, issuedMs };
   }
+}
 
-  /** The caller a cookie opens the websocket for, or null. */
-  async caller(cookie: string): Promise<Caller | null> {
-    const uuid = this.verify(cookie);
-    const user = uuid ? await findUser(this.s, uuid) : undefined;
-    return user ? { uuid: user.uuid, email: user.email, state: user.state } : null;
-  }
+/** What an `async_auth` cookie opens (AsyncAuthCookie.open). */
+export interface StreamCredential {
+  caller: Caller;
+  /** The cookie's signature: a logout that carries the cookie ends the sockets opened with it by this. */
+  credential: string;
+  issuedMs: number;
 }

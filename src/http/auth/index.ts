@@ -153,7 +153,7 @@ export class Auth {
   }
 
   /** The `Set-Cookie` value of `authenticate_asynchronous`: the websocket's 120-second credential. */
-  asyncAuthCookie(userUuid: string): string {
+  asyncAuthCookie(userUuid: string): Promise<string> {
     return this.asyncAuth.setCookie(userUuid, this.secureCookies);
   }
 

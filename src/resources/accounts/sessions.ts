@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { isoTimestamp } from '../../core/clock.js';
 import type { Caller, Services } from '../../core/context.js';
 import { randomAlnum, sha256Hex } from '../../core/passwords.js';
+import type { Tx } from '../../store/db.js';
 
 /**
  * Cookie sessions (browser clients), server-side in the database so any API process can serve them.
@@ -9,11 +10,19 @@ import { randomAlnum, sha256Hex } from '../../core/passwords.js';
  * yields no usable session. The CSRF token is not a credential on its own (it is sent in a readable
  * cookie and echoed in `X-CSRFToken`), so it is stored as is. Session ids and tokens come from the
  * CSPRNG, never from the injectable id generator (tests may make that one predictable).
+ *
+ * Ending credentials reaches the event stream (notify/stream.ts) of every API process through the change
+ * feed, in the deleting transaction, as SESSION_ENDED: a new password or an account reset ends every
+ * credential of the account (`uuid: null`: all its sockets close); a logout ends the `async_auth` cookie it
+ * carries (`uuid`: that cookie's credential id, http/auth/async-auth.ts).
  */
 export const SESSION_TTL_MS = 14 * 24 * 3600_000; // reference 4.3: sessionid Max-Age=1209600
 export const CSRF_COOKIE_MAX_AGE_S = 31_449_600; // reference 4.3: csrftoken Max-Age (a year)
 
 const SESSION_ID_RE = /^[0-9a-f]{32}$/;
+
+/** The change-feed kind of an ended credential: `{owner: user, kind: SESSION_ENDED, uuid: credential id, or null for all}`. */
+export const SESSION_ENDED = 'session-ended';
 
 export interface Session {
   caller: Caller;
@@ -47,8 +56,27 @@ export async function findSession(s: Services, id: string): Promise<Session | nu
   return { caller: { uuid: row.uuid, email: row.email, state: row.state }, csrfToken: row.csrf_token };
 }
 
-/** Ends a session (logout). Unknown ids are fine. */
-export async function endSession(s: Services, id: string): Promise<void> {
-  if (!SESSION_ID_RE.test(id)) return;
-  await s.store.db.deleteFrom('sessions').where('id_hash', '=', sha256Hex(id)).execute();
+/**
+ * Logout: ends a session (unknown ids are fine) and, when the request carried one, the event-stream cookie
+ * it holds (`streamCredential` of `owner`): its socket closes in every process.
+ */
+export async function endSession(s: Services, id: string | undefined, stream?: { owner: string; credential: string }): Promise<void> {
+  await s.store.transaction(async (tx) => {
+    if (id && SESSION_ID_RE.test(id)) await tx.deleteFrom('sessions').where('id_hash', '=', sha256Hex(id)).execute();
+    if (stream) s.store.changes.announce(tx, { owner: stream.owner, kind: SESSION_ENDED, uuid: stream.credential });
+  });
+}
+
+/** Ends every credential of a user (a new password, an account reset): sessions and sockets; answers how many sessions. */
+export async function endUserSessions(tx: Tx, s: Pick<Services, 'store'>, userUuid: string): Promise<number> {
+  const gone = await tx.deleteFrom('sessions').where('user_uuid', '=', userUuid).executeTakeFirst();
+  s.store.changes.announce(tx, { owner: userUuid, kind: SESSION_ENDED, uuid: null });
+  return Number(gone.numDeletedRows);
+}
+
+/** Ends every session (a reset of the whole service) and the sockets of their users; answers how many. */
+export async function endAllSessions(tx: Tx, s: Pick<Services, 'store'>): Promise<number> {
+  const gone = await tx.deleteFrom('sessions').returning('user_uuid').execute();
+  for (const owner of new Set(gone.map((g) => g.user_uuid))) s.store.changes.announce(tx, { owner, kind: SESSION_ENDED, uuid: null });
+  return gone.length;
 }

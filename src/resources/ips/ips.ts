@@ -124,22 +124,25 @@ export async function releaseIp(tx: Tx, s: Pick<Services, 'store'>, address: str
 /**
  * Whether the server owner may configure `address` statically on a server (spec ACL rule 8): it is an IP
  * some account holds (a lease or an unknown address is a 400), the owner owns it or holds ATTACH (else
- * 403, see `lockAttachable`, which also locks it), and no other server uses it (else 403). `point` is the
- * request field at fault; `server` the server being configured (its own use is fine), null for a new one.
+ * 403, or the same 400 when the caller may not see it; see `lockAttachable`, which also locks it), and no
+ * other server uses it (else 403). `point` is the request field at fault; `server` the server being
+ * configured (its own use is fine), null for a new one; `caller` who asks (the owner unless said).
  */
 export async function assertUsableStaticIp(
   tx: Tx,
   s: Pick<Services, 'store'>,
   ownerUuid: string,
   address: string,
-  opts: { point?: string; server?: string | null } = {},
+  opts: { point?: string; server?: string | null; caller?: string } = {},
 ): Promise<void> {
   const point = opts.point ?? 'ip_v4_conf';
   if (!isIpv4(address)) throw validation(point, `${address} is not an IPv4 address`);
-  // A lease (no owner) or an address nobody holds is no IP to configure: 400 before any permission question.
+  // A lease (no owner) or an address nobody holds is no IP to configure: 400 before any permission question,
+  // and a stranger's IP the caller may not see is the same 400 (lockAttachable).
+  const missing = `IP ${address} is not an IP of this account; a static configuration needs an IP you hold`;
   const held = await s.store.resources.lock(tx, 'ips', address);
-  if (!held || held.owner_uuid === null) throw validation(point, `IP ${address} is not an IP of this account; a static configuration needs an IP you hold`);
-  await lockAttachable(tx, s, { serverOwner: ownerUuid, kind: 'ips', uuid: address, point, label: 'IP' });
+  if (!held || held.owner_uuid === null) throw validation(point, missing);
+  await lockAttachable(tx, s, { caller: opts.caller ?? ownerUuid, serverOwner: ownerUuid, kind: 'ips', uuid: address, point, label: 'IP', missing });
   const use = await tx.selectFrom('ip_servers').select('server_uuid').where('address', '=', address).executeTakeFirst();
   if (use && use.server_uuid !== opts.server) throw permission(`IP ${address} is in use by another server`, point);
 }

@@ -103,7 +103,7 @@ async function checkDrives(tx: Tx, ctx: Ctx, serverOwner: string, serverUuid: st
     // The caller must at least see the drive (a stranger's drive "does not exist").
     if (row.owner_uuid !== ctx.caller.uuid && row.owner_uuid !== serverOwner && !(await holdsList(tx, ctx.caller.uuid, uuid)))
       throw validation('drives', `Drive ${uuid} does not exist`);
-    await lockAttachable(tx, ctx, { serverOwner, kind: 'drives', uuid, point: 'drives', label: 'Drive' });
+    await lockAttachable(tx, ctx, { caller: ctx.caller.uuid, serverOwner, kind: 'drives', uuid, point: 'drives', label: 'Drive' });
     const mounts = ((row.body.mounted_on as { uuid: string }[] | undefined) ?? []).filter((m) => m.uuid !== serverUuid);
     if (mounts.length && row.body.media !== 'cdrom' && !row.body.allow_multimount)
       throw new ApiError('permission', `Drive ${uuid} is already mounted on another server and does not allow multimount`, 'drives');

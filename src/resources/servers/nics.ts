@@ -45,11 +45,12 @@ export async function normaliseNics(tx: Tx, ctx: Ctx, current: Nic[], items: unk
     if (vlan && (v4 || v6)) throw validation('nics', 'A NIC is either private (vlan) or public (ip_v4_conf/ip_v6_conf), not both');
     const model = (item.model as string | null | undefined) ?? 'virtio';
     if (!NIC_MODELS.includes(model)) throw validation('nics', `model must be one of ${NIC_MODELS.join(', ')}`);
-    if (v4?.conf === 'static' && v4.ip) await assertUsableStaticIp(tx, ctx, owner, v4.ip, { point: 'nics', server });
-    if (vlan) await lockAttachable(tx, ctx, { serverOwner: owner, kind: 'vlans', uuid: vlan, point: 'nics', label: 'VLAN' });
+    const caller = ctx.caller.uuid;
+    if (v4?.conf === 'static' && v4.ip) await assertUsableStaticIp(tx, ctx, owner, v4.ip, { point: 'nics', server, caller });
+    if (vlan) await lockAttachable(tx, ctx, { caller, serverOwner: owner, kind: 'vlans', uuid: vlan, point: 'nics', label: 'VLAN' });
     const policy = item.firewall_policy === undefined || item.firewall_policy === null ? null : relatedId(item.firewall_policy, 'nics');
     // Rule 8: the server's owner owns the policy or holds ATTACH on it; locked until the change commits.
-    if (policy) await lockAttachable(tx, ctx, { serverOwner: owner, kind: 'fwpolicies', uuid: policy, point: 'nics', label: 'Firewall policy' });
+    if (policy) await lockAttachable(tx, ctx, { caller, serverOwner: owner, kind: 'fwpolicies', uuid: policy, point: 'nics', label: 'Firewall policy' });
     out.push({ boot_order: (item.boot_order as number | null | undefined) ?? null, firewall_policy: policy, ip_v4_conf: v4, ip_v6_conf: v6, mac, model, vlan });
   }
   return out;

@@ -6,6 +6,7 @@ import { isoTimestamp } from '../../core/clock.js';
 import { ApiError, validation } from '../../core/errors.js';
 import { checkAhead, digestHa1, hashPassword, verifyPassword } from '../../core/passwords.js';
 import { profileDefaults } from '../profile/profile.js';
+import { endUserSessions } from '../accounts/sessions.js';
 
 export const USER_STATES = ['REGULAR', 'TRIAL', 'GUEST', 'NEW_USER'] as const;
 
@@ -65,11 +66,13 @@ export async function setPassword(s: Services, email: string, password: string, 
   if (!user) throw new ApiError('notexist', `No user with e-mail ${email}`, 'email');
   if (state !== undefined && !isUserState(state)) throw validation('state', `State must be one of ${USER_STATES.join(', ')}`);
   const values = { password_hash: await hashPassword(password), digest_ha1: digestHa1(user.email, password), ...(state ? { state } : {}) };
-  await s.store.db.updateTable('users').set(values).where('uuid', '=', user.uuid).execute();
-  // A new password ends the account's browser sessions.
-  await s.store.db.deleteFrom('sessions').where('user_uuid', '=', user.uuid).execute();
-  // A changed password retires the demo login printed at start-up.
-  await s.store.db.deleteFrom('settings').where('key', '=', 'demo_login').where('value', 'like', `%"${user.email}"%`).execute();
+  await s.store.transaction(async (tx) => {
+    await tx.updateTable('users').set(values).where('uuid', '=', user.uuid).execute();
+    // A new password ends the account's sessions (browser and event stream), in every process.
+    await endUserSessions(tx, s, user.uuid);
+    // A changed password retires the demo login printed at start-up.
+    await tx.deleteFrom('settings').where('key', '=', 'demo_login').where('value', 'like', `%"${user.email}"%`).execute();
+  });
   for (const fn of passwordListeners) fn(user.email);
 }
 
