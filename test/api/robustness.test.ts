@@ -1,6 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +28,7 @@ import { ipsCommand, vlansCommand } from '../../src/cli/network.js';
  *    STRATUS_FUZZ_SEED=<n>       replays a run (the seed is printed at the start)
  *    STRATUS_FUZZ_REQUESTS=<n>   requests per store (default 20,000)
  *    STRATUS_FUZZ_CONCURRENCY=<n> requests in flight (default 8)
+ *    STRATUS_FUZZ_STALL_MS=<n>   the longest a request may hold the event loop (default 1,000)
  *
  * Routes come from the registry, so new ones are covered without editing this file.
  */
@@ -222,7 +224,60 @@ function describe(o: Offence): string {
 }
 
 /** Runs `count` requests made by `make(i)` with `concurrency` in flight; the offences, first ones first. */
-async function runMany(count: number, concurrency: number, make: (i: number) => Req, onProgress?: (done: number) => Promise<void>) {
+/**
+ * How long the event loop was held at worst while requests ran, and which were in flight then. The server
+ * runs in this process, so a request that holds the loop (CPU work proportional to its body, say) shows
+ * here: `monitorEventLoopDelay` for the figure, a 10 ms sampler for who was in flight.
+ */
+class StallWatch {
+  readonly inFlight = new Map<number, Req>();
+  worst = { ms: 0, during: [] as string[] };
+  private readonly histogram = monitorEventLoopDelay({ resolution: 10 });
+  private sampler: NodeJS.Timeout | undefined;
+
+  start(): void {
+    this.histogram.enable();
+    let last = performance.now();
+    this.sampler = setInterval(() => {
+      const now = performance.now();
+      const lag = now - last - 10;
+      last = now;
+      if (lag > this.worst.ms)
+        this.worst = {
+          ms: lag,
+          during: [...this.inFlight.values()].map((r) => `${r.method} ${r.path.slice(0, 120)} (${r.note ?? 'no body'}, ${r.body?.length ?? 0} B)`),
+        };
+    }, 10);
+  }
+
+  /** The loop's longest delay (ms) by the histogram, and the requests in flight at the worst sample. */
+  stop(): { maxMs: number; p99Ms: number; during: string[] } {
+    clearInterval(this.sampler);
+    this.histogram.disable();
+    return { maxMs: this.histogram.max / 1e6, p99Ms: this.histogram.percentile(99) / 1e6, during: this.worst.during };
+  }
+}
+
+/**
+ * The longest any request may hold the event loop. What a legitimate request costs at worst here (a bulk
+ * create of 500 objects in one SQLite transaction, a 1 MiB body parsed, a GC pause beside it) stays well
+ * under it on a loaded 2-core CI machine; what it catches is work proportional to a number in the body.
+ */
+const STALL_BOUND_MS = Number(process.env.STRATUS_FUZZ_STALL_MS ?? 1_000);
+
+const mergeStalls = (a: { maxMs: number; p99Ms: number; during: string[] }, b: { maxMs: number; p99Ms: number; during: string[] }) =>
+  b.maxMs > a.maxMs ? b : { ...a, p99Ms: Math.max(a.p99Ms, b.p99Ms) };
+
+/**
+ * Whatever the requests left behind comes to rest: a year later by the clock, with the clock then standing
+ * still, no timer is due any more (a renewal whose end sorted before every time was due forever).
+ */
+async function atRest(): Promise<void> {
+  await srv.advance(366 * 86_400_000);
+  assert.equal(await srv.scheduler.runDue(), 0, 'timers still fall due with the clock standing still');
+}
+
+async function runMany(count: number, concurrency: number, make: (i: number) => Req, onProgress?: (done: number) => Promise<void>, watch?: StallWatch) {
   const offences: Offence[] = [];
   const statuses = new Map<number, number>();
   let next = 0;
@@ -236,7 +291,9 @@ async function runMany(count: number, concurrency: number, make: (i: number) => 
       const g0 = performance.now();
       const req = make(i);
       genMs += performance.now() - g0;
+      watch?.inFlight.set(i, req);
       const answer = await send(req, concurrency);
+      watch?.inFlight.delete(i);
       statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
       if (answer.error?.startsWith('client refused')) refused.set(answer.error.slice(0, 80), (refused.get(answer.error.slice(0, 80)) ?? 0) + 1);
       const problem = judge(req, answer, limit);
@@ -281,6 +338,11 @@ const BODIES: unknown[] = [
   { clone_naming: null },
   { pubkeys: ['x'] },
   { recurse: 'x' },
+  // What the probe found in the second half: one object per unit made before the limit was checked
+  // (12.5 s of a held event loop), and an end rounded into the year 10000 that renewed itself in a loop.
+  [{ amount: 1_000_000, resource: 'ip', period: '1 month' }],
+  [{ amount: '2000000', resource: 'vlan', period: '1 day' }],
+  [{ amount: 1, resource: 'vlan', start_time: '9999-12-31T00:00:00+00:00', end_time: '9999-12-31T13:00:00+00:00' }],
 ];
 const ACTIONS = ['start', 'clone', 'resize', 'stop', 'bogus'];
 
@@ -305,9 +367,17 @@ test('no route answers malformed input with a 5xx or a non-array error', { timeo
         }
   }
   const t0 = Date.now();
-  const { offences } = await runMany(reqs.length, 8, (i) => reqs[i]);
-  console.log(`robustness: ${reqs.length} requests in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  const watch = new StallWatch();
+  watch.start();
+  const { offences } = await runMany(reqs.length, 8, (i) => reqs[i], undefined, watch);
+  const stalls = watch.stop();
+  console.log(`robustness: ${reqs.length} requests in ${((Date.now() - t0) / 1000).toFixed(1)} s; event loop held at most ${stalls.maxMs.toFixed(0)} ms`);
   assert.deepEqual(offences.slice(0, 20).map(describe), []);
+  assert.ok(
+    stalls.maxMs < STALL_BOUND_MS,
+    `a request held the event loop ${stalls.maxMs.toFixed(0)} ms (bound ${STALL_BOUND_MS}); in flight: ${stalls.during.join(' | ')}`,
+  );
+  await atRest();
 });
 
 // ---------------------------------------------------------------------------------------------------
@@ -405,6 +475,15 @@ const CONFUSED: unknown[] = [
   JSON.parse('{"__proto__":{"polluted":1}}'),
   { constructor: { prototype: { x: 1 } } },
   '2026-13-45T25:61:61Z',
+  // Times at and past the edge of what the service represents (one rounded into the year 10000 once looped).
+  '9999-12-31T13:00:00+00:00',
+  '9999-12-31T23:59:59-23:59',
+  '+010000-01-01T12:00:00Z',
+  '0000-01-01T00:00:00Z',
+  // Amounts that once made one object per unit before the limit was checked.
+  1_000_000,
+  '2000000',
+  9007199254740991,
   'ssh-rsa AAAA',
   'True',
   'dhcp',
@@ -495,12 +574,34 @@ const FIELD_NAMES = [
   'requirements',
   'auto_start',
   'hypervisor',
+  'amount',
+  'resource',
+  'period',
+  'start_time',
+  'end_time',
+  'auto_renew',
   '__proto__',
   'constructor',
   'toString',
   'key with space',
   '',
 ];
+
+/** Times around the edges: the last representable day, offsets past it, the epoch, year 10000. */
+const EDGE_TIMES = [
+  '9999-12-31T13:00:00+00:00',
+  '9999-12-31T00:00:00+00:00',
+  '9999-12-30T12:00:00+00:00',
+  '9999-12-31T23:59:59-23:59',
+  '9999-12-31',
+  '+010000-01-01T12:00:00Z',
+  '0000-01-01T00:00:00Z',
+  '1970-01-01T00:00:00Z',
+  '2030-01-01',
+  '2030-02-01T12:00:00+00:00',
+  'tomorrow',
+];
+const PERIODS = ['1 month', '1 minute', '1 day', '100000 years', '7999 years', '0 days', '1 year 2 months', 'x'];
 
 function templates(kind: string, w: World, g: Gen): Record<string, unknown> {
   const u = w.uuids;
@@ -550,6 +651,23 @@ function templates(kind: string, w: World, g: Gen): Record<string, unknown> {
     case 'ips':
     case 'vlans':
       return { meta: { name: 'n' }, tags: [any('tags')] };
+    case 'subscriptions':
+    case 'subscriptioncalculator': {
+      const time = () => g.pick(EDGE_TIMES);
+      const window = g.weighted<Record<string, unknown>>([
+        [3, { period: g.pick(PERIODS) }],
+        [2, { start_time: time(), end_time: time() }],
+        [2, { end_time: time() }],
+        [1, { start_time: time(), period: g.pick(PERIODS) }],
+        [1, { end_time: time(), period: g.pick(PERIODS) }],
+      ]);
+      return {
+        resource: g.pick(['ip', 'vlan', 'dssd', 'cpu', 'mem', 'tx', 'hdd', 'bogus']),
+        amount: g.pick([1, 2, 500, 501, 1_000_000, 2_000_000, '1000000', 9007199254740991, 0, -1, 1.5]),
+        ...window,
+        ...(g.chance(0.3) ? { auto_renew: g.pick([true, false, 'x']) } : {}),
+      };
+    }
     case 'accounts':
       return g.pick([
         { email: `fuzz${g.int(0, 1e6)}@example.com`, promo: null },
@@ -1111,14 +1229,27 @@ test('seeded fuzz: every route x every method x generated input, never a 5xx, ev
   const w = await buildWorld();
   const t0 = Date.now();
   const timerFailures: string[] = [];
+  const watch = new StallWatch();
+  let stalls = { maxMs: 0, p99Ms: 0, during: [] as string[] };
+  watch.start();
   const { offences, statuses, genMs } = await runMany(
     count,
     concurrency,
     (i) => makeRequest(seed, i, w),
     async (done) => {
       // Let the simulator move now and then: transitions the fuzz started complete under later requests.
-      if (done % 2000 === 0) await srv.advance(5 * 60_000).catch((e) => timerFailures.push(`advance after ${done}: ${(e as Error).stack}`));
+      if (done % 2000 === 0) {
+        // Not a request: the timers it runs are measured apart (stalls below are the requests').
+        stalls = mergeStalls(stalls, watch.stop());
+        await srv.advance(5 * 60_000).catch((e) => timerFailures.push(`advance after ${done}: ${(e as Error).stack}`));
+        watch.start();
+      }
     },
+    watch,
+  );
+  stalls = mergeStalls(stalls, watch.stop());
+  console.log(
+    `fuzz: event loop held at most ${stalls.maxMs.toFixed(0)} ms (p99 ${stalls.p99Ms.toFixed(1)} ms) by requests; during: ${stalls.during.join(' | ')}`,
   );
   const secs = (Date.now() - t0) / 1000;
   const byClass = [...statuses]
@@ -1138,5 +1269,11 @@ test('seeded fuzz: every route x every method x generated input, never a 5xx, ev
     console.log(`fuzz: the first 20:\n${offences.slice(0, 20).map(describe).join('\n')}`);
   }
   assert.deepEqual(timerFailures, []);
+  // No request holds the loop, whatever its body (an ip subscription of amount 1,000,000 once held it 12.5 s).
+  assert.ok(
+    stalls.maxMs < STALL_BOUND_MS,
+    `a request held the event loop ${stalls.maxMs.toFixed(0)} ms (bound ${STALL_BOUND_MS}); in flight: ${stalls.during.join(' | ')}`,
+  );
   assert.equal(offences.length, 0, `${offences.length} offending answers with seed ${seed}; first: ${offences[0] && describe(offences[0])}`);
+  await atRest();
 });
