@@ -227,7 +227,9 @@ function describe(o: Offence): string {
 /**
  * How long the event loop was held at worst while requests ran, and which were in flight then. The server
  * runs in this process, so a request that holds the loop (CPU work proportional to its body, say) shows
- * here: `monitorEventLoopDelay` for the figure, a 10 ms sampler for who was in flight.
+ * here. `monitorEventLoopDelay` gives the loop's delay; a 10 ms sampler attributes each late tick to the
+ * requests in flight and counts it as held only as far as this process spent CPU meanwhile: on a shared
+ * 2-core machine a tick is also late when the process simply was not scheduled, which no request caused.
  */
 class StallWatch {
   readonly inFlight = new Map<number, Req>();
@@ -238,23 +240,26 @@ class StallWatch {
   start(): void {
     this.histogram.enable();
     let last = performance.now();
+    let cpu = process.cpuUsage();
     this.sampler = setInterval(() => {
       const now = performance.now();
-      const lag = now - last - 10;
+      const used = process.cpuUsage(cpu);
+      cpu = process.cpuUsage();
+      const held = Math.min(now - last - 10, (used.user + used.system) / 1000);
       last = now;
-      if (lag > this.worst.ms)
+      if (held > this.worst.ms)
         this.worst = {
-          ms: lag,
+          ms: held,
           during: [...this.inFlight.values()].map((r) => `${r.method} ${r.path.slice(0, 120)} (${r.note ?? 'no body'}, ${r.body?.length ?? 0} B)`),
         };
     }, 10);
   }
 
-  /** The loop's longest delay (ms) by the histogram, and the requests in flight at the worst sample. */
-  stop(): { maxMs: number; p99Ms: number; during: string[] } {
+  /** The longest CPU-backed hold (ms) and the requests in flight then; the loop's delay by the histogram beside it. */
+  stop(): { maxMs: number; delayMaxMs: number; during: string[] } {
     clearInterval(this.sampler);
     this.histogram.disable();
-    return { maxMs: this.histogram.max / 1e6, p99Ms: this.histogram.percentile(99) / 1e6, during: this.worst.during };
+    return { maxMs: this.worst.ms, delayMaxMs: this.histogram.max / 1e6, during: this.worst.during };
   }
 }
 
@@ -265,8 +270,9 @@ class StallWatch {
  */
 const STALL_BOUND_MS = Number(process.env.STRATUS_FUZZ_STALL_MS ?? 1_000);
 
-const mergeStalls = (a: { maxMs: number; p99Ms: number; during: string[] }, b: { maxMs: number; p99Ms: number; during: string[] }) =>
-  b.maxMs > a.maxMs ? b : { ...a, p99Ms: Math.max(a.p99Ms, b.p99Ms) };
+type Stalls = { maxMs: number; delayMaxMs: number; during: string[] };
+const mergeStalls = (a: Stalls, b: Stalls): Stalls =>
+  b.maxMs > a.maxMs ? { ...b, delayMaxMs: Math.max(a.delayMaxMs, b.delayMaxMs) } : { ...a, delayMaxMs: Math.max(a.delayMaxMs, b.delayMaxMs) };
 
 /**
  * Whatever the requests left behind comes to rest: a year later by the clock, with the clock then standing
@@ -371,11 +377,13 @@ test('no route answers malformed input with a 5xx or a non-array error', { timeo
   watch.start();
   const { offences } = await runMany(reqs.length, 8, (i) => reqs[i], undefined, watch);
   const stalls = watch.stop();
-  console.log(`robustness: ${reqs.length} requests in ${((Date.now() - t0) / 1000).toFixed(1)} s; event loop held at most ${stalls.maxMs.toFixed(0)} ms`);
+  console.log(
+    `robustness: ${reqs.length} requests in ${((Date.now() - t0) / 1000).toFixed(1)} s; event loop held at most ${stalls.maxMs.toFixed(0)} ms of CPU (delay at most ${stalls.delayMaxMs.toFixed(0)} ms)`,
+  );
   assert.deepEqual(offences.slice(0, 20).map(describe), []);
   assert.ok(
     stalls.maxMs < STALL_BOUND_MS,
-    `a request held the event loop ${stalls.maxMs.toFixed(0)} ms (bound ${STALL_BOUND_MS}); in flight: ${stalls.during.join(' | ')}`,
+    `a request held the event loop ${stalls.maxMs.toFixed(0)} ms of CPU (bound ${STALL_BOUND_MS}; delay ${stalls.delayMaxMs.toFixed(0)} ms); in flight: ${stalls.during.join(' | ')}`,
   );
   await atRest();
 });
@@ -1230,7 +1238,7 @@ test('seeded fuzz: every route x every method x generated input, never a 5xx, ev
   const t0 = Date.now();
   const timerFailures: string[] = [];
   const watch = new StallWatch();
-  let stalls = { maxMs: 0, p99Ms: 0, during: [] as string[] };
+  let stalls: Stalls = { maxMs: 0, delayMaxMs: 0, during: [] };
   watch.start();
   const { offences, statuses, genMs } = await runMany(
     count,
@@ -1249,7 +1257,7 @@ test('seeded fuzz: every route x every method x generated input, never a 5xx, ev
   );
   stalls = mergeStalls(stalls, watch.stop());
   console.log(
-    `fuzz: event loop held at most ${stalls.maxMs.toFixed(0)} ms (p99 ${stalls.p99Ms.toFixed(1)} ms) by requests; during: ${stalls.during.join(' | ')}`,
+    `fuzz: event loop held at most ${stalls.maxMs.toFixed(0)} ms of CPU (delay at most ${stalls.delayMaxMs.toFixed(0)} ms) by requests; during: ${stalls.during.join(' | ')}`,
   );
   const secs = (Date.now() - t0) / 1000;
   const byClass = [...statuses]
@@ -1272,7 +1280,7 @@ test('seeded fuzz: every route x every method x generated input, never a 5xx, ev
   // No request holds the loop, whatever its body (an ip subscription of amount 1,000,000 once held it 12.5 s).
   assert.ok(
     stalls.maxMs < STALL_BOUND_MS,
-    `a request held the event loop ${stalls.maxMs.toFixed(0)} ms (bound ${STALL_BOUND_MS}); in flight: ${stalls.during.join(' | ')}`,
+    `a request held the event loop ${stalls.maxMs.toFixed(0)} ms of CPU (bound ${STALL_BOUND_MS}; delay ${stalls.delayMaxMs.toFixed(0)} ms); in flight: ${stalls.during.join(' | ')}`,
   );
   assert.equal(offences.length, 0, `${offences.length} offending answers with seed ${seed}; first: ${offences[0] && describe(offences[0])}`);
   await atRest();
