@@ -12,7 +12,6 @@ interface Verified {
 }
 
 const FRESH_MS = 2_000;
-const MAX_ENTRIES = 10_000;
 
 /**
  * Remembers verified credentials so a correct Basic header does not pay scrypt on every request.
@@ -26,8 +25,16 @@ const MAX_ENTRIES = 10_000;
 export class CredentialCache {
   private entries = new Map<string, Verified>();
 
-  constructor(private readonly s: Services) {
+  constructor(
+    private readonly s: Services,
+    /** Entries kept, least recently used out (`--credential-cache`): one per account and client address seen. */
+    readonly maxEntries = s.config.credentialCache,
+  ) {
     onPasswordChange((email) => this.forget(email));
+  }
+
+  get size(): number {
+    return this.entries.size;
   }
 
   clear(): void {
@@ -42,9 +49,17 @@ export class CredentialCache {
 
   /** The caller when these exact credentials were verified from `scope` within FRESH_MS; no database, no scrypt. */
   fresh(email: string, password: string, scope = ''): Caller | null {
-    const hit = this.entries.get(`${normalizeEmail(email)}\n${scope}`);
-    if (hit && hit.freshUntil > this.s.clock.now().getTime() && sameTag(hit.tag, passwordTag(password))) return hit.caller;
+    const key = `${normalizeEmail(email)}\n${scope}`;
+    const hit = this.entries.get(key);
+    if (hit && hit.freshUntil > this.s.clock.now().getTime() && sameTag(hit.tag, passwordTag(password))) return this.used(key, hit).caller;
     return null;
+  }
+
+  /** Moves an entry to the end of the Map's order, which is least recently used first. */
+  private used(key: string, entry: Verified): Verified {
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    return entry;
   }
 
   async verify(email: string, password: string, scope = ''): Promise<Caller | null> {
@@ -53,7 +68,7 @@ export class CredentialCache {
     const tag = passwordTag(password);
     const hit = this.entries.get(key);
     const now = this.s.clock.now().getTime();
-    if (hit && hit.freshUntil > now && sameTag(hit.tag, tag)) return hit.caller;
+    if (hit && hit.freshUntil > now && sameTag(hit.tag, tag)) return this.used(key, hit).caller;
 
     const user = await findUserByEmail(this.s, address);
     if (!user || !user.password_hash) {
@@ -67,7 +82,7 @@ export class CredentialCache {
     const caller: Caller = { uuid: user.uuid, email: user.email, state: user.state };
     this.entries.delete(key); // re-insert: Map order doubles as least-recently-used order
     this.entries.set(key, { caller, hash: user.password_hash, tag, freshUntil: now + FRESH_MS });
-    if (this.entries.size > MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
+    if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
     return caller;
   }
 }
