@@ -11,7 +11,9 @@
  * Options: --minutes 5, --port 19431 (the inspector listens on port+1), --users 100 (at the start),
  * --new-users 60 (per minute), --concurrency 12, --streams-every 500 (ms between event-stream clients),
  * --sample 5 (s), --seed 1, --db FILE|postgres://… (default: a SQLite file in a temp folder), --snapshots DIR,
- * --wrap 'heaptrack -o FILE' (a native memory profiler around the server; RSS is then the wrapper's).
+ * --wrap 'heaptrack -o FILE' (a native memory profiler around the server; RSS is then the wrapper's), --root DIR
+ * (another checkout's bin/stratus.js: an earlier commit for a before/after). Heap snapshots cost the server's
+ * malloc heap ~100 MiB that glibc keeps: measure RSS in a run without --snapshots.
  * Flags after `--` go to `stratus serve` (e.g. `-- --answer-cache-mib 0 --cache-mib 0`).
  */
 import { spawn } from 'node:child_process';
@@ -40,6 +42,7 @@ const { values: o, positionals: serveFlags } = parseArgs({
     db: { type: 'string' },
     snapshots: { type: 'string' },
     wrap: { type: 'string' },
+    root: { type: 'string' },
   },
 });
 const num = (k: keyof typeof o) => {
@@ -77,7 +80,7 @@ const ready = join(dir, 'ready.json');
 const db = o.db ?? join(dir, 'soak.db');
 const args = [
   `--inspect=127.0.0.1:${port + 1}`,
-  join(ROOT, 'bin/stratus.js'),
+  join(o.root ?? ROOT, 'bin/stratus.js'),
   'serve',
   ...['--db', db, '--port', String(port), '--admin-token', token, '--ready-file', ready, '--outbox', join(dir, 'outbox')],
   ...['--rate-limits', 'off', '--login-protection', 'off', '--log-level', 'warn', '--log-format', 'json'],

@@ -340,7 +340,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     key: 'credentialCache',
     flag: 'credential-cache',
     env: 'STRATUS_CREDENTIAL_CACHE',
-    help: 'verified logins kept (per account and client address), least recently used out; a miss costs a scrypt check (0 = none)',
+    help: 'verified logins kept (per account and client address), the least recently verified out; a miss costs a scrypt check (0 = none)',
     parse: int('credential-cache', 0, 10_000_000),
     fallback: () => 10_000,
   },

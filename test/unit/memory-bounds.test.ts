@@ -101,9 +101,9 @@ describe('statement cache', () => {
 describe('credential cache', () => {
   let db: { url: string; drop: () => Promise<void> };
   let services: Services;
+  const clock = new AdjustableClock();
   before(async () => {
     db = await freshDatabase();
-    const clock = new AdjustableClock();
     clock.set(new Date(Date.UTC(2030, 0, 1)));
     const config = loadConfig({ db: db.url, 'credential-cache': '3' }, {});
     services = { store: await Store.open(db.url, { poolSize: 2 }), clock, ids: randomIds, config };
@@ -113,7 +113,7 @@ describe('credential cache', () => {
     await db.drop();
   });
 
-  test('keeps --credential-cache logins, least recently used out', async () => {
+  test('keeps --credential-cache logins, the least recently verified out', async () => {
     const cache = new CredentialCache(services);
     assert.equal(cache.maxEntries, 3);
     const users = [];
@@ -123,8 +123,10 @@ describe('credential cache', () => {
       users.push({ email, password: `pw-${i}` });
     }
     for (const u of users.slice(0, 3)) assert.ok(await cache.verify(u.email, u.password, '10.0.0.1'));
-    assert.ok(cache.fresh(users[0].email, users[0].password, '10.0.0.1'));
-    // users[0] was verified first but used again: users[1] is now the least recently used.
+    // users[0] was verified first, but is in use: once its entry is no longer fresh it is verified again,
+    // which makes users[1] the least recently verified.
+    clock.advance(2_001);
+    assert.equal(cache.fresh(users[0].email, users[0].password, '10.0.0.1'), null);
     assert.ok(await cache.verify(users[0].email, users[0].password, '10.0.0.1'));
     for (const u of users.slice(3)) assert.ok(await cache.verify(u.email, u.password, '10.0.0.1'));
     assert.equal(cache.size, 3);

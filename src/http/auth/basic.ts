@@ -27,7 +27,11 @@ export class CredentialCache {
 
   constructor(
     private readonly s: Services,
-    /** Entries kept, least recently used out (`--credential-cache`): one per account and client address seen. */
+    /**
+     * Entries kept (`--credential-cache`), one per account and client address; the least recently verified
+     * goes first. A login in use is verified again every FRESH_MS (re-inserted at the end), so hits need not
+     * reorder the Map on the request path.
+     */
     readonly maxEntries = s.config.credentialCache,
   ) {
     onPasswordChange((email) => this.forget(email));
@@ -49,17 +53,9 @@ export class CredentialCache {
 
   /** The caller when these exact credentials were verified from `scope` within FRESH_MS; no database, no scrypt. */
   fresh(email: string, password: string, scope = ''): Caller | null {
-    const key = `${normalizeEmail(email)}\n${scope}`;
-    const hit = this.entries.get(key);
-    if (hit && hit.freshUntil > this.s.clock.now().getTime() && sameTag(hit.tag, passwordTag(password))) return this.used(key, hit).caller;
+    const hit = this.entries.get(`${normalizeEmail(email)}\n${scope}`);
+    if (hit && hit.freshUntil > this.s.clock.now().getTime() && sameTag(hit.tag, passwordTag(password))) return hit.caller;
     return null;
-  }
-
-  /** Moves an entry to the end of the Map's order, which is least recently used first. */
-  private used(key: string, entry: Verified): Verified {
-    this.entries.delete(key);
-    this.entries.set(key, entry);
-    return entry;
   }
 
   async verify(email: string, password: string, scope = ''): Promise<Caller | null> {
@@ -68,7 +64,7 @@ export class CredentialCache {
     const tag = passwordTag(password);
     const hit = this.entries.get(key);
     const now = this.s.clock.now().getTime();
-    if (hit && hit.freshUntil > now && sameTag(hit.tag, tag)) return this.used(key, hit).caller;
+    if (hit && hit.freshUntil > now && sameTag(hit.tag, tag)) return hit.caller;
 
     const user = await findUserByEmail(this.s, address);
     if (!user || !user.password_hash) {
