@@ -26,6 +26,10 @@ export interface Config {
   /** MiB of presented objects kept for reuse (each object version is built and serialised once). */
   cacheMiB: number;
   answerCacheMiB: number;
+  /** SQLite prepared statements kept for reuse (least recently used out). */
+  statementCache: number;
+  /** Verified logins kept (per account and client address), so a repeated Basic header skips scrypt. */
+  credentialCache: number;
   /** A client must send its whole request within this many ms. */
   requestTimeoutMs: number;
   /** Idle keep-alive connections close after this many ms. */
@@ -325,6 +329,22 @@ export const SETTINGS: Setting<keyof Config>[] = [
     help: 'MiB of GET answers kept for reuse while no row changes (0 = none; on PostgreSQL one more connection, LISTENing)',
     parse: int('answer-cache-mib', 0, 65536),
     fallback: () => 16,
+  },
+  {
+    key: 'statementCache',
+    flag: 'statement-cache',
+    env: 'STRATUS_STATEMENT_CACHE',
+    help: 'SQLite prepared statements kept for reuse, least recently used out (native memory, tens of KiB each; 0 = none)',
+    parse: int('statement-cache', 0, 100_000),
+    fallback: () => 500,
+  },
+  {
+    key: 'credentialCache',
+    flag: 'credential-cache',
+    env: 'STRATUS_CREDENTIAL_CACHE',
+    help: 'verified logins kept (per account and client address), the least recently verified out; a miss costs a scrypt check (0 = none)',
+    parse: int('credential-cache', 0, 10_000_000),
+    fallback: () => 10_000,
   },
   {
     key: 'requestTimeoutMs',

@@ -244,7 +244,7 @@ export interface CliOptions {
  * `schema`: the server and `stratus migrate` create or upgrade the schema; other commands only check it.
  */
 export async function openServices(config: Config, schema: 'migrate' | 'check'): Promise<Services> {
-  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, schema });
+  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, statementCache: config.statementCache, schema });
   // The deployment's shared clock (real time plus the offset the admin plane or `stratus clock` set).
   const services: Services = { store, clock: new AdjustableClock(), ids: randomIds, config, events: new EventSubscriptions() };
   await syncClock(services);

@@ -4,7 +4,7 @@ import type { Db, Tx } from '../store/db.js';
 import { ownerRef, ref, resourceUri, type AnyQuery, type Relations, type Resource, type VisibleSet } from '../store/repository.js';
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
-import { copyOf, frozen } from './json.js';
+import { copyOf, frozen, frozenBytes } from './json.js';
 import { validateFields, type Obj } from './input.js';
 import Type from 'typebox';
 import { f, NO_DEFAULT, type Field } from './fields.js';
@@ -155,7 +155,7 @@ export class StoredCollection implements CollectionService {
     if (!shown) {
       const base = { ...row.body, owner: ownerRef(row.owner_uuid), resource_uri: this.uri(row.uuid), uuid: row.uuid };
       shown = frozen(this.hooks.presentStatic ? this.hooks.presentStatic(base) : base);
-      if (store.presented.maxBytes > 0) store.presented.set(key, row.version, shown, presentedBytes(shown));
+      if (store.presented.maxBytes > 0) store.presented.set(key, row.version, shown, frozenBytes(shown));
     }
     return copyOf(shown);
   }
@@ -370,11 +370,6 @@ const all = (): boolean => true;
 function showSharing(o: Obj, own: boolean, grantees: GranteeEntry[], held: Permission[]): void {
   o.grantees = own ? grantees : [];
   o.permissions = own ? [] : held;
-}
-
-/** A presented object's share of the cache: about what its serialisation and its objects take. */
-function presentedBytes(o: Obj): number {
-  return 3 * JSON.stringify(o).length;
 }
 
 /** Read-only fields every shareable kind carries (spec ACL rules 6 and 7). */

@@ -19,6 +19,7 @@ import { documentPath, routeLabel } from './routes.js';
  *   stratus_answer_cache_answers{outcome}  GET answers of reusable routes since start: reused, kept (made and
  *                                          kept), timed (made from the clock: not kept); http/answer-cache.ts
  *   stratus_answer_cache_bytes             what the kept answers take (bounded by --answer-cache-mib)
+ *   stratus_object_cache_bytes             what the kept presented objects take (bounded by --cache-mib)
  *   process_*, nodejs_*                    prom-client's default process metrics
  *
  * The request path pays for one histogram observation: an `onResponse` hook looks the labelled child up in
@@ -109,6 +110,14 @@ export class Metrics {
       registers,
       collect() {
         this.set(app.answerCache?.size.bytes ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'stratus_object_cache_bytes',
+      help: 'Bytes the kept presented objects take, as estimated (bounded by --cache-mib)',
+      registers,
+      collect() {
+        this.set(store.presented.size.bytes);
       },
     });
     collectDefaultMetrics({ register: this.registry });

@@ -50,7 +50,7 @@ export async function startServer(
   // `db` in the flags reopens an existing database (restart tests); otherwise a fresh one.
   const db = flags.db ? { url: flags.db, drop: async () => {} } : await freshDatabase();
   const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', 'rate-limits': 'off', ...flags }, {});
-  const store = await Store.open(config.db, { poolSize: 4, cacheMiB: config.cacheMiB, anchorStep: opts.anchorStep });
+  const store = await Store.open(config.db, { poolSize: 4, cacheMiB: config.cacheMiB, statementCache: config.statementCache, anchorStep: opts.anchorStep });
   const clock = opts.clock ?? new AdjustableClock();
   const services: Services = { store, clock, ids: randomIds, config, events: new EventSubscriptions(), resolve: opts.resolve };
   const app = await buildApp(services, kinds);

@@ -12,7 +12,6 @@ interface Verified {
 }
 
 const FRESH_MS = 2_000;
-const MAX_ENTRIES = 10_000;
 
 /**
  * Remembers verified credentials so a correct Basic header does not pay scrypt on every request.
@@ -26,8 +25,20 @@ const MAX_ENTRIES = 10_000;
 export class CredentialCache {
   private entries = new Map<string, Verified>();
 
-  constructor(private readonly s: Services) {
+  constructor(
+    private readonly s: Services,
+    /**
+     * Entries kept (`--credential-cache`), one per account and client address; the least recently verified
+     * goes first. A login in use is verified again every FRESH_MS (re-inserted at the end), so hits need not
+     * reorder the Map on the request path.
+     */
+    readonly maxEntries = s.config.credentialCache,
+  ) {
     onPasswordChange((email) => this.forget(email));
+  }
+
+  get size(): number {
+    return this.entries.size;
   }
 
   clear(): void {
@@ -67,7 +78,7 @@ export class CredentialCache {
     const caller: Caller = { uuid: user.uuid, email: user.email, state: user.state };
     this.entries.delete(key); // re-insert: Map order doubles as least-recently-used order
     this.entries.set(key, { caller, hash: user.password_hash, tag, freshUntil: now + FRESH_MS });
-    if (this.entries.size > MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
+    if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
     return caller;
   }
 }
