@@ -16,6 +16,7 @@ import { ResourceRepository, type AnyQuery } from './repository.js';
 import { shapeName, statementName } from './shapes.js';
 import { VersionedCache } from './object-cache.js';
 import { StatementCache } from './statement-cache.js';
+import { StateQueries } from './state.js';
 
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
 export const DEFAULT_CACHE_MIB = 32;
@@ -44,6 +45,8 @@ export class Store {
   readonly location: string;
   /** SQL on the shared `resources` table, and the engines' differences for it. */
   readonly resources: ResourceRepository;
+  /** SQL of whole-deployment and whole-account state: reset, export, import (store/tables.ts drives it). */
+  readonly state: StateQueries;
   /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
   readonly presented: VersionedCache<Record<string, unknown>>;
   /** Committed changes of users' objects for the live event stream (store/changes.ts); off until a listener asks. */
@@ -115,6 +118,7 @@ export class Store {
     this.location = location;
     this.changes = new ChangeFeed(dialect);
     this.resources = new ResourceRepository(dialect, direct, anchorStep, this.changes);
+    this.state = new StateQueries(dialect);
   }
 
   /**
