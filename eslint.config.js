@@ -3,7 +3,9 @@
 // Layers (a request flows one way: http -> resources -> core/store; background: sim -> core/store):
 //   core/      never imports resources/, http/, cli/, app.ts, serve.ts, main.ts
 //   sim/       never imports resources/, http/
-//   resources/ never imports http/, cli/, app.ts, serve.ts, main.ts
+//   resources/ never imports http/, cli/, app.ts, serve.ts, main.ts, notify/
+//   notify/    never imports http/, cli/, app.ts, serve.ts, main.ts (the notification domain is in
+//              resources/notifications/, below the delivery machinery in notify/)
 //   store/     never imports resources/, http/, sim/
 // and no runtime import cycle anywhere in src/ (type-only imports are not followed; dynamic `import()`
 // are, so a cycle hidden behind `await import` is still a cycle). Dynamic imports in src/ need an
@@ -47,16 +49,7 @@ const QUERIES_NOT_YET_IN_STORE = {
     'resources/profile/profile.ts',
     'resources/users/users.ts',
   ],
-  notifications: [
-    'core/events.ts',
-    'notify/deliveries.ts',
-    'notify/fanout.ts',
-    'resources/logs/logs.ts',
-    'resources/notifications/contacts.ts',
-    'resources/notifications/feed.ts',
-    'resources/notifications/preferences.ts',
-    'resources/notifications/webhooks.ts',
-  ],
+  notifications: ['resources/logs/logs.ts'],
   sim: [
     'core/timers.ts',
     'resources/fwpolicies/dhcp.ts',
@@ -167,21 +160,31 @@ export default defineConfig(
           zones: [
             layer(
               'core',
-              ['resources', 'http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+              ['resources', 'notify', 'http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
               'core/ is below the resource kinds and the HTTP layer: inject what it needs from the composition root.',
             ),
             layer(
               'billing',
-              ['resources', 'http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+              ['resources', 'notify', 'http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
               'billing/ is the metering engine below the kinds: kinds declare meters, the composition root injects them.',
             ),
-            layer('sim', ['resources', 'http'], 'sim/ is the simulator boundary: it never imports resource kinds or HTTP.'),
+            layer('sim', ['resources', 'notify', 'http'], 'sim/ is the simulator boundary: it never imports resource kinds or HTTP.'),
             layer(
               'resources',
               ['http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
               'Domain logic never touches HTTP: resources/ returns data or throws typed errors.',
             ),
-            layer('store', ['resources', 'http', 'sim'], 'store/ is the bottom layer: it knows no kinds, HTTP or simulator.'),
+            layer(
+              'resources',
+              ['notify'],
+              'The notification domain (resources/notifications/: types, contacts, preferences, webhooks, fan-out, the delivery queue) is below its delivery machinery (notify/: worker, mailer, webhook sender): inject a port (notifications/mail.ts) instead.',
+            ),
+            layer(
+              'notify',
+              ['http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+              'notify/ delivers what the domain decided (worker, mailer, webhook sender, the live audience): the composition root and http/ use it, never the other way.',
+            ),
+            layer('store', ['resources', 'notify', 'http', 'sim'], 'store/ is the bottom layer: it knows no kinds, HTTP or simulator.'),
           ],
         },
       ],

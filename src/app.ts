@@ -22,7 +22,7 @@ import { accountPaths } from './http/accounts/routes.js';
 import { registerConfirmPage } from './http/accounts/confirm-page.js';
 import { createMailer } from './notify/mailer.js';
 import { Notifier } from './notify/worker.js';
-import { EventStream } from './notify/stream.js';
+import { EventStream } from './http/event-stream.js';
 import type { RawQuery } from './http/query.js';
 import { RateLimiter } from './http/ratelimit/limiter.js';
 import { registerOps } from './http/ops.js';

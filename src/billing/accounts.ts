@@ -151,7 +151,7 @@ export async function postMany(tx: Tx, s: S, batch: readonly { account: Account;
         .set({ balance: ledgerAmount(a.balance), updated_at: now })
         .where('owner_uuid', '=', a.owner)
         .execute();
-  // The live event stream tells each account its balance changed (notify/stream.ts).
+  // The live event stream tells each account its balance changed (http/event-stream.ts).
   for (const a of accounts) s.store.changes.note(tx, { owner: a.owner, kind: 'balance', uuid: null });
 }
 

@@ -2,7 +2,6 @@ import { isoTimestamp } from './clock.js';
 import type { Services } from './context.js';
 import type { ApiError } from './errors.js';
 import type { Tx } from '../store/db.js';
-import { argsOf, type ArgOf } from '../store/shapes.js';
 
 /**
  * The event record: every change the API or the simulator makes is recorded here, in the transaction of
@@ -68,20 +67,16 @@ export async function record(tx: Tx, s: Pick<Services, 'clock' | 'store'> & { ev
     error_message: wire?.error_message ?? '',
     timestamp: isoTimestamp(now).replace('T', ' '),
   };
-  // Every state change writes one: its statement is compiled once.
-  await s.store.resources.shaped(tx, 'audit.insert', (arg: ArgOf<keyof typeof entry>) => tx.insertInto('audit_log').values(argsOf(entry, arg)), entry);
+  await s.store.audit.insert(tx, entry);
   const type = eventType(e);
   for (const tap of s.events?.taps ?? []) tap(tx, type, e);
   if (!s.events?.has(type)) return;
-  await tx
-    .insertInto('event_outbox')
-    .values({
-      type,
-      owner_uuid: e.owner || null,
-      resource_kind: e.category.toLowerCase(),
-      resource_uuid: e.uuid || null,
-      payload: JSON.stringify({ actor: e.actor, details: e.notice ?? e.details ?? '', success: !e.error, error: wire ?? null }),
-      created_at: isoTimestamp(now),
-    })
-    .execute();
+  await s.store.events.append(tx, {
+    type,
+    owner_uuid: e.owner || null,
+    resource_kind: e.category.toLowerCase(),
+    resource_uuid: e.uuid || null,
+    payload: JSON.stringify({ actor: e.actor, details: e.notice ?? e.details ?? '', success: !e.error, error: wire ?? null }),
+    created_at: isoTimestamp(now),
+  });
 }

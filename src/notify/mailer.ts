@@ -5,18 +5,10 @@ import type * as Nodemailer from 'nodemailer';
 import type { Transporter } from 'nodemailer';
 import type { Clock } from '../core/clock.js';
 import { lazyPackage } from '../core/lazy.js';
+import type { MailDelivery as Delivery, Mailer, MailMessage } from '../resources/notifications/mail.js';
 
 /** nodemailer, loaded when the first message is sent (core/lazy.ts). */
 const loadNodemailer = lazyPackage<typeof Nodemailer>('nodemailer');
-
-/** One e-mail: plain text, optionally with an HTML alternative and a fixed Message-ID (retries repeat it). */
-export interface MailMessage {
-  to: string;
-  subject: string;
-  text: string;
-  html?: string;
-  messageId?: string;
-}
 
 /** What nodemailer is given for a message. */
 const composed = (from: string, msg: MailMessage) => ({
@@ -27,17 +19,6 @@ const composed = (from: string, msg: MailMessage) => ({
   ...(msg.html ? { html: msg.html } : {}),
   ...(msg.messageId ? { messageId: msg.messageId } : {}),
 });
-
-/** Where a message went: handed to the SMTP server, or written to a file in the outbox folder. */
-export type Delivery = { via: 'smtp'; messageId: string } | { via: 'outbox'; file: string };
-
-/** E-mail delivery, injected so services never know how mail leaves. */
-export interface Mailer {
-  /** `smtp` or `outbox`: lets a caller decide whether to log what a local user needs (a sign-up link). */
-  readonly kind: 'smtp' | 'outbox';
-  send(msg: MailMessage): Promise<Delivery>;
-  close(): void;
-}
 
 export interface MailerConfig {
   smtpUrl: string | null;

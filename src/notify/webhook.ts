@@ -4,7 +4,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import type { Resolver } from '../core/context.js';
-import { checkWebhookUrl, isPublicAddress, PRIVATE_DESTINATION } from './destinations.js';
+import { checkWebhookUrl, isPublicAddress, PRIVATE_DESTINATION } from '../resources/notifications/destinations.js';
 
 /** Header carrying `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" keyed with the webhook's secret>`. */
 export const SIGNATURE_HEADER = 'X-Stratus-Signature';

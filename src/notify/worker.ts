@@ -2,11 +2,11 @@ import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
 import { PassLoop } from '../core/pass-loop.js';
-import { WEBHOOKS } from '../resources/notifications/webhooks.js';
+import { claimDue, markFailed, markSent, MAX_ATTEMPTS, type Delivery, type EmailContent, type WebhookContent } from '../resources/notifications/deliveries.js';
+import { fanOut } from '../resources/notifications/fanout.js';
 import { EVENT_NOTIFICATIONS } from '../resources/notifications/types.js';
-import { claimDue, markFailed, markSent, MAX_ATTEMPTS, type Delivery, type EmailContent, type WebhookContent } from './deliveries.js';
-import { fanOut } from './fanout.js';
-import type { Mailer } from './mailer.js';
+import { WEBHOOKS } from '../resources/notifications/webhooks.js';
+import type { Mailer } from '../resources/notifications/mail.js';
 import { DestinationRefused, postWebhook } from './webhook.js';
 
 declare module 'fastify' {
@@ -20,9 +20,9 @@ declare module 'fastify' {
 const CONCURRENCY = 8;
 
 /**
- * The notification worker of one API process: fans out new outbox events (fanout.ts), then sends due
- * deliveries (deliveries.ts) by e-mail or webhook, outside any transaction. Its loop polls on real time
- * like the scheduler's; `runDue()` does one full pass (tests call it after moving the clock). All state is
+ * The notification worker of one API process: fans out new outbox events (resources/notifications/
+ * fanout.ts), then sends due deliveries (resources/notifications/deliveries.ts) by e-mail or webhook,
+ * outside any transaction. Its loop polls on real time like the scheduler's; `runDue()` does one full pass (tests call it after moving the clock). All state is
  * in the database, so stopping or killing the process loses nothing.
  */
 export class Notifier {

@@ -17,7 +17,7 @@ export type ChangeListener = (changes: readonly Change[]) => void;
 const CHUNK_BYTES = 6000;
 
 /**
- * Committed changes to users' objects, for the websocket stream (notify/stream.ts). The repository notes
+ * Committed changes to users' objects, for the websocket stream (http/event-stream.ts). The repository notes
  * every insert, write and delete in the transaction that makes it; nothing is kept unless a listener is
  * on (`enabled`). At commit the changes leave exactly once: on PostgreSQL as `NOTIFY` in the same
  * transaction (delivered on commit, in commit order, to every API process on the schema, itself

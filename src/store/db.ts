@@ -17,6 +17,9 @@ import { shapeName, statementName } from './shapes.js';
 import { VersionedCache } from './object-cache.js';
 import { StatementCache } from './statement-cache.js';
 import { StateQueries } from './state.js';
+import { AuditQueries, EventQueries } from './audit.js';
+import { lockRows } from './locks.js';
+import { NotificationQueries } from './notifications/index.js';
 
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
 export const DEFAULT_CACHE_MIB = 32;
@@ -45,6 +48,11 @@ export class Store {
   readonly location: string;
   /** SQL on the shared `resources` table, and the engines' differences for it. */
   readonly resources: ResourceRepository;
+  /** The audit log's writes, and the event outbox's (store/audit.ts). */
+  readonly audit: AuditQueries;
+  readonly events: EventQueries;
+  /** SQL of notifications: fan-out, deliveries, feed, preferences (store/notifications/). */
+  readonly notifications: NotificationQueries;
   /** SQL of whole-deployment and whole-account state: reset, export, import (store/tables.ts drives it). */
   readonly state: StateQueries;
   /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
@@ -118,6 +126,9 @@ export class Store {
     this.location = location;
     this.changes = new ChangeFeed(dialect);
     this.resources = new ResourceRepository(dialect, direct, anchorStep, this.changes);
+    this.audit = new AuditQueries(this.resources);
+    this.events = new EventQueries();
+    this.notifications = new NotificationQueries(dialect);
     this.state = new StateQueries(dialect);
   }
 
@@ -360,9 +371,7 @@ export class Store {
    * its connection: the plain select is already exclusive there.
    */
   locking<Q extends AnyQuery>(q: Q, opts: { skipLocked?: boolean } = {}): Q {
-    if (this.dialect !== 'postgres') return q;
-    const locked = q.forUpdate() as Q;
-    return opts.skipLocked ? (locked.skipLocked() as Q) : locked;
+    return lockRows(this.dialect, q, opts);
   }
 
   /**

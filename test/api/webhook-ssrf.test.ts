@@ -7,7 +7,7 @@ import type { Client } from '../helpers/client.js';
 import { expectError } from '../helpers/errors.js';
 import { WEBHOOKS } from '../../src/resources/notifications/webhooks.js';
 import { NOT_ALLOWED, UNREACHABLE } from '../../src/notify/webhook.js';
-import { PRIVATE_DESTINATION } from '../../src/notify/destinations.js';
+import { PRIVATE_DESTINATION } from '../../src/resources/notifications/destinations.js';
 import type { Resolver } from '../../src/core/context.js';
 
 /**

@@ -1,6 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkWebhookUrl, CREDENTIALS_IN_URL, INVALID_URL, isLocalHostText, isPublicAddress, PRIVATE_DESTINATION } from '../../src/notify/destinations.js';
+import {
+  checkWebhookUrl,
+  CREDENTIALS_IN_URL,
+  INVALID_URL,
+  isLocalHostText,
+  isPublicAddress,
+  PRIVATE_DESTINATION,
+} from '../../src/resources/notifications/destinations.js';
 
 test('public unicast addresses are public', () => {
   for (const ip of [

@@ -96,7 +96,7 @@ export function accountPaths(s: Services, auth: Auth, signup: SignupDeps): PathS
             case 'reset_password':
               return ok(await requestPasswordReset(s, signup, req.body));
             case 'authenticate_asynchronous': {
-              // The websocket's credential (notify/stream.ts): a signed cookie good for 120 s (http/auth/async-auth.ts).
+              // The websocket's credential (http/event-stream.ts): a signed cookie good for 120 s (http/auth/async-auth.ts).
               const caller = await auth.authenticateRequest(req.http);
               return ok({}, { 'Set-Cookie': await auth.asyncAuthCookie(caller.uuid) });
             }

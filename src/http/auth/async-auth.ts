@@ -5,7 +5,7 @@ import { findUser } from '../../resources/users/users.js';
 import { setCookie } from './cookies.js';
 import { serverSecret } from './digest.js';
 
-/** The cookie `authenticate_asynchronous` sets and the websocket (notify/stream.ts) reads. */
+/** The cookie `authenticate_asynchronous` sets and the websocket (http/event-stream.ts) reads. */
 export const ASYNC_AUTH_COOKIE = 'async_auth';
 /** Its lifetime: "a cookie that is valid for 2 minutes" (reference §4.3: `Max-Age=120`). */
 export const ASYNC_AUTH_MAX_AGE_S = 120;
@@ -21,7 +21,7 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
  *
  * It is good for 120 s from the second of issue by the injected clock (refused from then on, and when it
  * claims a time more than that ahead), and only to open the websocket: a socket opened in time stays open
- * until its credentials end (notify/stream.ts), and a client that reconnects later asks
+ * until its credentials end (http/event-stream.ts), and a client that reconnects later asks
  * `authenticate_asynchronous` for a fresh cookie (pycloudsigma's `Websocket` asks once and connects at
  * once). The signing key is the deployment's key mixed with the user's password hash, so a new password
  * voids every cookie issued before it, in every process, with nothing stored; a cookie whose user no

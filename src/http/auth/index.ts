@@ -32,7 +32,7 @@ export class Auth {
   private constructor(
     private readonly s: Services,
     readonly digest: DigestAuth,
-    /** The websocket's credential (`authenticate_asynchronous`, notify/stream.ts). */
+    /** The websocket's credential (`authenticate_asynchronous`, http/event-stream.ts). */
     readonly asyncAuth: AsyncAuthCookie,
   ) {
     this.cache = new CredentialCache(s);

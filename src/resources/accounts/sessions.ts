@@ -11,7 +11,7 @@ import type { Tx } from '../../store/db.js';
  * cookie and echoed in `X-CSRFToken`), so it is stored as is. Session ids and tokens come from the
  * CSPRNG, never from the injectable id generator (tests may make that one predictable).
  *
- * Ending credentials reaches the event stream (notify/stream.ts) of every API process through the change
+ * Ending credentials reaches the event stream (http/event-stream.ts) of every API process through the change
  * feed, in the deleting transaction, as SESSION_ENDED: a new password or an account reset ends every
  * credential of the account (`uuid: null`: all its sockets close); a logout ends the `async_auth` cookie it
  * carries (`uuid`: that cookie's credential id, http/auth/async-auth.ts).

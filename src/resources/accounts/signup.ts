@@ -4,7 +4,7 @@ import type { Services } from '../../core/context.js';
 import { ApiError, validation } from '../../core/errors.js';
 import { isPlainObject } from '../../core/input.js';
 import { sha256Hex } from '../../core/passwords.js';
-import type { Mailer, MailMessage } from '../../notify/mailer.js';
+import type { Mailer, MailMessage } from '../notifications/mail.js';
 import { fromDatabaseError } from '../../store/errors.js';
 import type { Tx } from '../../store/db.js';
 import { record } from '../../core/events.js';

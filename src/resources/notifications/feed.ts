@@ -3,8 +3,7 @@ import { isoTimestamp } from '../../core/clock.js';
 import { notFound, validation } from '../../core/errors.js';
 import type { CollectionDecl } from '../../core/resource.js';
 import { resourceUri } from '../../store/repository.js';
-import type { Selectable } from 'kysely';
-import type { NotificationsTable } from '../../store/schema.js';
+import type { FeedRow } from '../../store/notifications/index.js';
 import { CONTACTS } from './contacts.js';
 
 export const FEED = 'notifications';
@@ -26,7 +25,7 @@ const fields = {
   uuid: f.string({ readonly: true }),
 };
 
-const shown = (r: Selectable<NotificationsTable>) => ({
+const shown = (r: FeedRow) => ({
   contact: resourceUri(CONTACTS, r.contact_uuid),
   created_at: r.created_at,
   read: r.read_at !== null,
@@ -48,41 +47,27 @@ export const notificationFeed: CollectionDecl = {
   detailMethods: ['get', 'put'],
   service: {
     async list(ctx, query) {
-      let q = ctx.store.db.selectFrom('notifications').where('owner_uuid', '=', ctx.caller.uuid);
-      for (const values of query.filters.get('type') ?? []) q = q.where('type', 'in', values);
+      const read: boolean[] = [];
       for (const values of query.filters.get('read') ?? []) {
         const wanted = new Set(values.map((v) => v.toLowerCase()));
-        const read = wanted.has('true') || wanted.has('1');
+        const isRead = wanted.has('true') || wanted.has('1');
         const unread = wanted.has('false') || wanted.has('0');
-        if (read && !unread) q = q.where('read_at', 'is not', null);
-        else if (unread && !read) q = q.where('read_at', 'is', null);
+        if (isRead !== unread) read.push(isRead);
       }
-      const total = await q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
-      let page = q.selectAll().orderBy('seq', 'desc').offset(query.offset);
-      if (query.limit > 0) page = page.limit(query.limit);
-      else page = page.limit(1_000_000_000);
-      return { total: Number(total.n), objects: (await page.execute()).map(shown) };
+      const filter = { owner: ctx.caller.uuid, types: query.filters.get('type') ?? [], read };
+      const { total, rows } = await ctx.store.notifications.feed.page(ctx.store.db, filter, query.offset, query.limit);
+      return { total, objects: rows.map(shown) };
     },
     async get(ctx, uuid) {
-      const r = await ctx.store.db
-        .selectFrom('notifications')
-        .selectAll()
-        .where('uuid', '=', uuid)
-        .where('owner_uuid', '=', ctx.caller.uuid)
-        .executeTakeFirst();
+      const r = await ctx.store.notifications.feed.get(ctx.store.db, ctx.caller.uuid, uuid);
       if (!r) throw notFound(uuid);
       return shown(r);
     },
     async update(ctx, uuid, input) {
       if (input.read !== undefined && typeof input.read !== 'boolean') throw validation('read', 'read must be true or false');
       if (typeof input.read === 'boolean') {
-        const res = await ctx.store.db
-          .updateTable('notifications')
-          .set({ read_at: input.read ? isoTimestamp(ctx.clock.now()) : null })
-          .where('uuid', '=', uuid)
-          .where('owner_uuid', '=', ctx.caller.uuid)
-          .executeTakeFirst();
-        if (Number(res.numUpdatedRows) === 0) throw notFound(uuid);
+        const found = await ctx.store.notifications.feed.setRead(ctx.store.db, ctx.caller.uuid, uuid, input.read ? isoTimestamp(ctx.clock.now()) : null);
+        if (!found) throw notFound(uuid);
       }
       return this.get(ctx, uuid);
     },

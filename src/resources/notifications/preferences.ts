@@ -4,7 +4,7 @@ import type { Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
 import type { CollectionDecl } from '../../core/resource.js';
 import { resourceUri } from '../../store/repository.js';
-import type { Db, Tx } from '../../store/db.js';
+import type { Db, Store, Tx } from '../../store/db.js';
 import { CONTACTS, contactsOf, ensureMainContact } from './contacts.js';
 import { DEFAULT_PREFERENCE, isMedium, isNotificationType, MEDIA, NOTIFICATION_TYPES, type Medium, type NotificationType } from './types.js';
 
@@ -23,19 +23,14 @@ const fields = {
 };
 
 /** Stored values differing from the default, keyed `contact medium type`. */
-async function storedValues(db: Db | Tx, contacts: readonly string[]): Promise<Map<string, boolean>> {
-  if (!contacts.length) return new Map();
-  const rows = await db
-    .selectFrom('notification_preferences')
-    .selectAll()
-    .where('contact_uuid', 'in', [...contacts])
-    .execute();
-  return new Map(rows.map((r) => [`${r.contact_uuid} ${r.medium} ${r.type}`, r.value === 1]));
+async function storedValues(db: Db | Tx, store: Store, contacts: readonly string[]): Promise<Map<string, boolean>> {
+  const rows = await store.notifications.preferences.of(db, contacts);
+  return new Map(rows.map((r) => [`${r.contact} ${r.medium} ${r.type}`, r.value]));
 }
 
 /** Whether each of an account's contacts wants a type on a medium (the fan-out asks this). */
-export async function wants(db: Db | Tx, contacts: readonly string[], type: NotificationType, medium: Medium): Promise<Set<string>> {
-  const values = await storedValues(db, contacts);
+export async function wants(db: Db | Tx, store: Store, contacts: readonly string[], type: NotificationType, medium: Medium): Promise<Set<string>> {
+  const values = await storedValues(db, store, contacts);
   return new Set(contacts.filter((c) => values.get(`${c} ${medium} ${type}`) ?? DEFAULT_PREFERENCE));
 }
 
@@ -66,7 +61,7 @@ export const notificationPreferences: CollectionDecl = {
     async list(ctx, query) {
       await ensure(ctx);
       const contacts = (await contactsOf(ctx.store.db, ctx.store, ctx.caller.uuid)).map((c) => c.uuid);
-      const values = await storedValues(ctx.store.db, contacts);
+      const values = await storedValues(ctx.store.db, ctx.store, contacts);
       const all: Obj[] = [];
       for (const c of contacts)
         for (const m of MEDIA) for (const t of NOTIFICATION_TYPES) all.push(row(c, m, t, values.get(`${c} ${m} ${t}`) ?? DEFAULT_PREFERENCE));
@@ -90,19 +85,7 @@ export const notificationPreferences: CollectionDecl = {
         return { contact, medium: input.medium, type: input.type, value: input.value };
       });
       await ctx.store.transaction(async (tx) => {
-        for (const c of changes) {
-          await tx
-            .deleteFrom('notification_preferences')
-            .where('contact_uuid', '=', c.contact)
-            .where('medium', '=', c.medium)
-            .where('type', '=', c.type)
-            .execute();
-          if (c.value !== DEFAULT_PREFERENCE)
-            await tx
-              .insertInto('notification_preferences')
-              .values({ contact_uuid: c.contact, medium: c.medium, type: c.type, value: c.value ? 1 : 0 })
-              .execute();
-        }
+        for (const c of changes) await ctx.store.notifications.preferences.set(tx, c, c.value !== DEFAULT_PREFERENCE ? c.value : null);
       });
       return changes.map((c) => row(c.contact, c.medium, c.type, c.value));
     },

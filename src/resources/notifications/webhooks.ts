@@ -6,8 +6,8 @@ import type { Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
 import { storedDecl } from '../../core/stored.js';
 import { isoTimestamp } from '../../core/clock.js';
-import { enqueue } from '../../notify/deliveries.js';
-import { checkWebhookUrl } from '../../notify/destinations.js';
+import { enqueue } from './deliveries.js';
+import { checkWebhookUrl } from './destinations.js';
 import { isNotificationType, NOTIFICATION_TYPES } from './types.js';
 
 export const WEBHOOKS = 'webhooks';
@@ -19,7 +19,7 @@ export const WEBHOOKS = 'webhooks';
  * password-reset link, which only ever goes by e-mail). Each delivery is retried with backoff; the
  * webhook shows how the last one went (`last_status`, `last_error`, `last_delivery_at`), `GET
  * /webhooks/<uuid>/deliveries/` the recent ones, and `POST /webhooks/<uuid>/action/?do=test` sends a
- * test delivery. Only public destinations are allowed (notify/destinations.ts) unless the operator allows
+ * test delivery. Only public destinations are allowed (destinations.ts) unless the operator allows
  * private ones (`--webhooks-allow-private`).
  */
 const fields = {
@@ -93,13 +93,7 @@ export const webhooks = storedDecl(
     views: {
       async deliveries(ctx, uuid) {
         await webhooks.service.get(ctx, uuid);
-        const rows = await ctx.store.db
-          .selectFrom('notification_deliveries')
-          .select(['message_id', 'type', 'state', 'attempts', 'last_error', 'created_at', 'sent_at', 'due_ms'])
-          .where('target_uuid', '=', uuid)
-          .orderBy('id', 'desc')
-          .limit(50)
-          .execute();
+        const rows = await ctx.store.notifications.deliveries.recentOf(ctx.store.db, uuid, 50);
         return {
           objects: rows.map((r) => ({
             attempts: r.attempts,

@@ -1,20 +1,19 @@
-import { isoTimestamp } from '../core/clock.js';
-import type { Services } from '../core/context.js';
-import type { Tx } from '../store/db.js';
-import { contactsOf, ensureMainContact } from '../resources/notifications/contacts.js';
-import { wants } from '../resources/notifications/preferences.js';
-import { ACCOUNT_ONLY, EVENT_NOTIFICATIONS, SUBJECTS, type NotificationType } from '../resources/notifications/types.js';
-import { WEBHOOKS, webhookBody } from '../resources/notifications/webhooks.js';
+import { isoTimestamp } from '../../core/clock.js';
+import type { Services } from '../../core/context.js';
+import type { Tx } from '../../store/db.js';
+import { contactsOf, ensureMainContact } from './contacts.js';
 import { enqueue } from './deliveries.js';
+import { wants } from './preferences.js';
 import { renderEmail } from './render.js';
+import { ACCOUNT_ONLY, EVENT_NOTIFICATIONS, SUBJECTS, type NotificationType } from './types.js';
+import { WEBHOOKS, webhookBody } from './webhooks.js';
 
 /** Outbox rows taken per transaction. */
 const BATCH = 50;
 
 /**
- * Turns outbox events into notifications: for each event of a mapped type (resources/notifications/
- * types.ts), an e-mail delivery to each contact whose `email` preference is on, a feed entry for each
- * whose `api` preference is on, and a delivery to each of the account's webhooks that wants the type.
+ * Turns outbox events into notifications: for each event of a mapped type (types.ts), an e-mail
+ * delivery to each contact whose `email` preference is on, a feed entry for each whose `api` preference is on, and a delivery to each of the account's webhooks that wants the type.
  * All of it, and the mark that the event is done, commit in one transaction, so an event is fanned out
  * exactly once even with several processes (SKIP LOCKED on PostgreSQL, and the mark's primary key).
  * Returns how many events it handled.
@@ -22,17 +21,10 @@ const BATCH = 50;
 export async function fanOut(s: Services, mailDomain: string): Promise<number> {
   const types = Object.keys(EVENT_NOTIFICATIONS);
   return s.store.transaction(async (tx) => {
-    const q = tx
-      .selectFrom('event_outbox as o')
-      .select(['o.seq', 'o.type', 'o.owner_uuid', 'o.payload', 'o.created_at'])
-      .where('o.type', 'in', types)
-      .where(({ not, exists, selectFrom }) => not(exists(selectFrom('notification_fanout as d').select('d.seq').whereRef('d.seq', '=', 'o.seq'))))
-      .orderBy('o.seq')
-      .limit(BATCH);
-    const rows = await s.store.locking(q, { skipLocked: true }).execute();
+    const rows = await s.store.notifications.fanout.claim(tx, types, BATCH);
     for (const row of rows) {
       if (row.owner_uuid) await notify(tx, s, mailDomain, { ...row, owner_uuid: row.owner_uuid, notification: EVENT_NOTIFICATIONS[row.type] });
-      await tx.insertInto('notification_fanout').values({ seq: row.seq }).execute();
+      await s.store.notifications.fanout.markDone(tx, row.seq);
     }
     return rows.length;
   });
@@ -45,8 +37,8 @@ async function notify(
   e: { seq: number; type: string; owner_uuid: string; payload: string; created_at: string; notification: NotificationType },
 ): Promise<void> {
   const { owner_uuid: owner, notification: type } = e;
-  const user = await tx.selectFrom('users').select('email').where('uuid', '=', owner).executeTakeFirst();
-  if (!user) return;
+  const account = await s.store.notifications.accounts.email(tx, owner);
+  if (account === undefined) return;
   await ensureMainContact(tx, s, owner);
   const details = String((JSON.parse(e.payload) as { details?: unknown }).details ?? '');
   const subject = SUBJECTS[type];
@@ -55,22 +47,28 @@ async function notify(
   const ids = contacts.map((c) => c.uuid);
   const id = s.ids.uuid();
 
-  const byMail = await wants(tx, ids, type, 'email');
-  const mail = renderEmail({ subject, details, type, at: e.created_at, account: user.email });
+  const byMail = await wants(tx, s.store, ids, type, 'email');
+  const mail = renderEmail({ subject, details, type, at: e.created_at, account });
   for (const c of contacts)
     if (byMail.has(c.uuid))
       await enqueue(tx, s, { owner, channel: 'email', target: c.uuid, address: c.email, type, messageId: `<${id}.${c.uuid}@${mailDomain}>`, content: mail });
   if (accountOnly) return;
 
   const text = details || `${subject}.`;
-  const inFeed = await wants(tx, ids, type, 'api');
+  const inFeed = await wants(tx, s.store, ids, type, 'api');
   const now = isoTimestamp(s.clock.now());
   for (const c of contacts)
     if (inFeed.has(c.uuid))
-      await tx
-        .insertInto('notifications')
-        .values({ uuid: s.ids.uuid(), owner_uuid: owner, contact_uuid: c.uuid, type, subject, text, created_at: e.created_at || now, read_at: null })
-        .execute();
+      await s.store.notifications.feed.insert(tx, {
+        uuid: s.ids.uuid(),
+        owner_uuid: owner,
+        contact_uuid: c.uuid,
+        type,
+        subject,
+        text,
+        created_at: e.created_at || now,
+        read_at: null,
+      });
 
   for (const hook of await s.store.resources.owned(tx, WEBHOOKS, { owner })) {
     const only = (hook.body.types as string[] | undefined) ?? [];

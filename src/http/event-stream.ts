@@ -4,12 +4,12 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Services } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
-import { SESSION_ENDED } from '../resources/accounts/sessions.js';
-import { readCookie } from '../http/auth/cookies.js';
-import { allowedOrigin } from '../http/auth/origin.js';
-import { ASYNC_AUTH_COOKIE, type AsyncAuthCookie, type StreamCredential } from '../http/auth/async-auth.js';
-import { hostMissing, rawErrorAnswer } from '../http/edges.js';
+import { LiveAudience, type LiveCredential, type LiveOutlet } from '../notify/live.js';
 import type { Change } from '../store/changes.js';
+import { readCookie } from './auth/cookies.js';
+import { allowedOrigin } from './auth/origin.js';
+import { ASYNC_AUTH_COOKIE, type AsyncAuthCookie, type StreamCredential } from './auth/async-auth.js';
+import { hostMissing, rawErrorAnswer } from './edges.js';
 
 export const WEBSOCKET_PATH = '/websocket';
 
@@ -20,20 +20,6 @@ const MAX_BUFFERED = 1024 * 1024;
 export const CLOSE_SESSION_ENDED = 1008;
 
 const ENDED = 'session ended: authenticate again';
-/** Ended sessions remembered for upgrades in flight (a few milliseconds' worth is enough). */
-const RECENTLY_ENDED = 1024;
-
-/** User-level facts rather than stored objects (billing notes a balance change with every ledger entry): kind -> URI. */
-const FACTS: Record<string, string> = { balance: '/api/2.0/balance/' };
-
-/** The frame a client gets for one change (pycloudsigma's `Websocket` matches on these keys). */
-export function frameOf(c: Change): Record<string, unknown> {
-  const uri = FACTS[c.kind] ?? `/api/2.0/${c.kind}/${c.uuid}/`;
-  return { resource_type: c.kind, resource_uri: uri, uuid: c.uuid ?? undefined };
-}
-
-/** What a socket was opened with: its cookie's credential id and when that cookie was issued. */
-type Credential = Pick<StreamCredential, 'credential' | 'issuedMs'>;
 
 /**
  * The real-time event stream of the real service (reference §4.3, §19): after
@@ -57,12 +43,19 @@ type Credential = Pick<StreamCredential, 'credential' | 'issuedMs'>;
  */
 export class EventStream {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
-  private readonly byOwner = new Map<string, Map<WebSocket, Credential>>();
-  /**
-   * Credentials announced ended lately (cookie ids; accounts with the time their credentials ended): an
-   * upgrade checks its cookie, then registers its socket; an end announced in between would miss it.
-   */
-  private readonly recentlyEnded = new Map<string, number>();
+  /** Which socket sees which change, and which a credential's end closes (notify/live.ts). */
+  private readonly audience: LiveAudience<WebSocket>;
+  private readonly outlet: LiveOutlet<WebSocket> = {
+    send(ws, frame) {
+      if (ws.bufferedAmount > MAX_BUFFERED) return false;
+      ws.send(frame);
+      return true;
+    },
+    close(ws, why) {
+      if (why === 'ended') ws.close(CLOSE_SESSION_ENDED, ENDED);
+      else ws.close(1013, 'too slow: reconnect');
+    },
+  };
   private unlisten: (() => Promise<void>) | null = null;
   private unsubscribe: (() => void) | null = null;
 
@@ -72,11 +65,12 @@ export class EventStream {
     private readonly log?: FastifyBaseLogger,
   ) {
     s.store.changes.enabled = true;
+    this.audience = new LiveAudience(s.clock);
   }
 
   /** Wires the upgrade path into the app's HTTP server and the store's feed; undone when the app closes. */
   async attach(app: FastifyInstance): Promise<void> {
-    const deliver = (changes: readonly Change[]) => this.deliver(changes);
+    const deliver = (changes: readonly Change[]) => this.audience.route(changes, this.outlet);
     if (this.s.store.dialect === 'postgres')
       this.unlisten = await this.s.store.listenChanges(deliver, (err) => this.log?.error({ err }, 'change feed listener failed'));
     else this.unsubscribe = this.s.store.changes.subscribe(deliver);
@@ -101,66 +95,25 @@ export class EventStream {
     }
     if (!opened) return refuse(new ApiError('auth', 'The event stream needs a fresh async_auth cookie (do=authenticate_asynchronous, good for 120 s)'));
     const owner = opened.caller.uuid;
-    const credential: Credential = { credential: opened.credential, issuedMs: opened.issuedMs };
+    const credential: LiveCredential = { credential: opened.credential, issuedMs: opened.issuedMs };
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      const accountEnded = this.recentlyEnded.get(`account:${owner}`);
-      if (this.recentlyEnded.has(credential.credential) || (accountEnded !== undefined && accountEnded >= credential.issuedMs + 1000))
-        return ws.close(CLOSE_SESSION_ENDED, ENDED);
-      let sockets = this.byOwner.get(owner);
-      if (!sockets) this.byOwner.set(owner, (sockets = new Map()));
-      sockets.set(ws, credential);
-      ws.on('close', () => {
-        sockets.delete(ws);
-        if (!sockets.size && this.byOwner.get(owner) === sockets) this.byOwner.delete(owner);
-      });
+      if (!this.audience.join(owner, credential, ws)) return ws.close(CLOSE_SESSION_ENDED, ENDED);
+      ws.on('close', () => this.audience.leave(owner, ws));
       ws.on('error', () => ws.terminate());
       // Clients only listen: anything they send is ignored.
       ws.on('message', () => undefined);
     });
   }
 
-  private deliver(changes: readonly Change[]): void {
-    for (const c of changes) {
-      if (c.kind === SESSION_ENDED) this.remember(c.uuid ?? `account:${c.owner}`);
-      const sockets = this.byOwner.get(c.owner);
-      if (!sockets) continue;
-      // A socket being closed leaves the map at once: nothing more is sent to it.
-      const drop = (ws: WebSocket, code: number, reason: string) => {
-        sockets.delete(ws);
-        ws.close(code, reason);
-      };
-      if (c.kind === SESSION_ENDED) {
-        for (const [ws, cred] of sockets) if (c.uuid === null || cred.credential === c.uuid) drop(ws, CLOSE_SESSION_ENDED, ENDED);
-      } else {
-        const frame = JSON.stringify(frameOf(c));
-        for (const ws of sockets.keys()) {
-          if (ws.bufferedAmount > MAX_BUFFERED) drop(ws, 1013, 'too slow: reconnect');
-          else ws.send(frame);
-        }
-      }
-      if (!sockets.size) this.byOwner.delete(c.owner);
-    }
-  }
-
-  /** Notes an ended credential (and when), for an upgrade that checked it just before (`recentlyEnded`). */
-  private remember(key: string): void {
-    this.recentlyEnded.delete(key);
-    this.recentlyEnded.set(key, this.s.clock.now().getTime());
-    if (this.recentlyEnded.size > RECENTLY_ENDED) this.recentlyEnded.delete(this.recentlyEnded.keys().next().value!);
-  }
-
   /** Number of open sockets (tests, metrics). */
   get connections(): number {
-    let n = 0;
-    for (const sockets of this.byOwner.values()) n += sockets.size;
-    return n;
+    return this.audience.size;
   }
 
   async close(): Promise<void> {
     this.unsubscribe?.();
     await this.unlisten?.();
-    for (const sockets of this.byOwner.values()) for (const ws of sockets.keys()) ws.close(1001, 'server shutting down');
-    this.byOwner.clear();
+    for (const ws of this.audience.drain()) ws.close(1001, 'server shutting down');
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
   }
 }

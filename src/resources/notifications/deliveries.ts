@@ -1,6 +1,6 @@
-import { isoTimestamp } from '../core/clock.js';
-import type { Services } from '../core/context.js';
-import type { Tx } from '../store/db.js';
+import { isoTimestamp } from '../../core/clock.js';
+import type { Services } from '../../core/context.js';
+import type { Tx } from '../../store/db.js';
 
 /**
  * Durable deliveries: one row per e-mail or webhook call, written in the transaction that decided it.
@@ -44,77 +44,50 @@ export const backoffMs = (attempts: number): number => Math.min(3600_000, 5000 *
 
 export async function enqueue(
   tx: Tx,
-  s: Pick<Services, 'clock'>,
+  s: Pick<Services, 'clock' | 'store'>,
   d: { owner: string; channel: Channel; target: string; address: string; type: string; messageId: string; content: EmailContent | WebhookContent },
 ): Promise<void> {
   const at = s.clock.now();
   const now = isoTimestamp(at);
-  await tx
-    .insertInto('notification_deliveries')
-    .values({
-      owner_uuid: d.owner,
-      channel: d.channel,
-      target_uuid: d.target,
-      address: d.address,
-      type: d.type,
-      message_id: d.messageId,
-      content: JSON.stringify(d.content),
-      state: 'pending',
-      attempts: 0,
-      due_ms: at.getTime(),
-      last_error: null,
-      created_at: now,
-      sent_at: null,
-    })
-    .execute();
+  await s.store.notifications.deliveries.insert(tx, {
+    owner_uuid: d.owner,
+    channel: d.channel,
+    target_uuid: d.target,
+    address: d.address,
+    type: d.type,
+    message_id: d.messageId,
+    content: JSON.stringify(d.content),
+    state: 'pending',
+    attempts: 0,
+    due_ms: at.getTime(),
+    last_error: null,
+    created_at: now,
+    sent_at: null,
+  });
 }
 
 /** Claims up to `limit` due deliveries for this process (their lease starts now). */
 export async function claimDue(s: Pick<Services, 'clock' | 'store'>, limit: number): Promise<Delivery[]> {
-  const now = s.clock.now();
-  return s.store.transaction(async (tx) => {
-    const q = tx
-      .selectFrom('notification_deliveries')
-      .select(['id', 'owner_uuid', 'channel', 'target_uuid', 'address', 'type', 'message_id', 'content', 'attempts'])
-      .where('state', '=', 'pending')
-      .where('due_ms', '<=', now.getTime())
-      .orderBy('due_ms')
-      .orderBy('id')
-      .limit(limit);
-    const rows = await s.store.locking(q, { skipLocked: true }).execute();
-    if (!rows.length) return [];
-    await tx
-      .updateTable('notification_deliveries')
-      .set((eb) => ({ due_ms: now.getTime() + LEASE_MS, attempts: eb('attempts', '+', 1) }))
-      .where(
-        'id',
-        'in',
-        rows.map((r) => r.id),
-      )
-      .execute();
-    return rows.map((r) => ({ ...r, attempts: r.attempts + 1 }));
-  });
+  const now = s.clock.now().getTime();
+  return s.store.transaction((tx) => s.store.notifications.deliveries.claimDue(tx, now, now + LEASE_MS, limit));
 }
 
-export async function markSent(tx: Tx, s: Pick<Services, 'clock'>, id: number): Promise<void> {
-  await tx
-    .updateTable('notification_deliveries')
-    .set({ state: 'sent', sent_at: isoTimestamp(s.clock.now()), last_error: null })
-    .where('id', '=', id)
-    .execute();
+export async function markSent(tx: Tx, s: Pick<Services, 'clock' | 'store'>, id: number): Promise<void> {
+  await s.store.notifications.deliveries.setOutcome(tx, id, { state: 'sent', sent_at: isoTimestamp(s.clock.now()), last_error: null });
 }
 
 /** A failed attempt: retried after the backoff, or given up after MAX_ATTEMPTS. */
-export async function markFailed(tx: Tx, s: Pick<Services, 'clock'>, d: Pick<Delivery, 'id' | 'attempts'>, error: string): Promise<'retry' | 'failed'> {
+export async function markFailed(
+  tx: Tx,
+  s: Pick<Services, 'clock' | 'store'>,
+  d: Pick<Delivery, 'id' | 'attempts'>,
+  error: string,
+): Promise<'retry' | 'failed'> {
   const giveUp = d.attempts >= MAX_ATTEMPTS;
-  await tx
-    .updateTable('notification_deliveries')
-    .set({
-      state: giveUp ? 'failed' : 'pending',
-      due_ms: s.clock.now().getTime() + backoffMs(d.attempts),
-      last_error: error.slice(0, 1000),
-    })
-    .where('id', '=', d.id)
-    .execute();
+  await s.store.notifications.deliveries.setOutcome(tx, d.id, {
+    state: giveUp ? 'failed' : 'pending',
+    due_ms: s.clock.now().getTime() + backoffMs(d.attempts),
+    last_error: error.slice(0, 1000),
+  });
   return giveUp ? 'failed' : 'retry';
 }
