@@ -16,7 +16,7 @@ export function signature(secret: string, timestampS: number, body: string): str
 }
 
 /** Bounded wait: a receiver that never answers costs one attempt, not a stuck worker. */
-const TIMEOUT_MS = 10_000;
+export const WEBHOOK_TIMEOUT_MS = 10_000;
 
 /**
  * What the user sees of any failure below HTTP. One message for refused, reset, unreachable, timed out, TLS
@@ -58,6 +58,8 @@ export interface WebhookOptions {
   allowPrivate: boolean;
   /** DNS for the delivery (tests map names); the system's resolver when absent. */
   resolve?: Resolver;
+  /** How long a delivery may take, connection to answer (WEBHOOK_TIMEOUT_MS when absent; tests shorten it). */
+  timeoutMs?: number;
 }
 
 /**
@@ -83,7 +85,7 @@ export async function postWebhook(url: string, secret: string, body: string, del
       // A connection of its own: a pooled socket would skip the lookup, and redirects are never followed.
       agent: false,
       lookup: guardedLookup(opts.resolve ?? systemResolver, opts.allowPrivate),
-      signal: AbortSignal.timeout(TIMEOUT_MS),
+      signal: AbortSignal.timeout(opts.timeoutMs ?? WEBHOOK_TIMEOUT_MS),
     });
     req.on('response', (res) => {
       // The status is all that counts; the rest of the answer is read and dropped (an abort later is harmless).

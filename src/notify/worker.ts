@@ -35,6 +35,8 @@ export class Notifier {
     private readonly s: Services,
     private readonly mailer: Mailer,
     private readonly log?: FastifyBaseLogger,
+    /** `webhookTimeoutMs`: a webhook delivery's bound (notify/webhook.ts; tests shorten it). */
+    private readonly opts: { webhookTimeoutMs?: number } = {},
   ) {
     // The composition root's subscription: these event types get outbox rows.
     s.events?.subscribe(Object.keys(EVENT_NOTIFICATIONS));
@@ -86,7 +88,7 @@ export class Notifier {
             (JSON.parse(d.content) as WebhookContent).body,
             d.message_id,
             Math.floor(this.s.clock.now().getTime() / 1000),
-            { allowPrivate: this.s.config.webhooksAllowPrivate, resolve: this.s.resolve },
+            { allowPrivate: this.s.config.webhooksAllowPrivate, resolve: this.s.resolve, timeoutMs: this.opts.webhookTimeoutMs },
           );
       }
     } catch (err) {
