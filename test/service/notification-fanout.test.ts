@@ -1,6 +1,5 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Ctx } from '../../src/core/context.js';
 import { record } from '../../src/core/events.js';
 import { Notifier } from '../../src/notify/worker.js';
 import type { Mailer, MailMessage } from '../../src/resources/notifications/mail.js';
@@ -82,15 +81,4 @@ test('an event reaches the contacts whose preferences want its type, on each med
   await notifier.runDue();
   assert.deepEqual(sent.map((m) => m.to).sort(), ['bob-fanout@example.com', 'bobs-friend@example.com']);
   assert.equal((await feed.list(alice, listQuery())).total, 2 + 3, "Alice's feed is unchanged");
-});
-
-test('an event is fanned out once: a second pass sends nothing more', async (t) => {
-  const { fx, sent, notifier } = await open(t);
-  const alice: Ctx = await fx.user();
-  await billingEvent(fx, alice.caller.uuid, 'payment', 'Paid.');
-  await notifier.runDue();
-  assert.equal(sent.length, 1);
-  await notifier.runDue();
-  assert.equal(sent.length, 1);
-  assert.equal((await fx.collection('notifications').service.list(alice, listQuery())).total, 1);
 });
