@@ -17,6 +17,7 @@ import { shapeName, statementName } from './shapes.js';
 import { VersionedCache } from './object-cache.js';
 import { StatementCache } from './statement-cache.js';
 import { StateQueries } from './state.js';
+import { TablePages } from './table-pages.js';
 
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
 export const DEFAULT_CACHE_MIB = 32;
@@ -47,6 +48,8 @@ export class Store {
   readonly resources: ResourceRepository;
   /** SQL of whole-deployment and whole-account state: reset, export, import (store/tables.ts drives it). */
   readonly state: StateQueries;
+  /** Pages of kinds over their own tables (ledger, audit log, ...), described as data (core/table-kind.ts). */
+  readonly tablePages: TablePages;
   /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
   readonly presented: VersionedCache<Record<string, unknown>>;
   /** Committed changes of users' objects for the live event stream (store/changes.ts); off until a listener asks. */
@@ -119,6 +122,7 @@ export class Store {
     this.changes = new ChangeFeed(dialect);
     this.resources = new ResourceRepository(dialect, direct, anchorStep, this.changes);
     this.state = new StateQueries(dialect);
+    this.tablePages = new TablePages(this.resources);
   }
 
   /**

@@ -3,15 +3,14 @@ import { f } from '../../core/fields.js';
 import { notFound } from '../../core/errors.js';
 import { readLevels } from '../../billing/levels.js';
 import type { CollectionDecl, ListQuery } from '../../core/resource.js';
+import { pageOfItems } from '../../store/paging.js';
 
 /**
  * The price catalogue as the API shows it (reference §16.2, §16.3, §16.5): `/pricing/` (with the burst
  * levels in force, `current`, and the ones that follow, `next`), `/discount/` and `/licenses/`. They are
  * the deployment's, read from the configured catalogue; only the levels come from the database.
  */
-function page<T>(items: readonly T[], q: ListQuery): T[] {
-  return q.limit === 0 ? items.slice(q.offset) : items.slice(q.offset, q.offset + q.limit);
-}
+const page = <T>(items: readonly T[], q: ListQuery): T[] => pageOfItems(items, q.limit, q.offset).rows;
 
 /** Values of a filter (comma = OR; repeated = AND, every group must match). */
 const matchesAll = (groups: string[][] | undefined, value: string) => !groups || groups.every((g) => g.includes(value));
