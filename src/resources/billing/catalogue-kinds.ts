@@ -32,7 +32,7 @@ export const pricing: CollectionDecl = {
   listMethods: ['get'],
   detailMethods: ['get'],
   filtering: { level: 1 },
-  listExtras: { current: Type.Record(Type.String(), Type.Integer()), next: Type.Record(Type.String(), Type.Integer()) },
+  wire: { listBeside: { current: Type.Record(Type.String(), Type.Integer()), next: Type.Record(Type.String(), Type.Integer()) } },
   service: {
     async list(ctx, q) {
       const rows = ctx.config.pricing.rows.filter((r) => matchesAll(q.filters.get('level'), String(r.level)));
