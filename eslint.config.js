@@ -35,7 +35,6 @@ const QUERIES_NOT_YET_IN_STORE = {
     'billing/out-of-money.ts',
     'billing/subscriptions.ts',
     'billing/usage-records.ts',
-    'resources/billing/ledger.ts',
     'resources/billing/subscriptions.ts',
     'resources/billing/usage.ts',
   ],
@@ -49,7 +48,6 @@ const QUERIES_NOT_YET_IN_STORE = {
     'resources/profile/profile.ts',
     'resources/users/users.ts',
   ],
-  notifications: ['resources/logs/logs.ts'],
   sim: [
     'core/timers.ts',
     'resources/fwpolicies/dhcp.ts',

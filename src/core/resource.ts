@@ -26,35 +26,52 @@ export interface ListResult {
 }
 
 /**
- * A write that only started work the simulator finishes later (the recorded `vrfw*` exchanges): the route
- * answers 202 with `value` where it would answer 201 (`{objects: value}`), 200 (the object) or 204 (empty).
+ * What a write did, as data, where the objects alone do not say it: `started` — it only started work the
+ * simulator finishes later (a virtual-router job); `beside` — values of the result beside the objects (the
+ * total `price` of a subscription order). The kind's `wire` says how the answer shows them.
  */
-export class Accepted<T> {
-  constructor(readonly value: T) {}
-}
-
-/**
- * A create whose answer is not the plain 201 `{objects}`: another status and keys beside `objects`
- * (`POST /subscriptions/` adds the total `price`; `/subscriptioncalculator/` answers 200).
- */
-export class Answer<T> {
+export class Outcome<T> {
   constructor(
     readonly value: T,
-    readonly status: number,
-    readonly extra: Record<string, unknown> = {},
+    readonly info: { started?: boolean; beside?: Record<string, unknown> } = {},
   ) {}
+}
+
+/** The write only started work the simulator finishes later (a virtual-router job). */
+export const started = <T>(value: T): Outcome<T> => new Outcome(value, { started: true });
+
+/** A service's write result: the value, or the value with what else the write did. */
+export type Written<T> = T | Outcome<T>;
+
+/**
+ * How a kind's answers look on the wire where they differ from the generic API (every key optional; the
+ * recorded exchanges are the reason for each): one block per kind instead of a key per quirk.
+ */
+export interface WireShape {
+  /** `POST /<kind>/` answers this status (default 201; the subscription calculator answers 200) with `beside` keys next to `objects`. */
+  create?: { status?: 200 | 201; beside?: Record<string, TSchema> };
+  /** Keys a create's objects show besides the declared fields (the recorded vrfwfilters create shows its policy; GET never does). */
+  createdKeys?: Record<string, TSchema>;
+  /** Keys an update's answer shows besides the declared fields (the recorded notification-contact PUT adds `pk`). */
+  updatedKeys?: Record<string, TSchema>;
+  /** Keys a list answer carries beside `meta` and `objects` (`/pricing/`: `current`, `next`; `/subscriptions/`: `price`). */
+  listBeside?: Record<string, TSchema>;
+  /** A write whose Outcome says `started` answers 202 with the same body (create, update) or the value (delete). */
+  startsWork?: boolean;
+  /** What each read-only view answers (absent: an object). */
+  views?: Record<string, TSchema>;
+  /** Keys `schema/` advertises differently from what is served (the recorded `ips` schema lists its list methods as "get"). */
+  advertised?: Record<string, unknown>;
 }
 
 /** What a collection kind's service implements; the generic routes call only this. */
 export interface CollectionService {
   list(ctx: Ctx, query: ListQuery): Promise<ListResult>;
   get(ctx: Ctx, uuid: string): Promise<Record<string, unknown>>;
-  create?(
-    ctx: Ctx,
-    inputs: Record<string, unknown>[],
-  ): Promise<Record<string, unknown>[] | Accepted<Record<string, unknown>[]> | Answer<Record<string, unknown>[]>>;
-  update?(ctx: Ctx, uuid: string, input: Record<string, unknown>): Promise<Record<string, unknown> | Accepted<Record<string, unknown>>>;
-  remove?(ctx: Ctx, uuid: string, query?: Record<string, unknown>): Promise<void | Accepted<Record<string, unknown>>>;
+  create?(ctx: Ctx, inputs: Record<string, unknown>[]): Promise<Written<Record<string, unknown>[]>>;
+  update?(ctx: Ctx, uuid: string, input: Record<string, unknown>): Promise<Written<Record<string, unknown>>>;
+  /** `params`: the kind's declared `deleteParams` (the last value of each). */
+  remove?(ctx: Ctx, uuid: string, params?: Record<string, string | undefined>): Promise<void | Outcome<Record<string, unknown>>>;
   removeMany?(ctx: Ctx, uuids: string[]): Promise<void>;
   /** `PUT /<kind>/` with one object or a list (notification preferences): 202 with the changed objects. */
   updateMany?(ctx: Ctx, inputs: Record<string, unknown>[]): Promise<Record<string, unknown>[]>;
@@ -93,8 +110,8 @@ interface Common {
   defaultLimit: number;
   detailMethods: Method[];
   listMethods: Method[];
-  /** Keys `schema/` prints differently from what is generated (the recorded `ips` schema lists its list methods as the string "get"). */
-  schemaQuirks?: Record<string, unknown>;
+  /** How answers differ on the wire from the generic API (status, extra keys, advertised methods). */
+  wire?: WireShape;
   /** Durable follow-up work of this kind (timer kind -> handler), run by the scheduler. */
   timers?: Record<string, TimerHandler>;
   /** What this kind's objects use, for billing (reference §16.6); absent = free. */
@@ -130,18 +147,8 @@ export interface CollectionDecl extends Common {
    * at `GET /<kind>/<name>/<uuid>/` (availability groups): the bare JSON value each answers.
    */
   collectionViews?: Record<string, { all(ctx: Ctx): Promise<unknown>; of(ctx: Ctx, uuid: string): Promise<unknown> }>;
-  /** What each view answers, for the OpenAPI document (absent: an object). */
-  viewAnswers?: Record<string, TSchema>;
-  /** Keys a create's answer shows besides the declared fields (the recorded vrfwfilters create shows its policy; GET never does). */
-  createdKeys?: Record<string, TSchema>;
-  /** Keys an update's answer shows besides the declared fields (the recorded notification-contact PUT adds `pk`). */
-  updatedKeys?: Record<string, TSchema>;
-  /** Keys a list answer carries beside `meta` and `objects` (`/pricing/`: `current`, `next`; `/subscriptions/`: `price`). */
-  listExtras?: Record<string, TSchema>;
-  /** A create answering other than 201 `{objects}` (core Answer): its status and the keys beside `objects`. */
-  createAnswer?: { status: number; extras?: Record<string, TSchema> };
-  /** Writes may only start work and answer 202 (the service returns `Accepted`), besides the usual 201/200/204. */
-  acceptsWrites?: boolean;
+  /** Query parameters `DELETE /<kind>/<uuid>/` reads (a server's `recurse`), as actions declare theirs; the last value of each. */
+  deleteParams?: readonly string[];
   service: CollectionService;
 }
 

@@ -30,5 +30,5 @@ export function buildSchema(decl: ResourceDecl): Record<string, unknown> {
     if (Object.keys(decl.filtering).length) out.filtering = decl.filtering;
     if (decl.ordering) out.ordering = decl.ordering;
   }
-  return decl.schemaQuirks ? { ...out, ...decl.schemaQuirks } : out;
+  return decl.wire?.advertised ? { ...out, ...decl.wire.advertised } : out;
 }

@@ -52,7 +52,7 @@ export interface StoredHooks {
    */
   lockBeforeDelete?(tx: Tx, ctx: Ctx, uuid: string): Promise<void>;
   /** Runs in the delete transaction, with the object locked, before the row goes. */
-  beforeDelete?(tx: Tx, ctx: Ctx, uuid: string, row: Row, query: Record<string, unknown>): Promise<void>;
+  beforeDelete?(tx: Tx, ctx: Ctx, uuid: string, row: Row, params: Record<string, string | undefined>): Promise<void>;
   /** Rows of other users this kind shows the caller anyway (read-only unless a permission says more). */
   alsoVisible?(ctx: Ctx, db: Db | Tx): AnyQuery;
   /**
@@ -351,15 +351,15 @@ export class StoredCollection implements CollectionService {
     });
   }
 
-  async remove(ctx: Ctx, uuid: string, query: Record<string, unknown> = {}): Promise<void> {
-    await ctx.store.transaction((tx) => this.removeWithin(tx, ctx, uuid, query));
+  async remove(ctx: Ctx, uuid: string, params: Record<string, string | undefined> = {}): Promise<void> {
+    await ctx.store.transaction((tx) => this.removeWithin(tx, ctx, uuid, params));
   }
 
   /** Delete inside the caller's transaction (a server deleted with `recurse` takes its drives along). */
-  async removeWithin(tx: Tx, ctx: Ctx, uuid: string, query: Record<string, unknown> = {}): Promise<void> {
+  async removeWithin(tx: Tx, ctx: Ctx, uuid: string, params: Record<string, string | undefined> = {}): Promise<void> {
     await this.hooks.lockBeforeDelete?.(tx, ctx, uuid);
     const row = await this.authorize(ctx, uuid, 'DELETE', tx);
-    await this.hooks.beforeDelete?.(tx, ctx, uuid, row, query);
+    await this.hooks.beforeDelete?.(tx, ctx, uuid, row, params);
     await ctx.store.resources.remove(tx, this.kind, uuid);
   }
 }

@@ -129,18 +129,20 @@ export function openApiDocument(app: FastifyInstance, kinds: readonly ResourceDe
     schemas[`${decl.kind}_create`] = inputSchema(decl, true);
     schemas[`${decl.kind}_fields`] = objectSchema(decl, undefined, { allOptional: true });
     if (decl.shape !== 'collection') continue;
-    if (decl.createdKeys) {
+    const created = decl.wire?.createdKeys;
+    const updated = decl.wire?.updatedKeys;
+    if (created) {
       const full = schemas[decl.kind];
-      const extra = Object.fromEntries(Object.entries(decl.createdKeys).map(([k, s]) => [k, plain(s)]));
+      const extra = Object.fromEntries(Object.entries(created).map(([k, s]) => [k, plain(s)]));
       schemas[`${decl.kind}_created`] = {
         ...full,
         properties: { ...(full.properties as object), ...extra },
         required: [...(full.required as string[]), ...Object.keys(extra)],
       };
     }
-    if (decl.updatedKeys) {
+    if (updated) {
       const full = schemas[decl.kind];
-      const extra = Object.fromEntries(Object.entries(decl.updatedKeys).map(([k, s]) => [k, plain(s)]));
+      const extra = Object.fromEntries(Object.entries(updated).map(([k, s]) => [k, plain(s)]));
       schemas[`${decl.kind}_updated`] = { ...full, properties: { ...(full.properties as object), ...extra } };
     }
     const short = objectSchema(decl, decl.listFields);

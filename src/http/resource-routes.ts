@@ -2,7 +2,7 @@ import type { TSchema } from 'typebox';
 import type { Ctx, Services } from '../core/context.js';
 import { createItems, objectBody, relatedId } from '../core/input.js';
 import { validation } from '../core/errors.js';
-import { Accepted, Answer, type CollectionDecl, type ResourceDecl, type SingletonDecl } from '../core/resource.js';
+import { Outcome, type CollectionDecl, type ResourceDecl, type SingletonDecl } from '../core/resource.js';
 import { buildSchema } from '../core/schema.js';
 import { fieldsParam, listQuery, project, type RawQuery } from './query.js';
 import { actionAnswer, componentRef, filterNames, listEnvelope, plain, type JsonSchema } from '../core/contract.js';
@@ -47,11 +47,11 @@ const objectsOf = (item: JsonSchema): JsonSchema => ({
   required: ['objects'],
   additionalProperties: false,
 });
-/** A write that may only start work (Accepted): 202 with the same body where the kind can answer so. */
+/** A write that may only start work (`wire.startsWork`): 202 with the same body where the kind can answer so. */
 const answers = (status: number, body: JsonSchema | null, mayAccept: boolean): OperationDoc['responses'] =>
   mayAccept ? { [status]: body, 202: body ?? { type: 'object' } } : { [status]: body };
 
-/** An envelope schema with the keys a kind declares beside it (`listExtras`, a create's `extras`). */
+/** An envelope schema with the keys a kind declares beside it (`wire.listBeside`, `wire.create.beside`). */
 function withExtras(schema: JsonSchema, extras: Record<string, TSchema> | undefined): JsonSchema {
   if (!extras) return schema;
   const more = Object.fromEntries(Object.entries(extras).map(([k, s]) => [k, plain(s)]));
@@ -66,8 +66,8 @@ function listDoc(decl: CollectionDecl, summary: string, short: boolean): Operati
   return {
     summary,
     query: { ...PAGING, ...filters },
-    responses: { 200: withExtras(listEnvelope(short && decl.listFields ? ref(decl, '_short') : ref(decl)), decl.listExtras) },
-    projected: withExtras(listEnvelope(ref(decl, '_fields')), decl.listExtras),
+    responses: { 200: withExtras(listEnvelope(short && decl.listFields ? ref(decl, '_short') : ref(decl)), decl.wire?.listBeside) },
+    projected: withExtras(listEnvelope(ref(decl, '_fields')), decl.wire?.listBeside),
   };
 }
 
@@ -89,8 +89,10 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
 
   const list: PathSpec = { url: base, methods: {}, doc: {} };
   const docs = list.doc!;
-  // Kinds whose writes only start work answer 202 (core/resource.ts Accepted); the declaration says which.
-  const accepts = decl.acceptsWrites === true;
+  // Kinds whose writes may only start work answer 202 when the service's Outcome says so; the declaration says which.
+  const wire = decl.wire ?? {};
+  const accepts = wire.startsWork === true;
+  const started = (made: unknown): boolean => accepts && made instanceof Outcome && made.info.started === true;
   if (allows(decl.listMethods, 'get')) {
     list.methods.GET = lister(decl.listFields);
     docs.GET = listDoc(decl, `List ${decl.kind}${decl.listFields ? ' (short form)' : ''}`, true);
@@ -99,21 +101,17 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     const create = svc.create.bind(svc);
     list.methods.POST = async (req) => {
       const made = await create(ctxOf(req), createItems(req.body));
-      const objects = made instanceof Accepted || made instanceof Answer ? made.value : made;
-      const status = made instanceof Answer ? made.status : made instanceof Accepted ? 202 : 201;
+      const objects = made instanceof Outcome ? made.value : made;
+      const status = started(made) ? 202 : (wire.create?.status ?? 201);
       const headers: Record<string, string> = {};
       const first = objects[0]?.resource_uri;
       if (typeof first === 'string' && status === 201) headers.Location = `${req.origin}${first}`;
-      return { status, body: { ...(made instanceof Answer ? made.extra : {}), objects }, root: 'response', headers };
+      return { status, body: { ...(made instanceof Outcome ? made.info.beside : {}), objects }, root: 'response', headers };
     };
     docs.POST = {
       summary: `Create ${decl.kind}`,
       body: createBody(ref(decl, '_create')),
-      responses: answers(
-        decl.createAnswer?.status ?? 201,
-        withExtras(objectsOf(ref(decl, decl.createdKeys ? '_created' : '')), decl.createAnswer?.extras),
-        accepts,
-      ),
+      responses: answers(wire.create?.status ?? 201, withExtras(objectsOf(ref(decl, wire.createdKeys ? '_created' : '')), wire.create?.beside), accepts),
     };
   }
 
@@ -150,19 +148,21 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     const update = svc.update.bind(svc);
     single.methods.PUT = async (req) => {
       const updated = await update(ctxOf(req), req.params.uuid, objectBody(req.body));
-      return updated instanceof Accepted ? { status: 202, body: updated.value, root: 'object' } : ok(updated);
+      if (!(updated instanceof Outcome)) return ok(updated);
+      return started(updated) ? { status: 202, body: updated.value, root: 'object' } : ok(updated.value);
     };
     one.PUT = {
       summary: `Update one of ${decl.kind} (partial)`,
       body: ref(decl, '_input'),
-      responses: answers(200, ref(decl, decl.updatedKeys ? '_updated' : ''), accepts),
+      responses: answers(200, ref(decl, wire.updatedKeys ? '_updated' : ''), accepts),
     };
   }
   if (allows(decl.detailMethods, 'delete') && svc.remove) {
     const remove = svc.remove.bind(svc);
     single.methods.DELETE = async (req) => {
-      const removed = await remove(ctxOf(req), req.params.uuid, req.query);
-      return removed instanceof Accepted ? { status: 202, body: removed.value, root: 'object' } : { status: 204 };
+      const params = Object.fromEntries((decl.deleteParams ?? []).map((p) => [p, lastValue(req.query[p])]));
+      const removed = await remove(ctxOf(req), req.params.uuid, params);
+      return started(removed) ? { status: 202, body: (removed as Outcome<unknown>).value, root: 'object' } : { status: 204 };
     };
     one.DELETE = { summary: `Delete one of ${decl.kind}`, responses: answers(204, null, accepts) };
   }
@@ -199,7 +199,7 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
       doc: {
         GET: {
           summary: `The ${name} of one of ${decl.kind}`,
-          responses: { 200: decl.viewAnswers?.[name] ? plain(decl.viewAnswers[name]) : { type: 'object' } },
+          responses: { 200: wire.views?.[name] ? plain(wire.views[name]) : { type: 'object' } },
         },
       },
     });

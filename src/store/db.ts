@@ -20,6 +20,7 @@ import { StateQueries } from './state.js';
 import { AuditQueries, EventQueries } from './audit.js';
 import { lockRows } from './locks.js';
 import { NotificationQueries } from './notifications/index.js';
+import { TablePages } from './table-pages.js';
 
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
 export const DEFAULT_CACHE_MIB = 32;
@@ -55,6 +56,8 @@ export class Store {
   readonly notifications: NotificationQueries;
   /** SQL of whole-deployment and whole-account state: reset, export, import (store/tables.ts drives it). */
   readonly state: StateQueries;
+  /** Pages of kinds over their own tables (ledger, audit log, ...), described as data (core/table-kind.ts). */
+  readonly tablePages: TablePages;
   /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
   readonly presented: VersionedCache<Record<string, unknown>>;
   /** Committed changes of users' objects for the live event stream (store/changes.ts); off until a listener asks. */
@@ -130,6 +133,7 @@ export class Store {
     this.events = new EventQueries();
     this.notifications = new NotificationQueries(dialect);
     this.state = new StateQueries(dialect);
+    this.tablePages = new TablePages(this.resources);
   }
 
   /**

@@ -1,4 +1,7 @@
-import type { Generated } from 'kysely';
+import type { Generated, Selectable } from 'kysely';
+
+/** A row of table `T` as a read returns it (callers outside the store never import kysely). */
+export type RowOf<T> = Selectable<T>;
 
 /** Row types of every table, as Kysely sees them. JSON columns hold text in both engines. */
 export interface UsersTable {

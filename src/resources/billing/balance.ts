@@ -19,7 +19,7 @@ export const balance: SingletonDecl = {
   defaultLimit: 20,
   listMethods: ['get'],
   detailMethods: ['get'],
-  schemaQuirks: STOCK_FILTERS,
+  wire: { advertised: STOCK_FILTERS },
   service: {
     async get(ctx) {
       const a = await accountOf(ctx.store.db, ctx, ctx.caller.uuid);

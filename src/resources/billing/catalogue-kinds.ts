@@ -1,23 +1,18 @@
 import Type from 'typebox';
 import { f } from '../../core/fields.js';
-import { notFound } from '../../core/errors.js';
 import { readLevels } from '../../billing/levels.js';
-import type { CollectionDecl, ListQuery } from '../../core/resource.js';
+import { listKind } from '../../core/list-kind.js';
+import type { Config } from '../../config.js';
 
 /**
  * The price catalogue as the API shows it (reference §16.2, §16.3, §16.5): `/pricing/` (with the burst
  * levels in force, `current`, and the ones that follow, `next`), `/discount/` and `/licenses/`. They are
  * the deployment's, read from the configured catalogue; only the levels come from the database.
  */
-function page<T>(items: readonly T[], q: ListQuery): T[] {
-  return q.limit === 0 ? items.slice(q.offset) : items.slice(q.offset, q.offset + q.limit);
-}
+type PriceRow = Config['pricing']['rows'][number];
+type License = Config['pricing']['licenses'][number];
 
-/** Values of a filter (comma = OR; repeated = AND, every group must match). */
-const matchesAll = (groups: string[][] | undefined, value: string) => !groups || groups.every((g) => g.includes(value));
-
-export const pricing: CollectionDecl = {
-  shape: 'collection',
+export const pricing = listKind<PriceRow>({
   kind: 'pricing',
   flavour: 'model',
   fields: {
@@ -33,23 +28,17 @@ export const pricing: CollectionDecl = {
   listMethods: ['get'],
   detailMethods: ['get'],
   filtering: { level: 1 },
-  listExtras: { current: Type.Record(Type.String(), Type.Integer()), next: Type.Record(Type.String(), Type.Integer()) },
-  service: {
-    async list(ctx, q) {
-      const rows = ctx.config.pricing.rows.filter((r) => matchesAll(q.filters.get('level'), String(r.level)));
-      const levels = await readLevels(ctx.store.db, ctx);
-      return { total: rows.length, objects: page(rows, q).map((r) => ({ ...r })), extra: { current: levels.current, next: levels.next } };
-    },
-    async get(ctx, id) {
-      const row = ctx.config.pricing.rows.find((r) => r.id === id);
-      if (!row) throw notFound(id);
-      return { ...row };
-    },
+  wire: { listBeside: { current: Type.Record(Type.String(), Type.Integer()), next: Type.Record(Type.String(), Type.Integer()) } },
+  async items(ctx) {
+    const levels = await readLevels(ctx.store.db, ctx);
+    return { items: ctx.config.pricing.rows, beside: { current: levels.current, next: levels.next } };
   },
-};
+  filterValues: { level: (r) => String(r.level) },
+  idOf: (r) => r.id,
+  present: (r) => ({ ...r }),
+});
 
-export const discount: CollectionDecl = {
-  shape: 'collection',
+export const discount = listKind<Config['pricing']['discounts'][number]>({
   kind: 'discount',
   flavour: 'model',
   fields: {
@@ -60,18 +49,11 @@ export const discount: CollectionDecl = {
   listMethods: ['get'],
   detailMethods: ['get'],
   filtering: {},
-  service: {
-    async list(ctx, q) {
-      const all = ctx.config.pricing.discounts;
-      return { total: all.length, objects: page(all, q).map((d) => ({ ...d })) };
-    },
-    async get(_ctx, id) {
-      throw notFound(id);
-    },
-  },
-};
+  items: (ctx) => ({ items: ctx.config.pricing.discounts }),
+  present: (d) => ({ ...d }),
+});
 
-const licenseObject = (l: { id: number; name: string; long_name: string; type: string; user_metric: string; burstable: boolean }) => ({
+const licenseObject = (l: License) => ({
   burstable: l.burstable,
   long_name: l.long_name,
   name: l.name,
@@ -80,8 +62,7 @@ const licenseObject = (l: { id: number; name: string; long_name: string; type: s
   user_metric: l.user_metric,
 });
 
-export const licenses: CollectionDecl = {
-  shape: 'collection',
+export const licenses = listKind<License>({
   kind: 'licenses',
   flavour: 'model',
   fields: {
@@ -96,15 +77,7 @@ export const licenses: CollectionDecl = {
   listMethods: ['get'],
   detailMethods: ['get'],
   filtering: {},
-  service: {
-    async list(ctx, q) {
-      const all = [...ctx.config.pricing.licenses].sort((a, b) => (a.name < b.name ? -1 : 1));
-      return { total: all.length, objects: page(all, q).map(licenseObject) };
-    },
-    async get(ctx, id) {
-      const l = ctx.config.pricing.licenses.find((x) => String(x.id) === id);
-      if (!l) throw notFound(id);
-      return licenseObject(l);
-    },
-  },
-};
+  items: (ctx) => ({ items: [...ctx.config.pricing.licenses].sort((a, b) => (a.name < b.name ? -1 : 1)) }),
+  idOf: (l) => String(l.id),
+  present: licenseObject,
+});

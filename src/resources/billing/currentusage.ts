@@ -35,7 +35,7 @@ export function currentUsage(meters: () => readonly Meter[]): SingletonDecl {
     defaultLimit: 20,
     listMethods: ['get'],
     detailMethods: ['get'],
-    schemaQuirks: STOCK_FILTERS,
+    wire: { advertised: STOCK_FILTERS },
     service: {
       async get(ctx) {
         const owner = ctx.caller.uuid;

@@ -21,7 +21,7 @@ import { ApiError, notFound, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { f } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
-import { Answer, type ActionDecl, type CollectionDecl, type ListQuery } from '../../core/resource.js';
+import { Outcome, type ActionDecl, type CollectionDecl, type ListQuery } from '../../core/resource.js';
 import { schedule, type TimerHandler } from '../../core/timers.js';
 import type { Tx } from '../../store/db.js';
 import { assignIps } from '../ips/ips.js';
@@ -328,8 +328,7 @@ export const subscriptions: CollectionDecl = {
   detailMethods: ['get', 'post'],
   filtering: { subscribed_object: ['exact'] } as unknown as Record<string, string>,
   unlistedFilters: ['status', 'resource'],
-  listExtras: { price: Type.String() },
-  createAnswer: { status: 201, extras: { price: Type.String() } },
+  wire: { listBeside: { price: Type.String() }, create: { beside: { price: Type.String() } } },
   actions: { extend: extendAction, auto_renew: autoRenewAction },
   timers: { 'subscription.notice': noticeTimer, 'subscription.end': endTimer },
   service: {
@@ -346,10 +345,9 @@ export const subscriptions: CollectionDecl = {
       const now = ctx.clock.now();
       const wanted = inputs.map((input) => ({ q: quote(ctx, currency, input, now), autoRenew: autoRenewOf(input.auto_renew) }));
       const made = await ctx.store.transaction((tx) => buy(tx, ctx, ctx.caller.uuid, wanted));
-      return new Answer(
+      return new Outcome(
         made.rows.map((r) => presentSubscription(r, now)),
-        201,
-        { price: ledgerAmount(made.total) },
+        { beside: { price: ledgerAmount(made.total) } },
       );
     },
     authorize,
@@ -370,7 +368,8 @@ export const subscriptionCalculator: CollectionDecl = {
   listMethods: ['post'],
   detailMethods: [],
   filtering: {},
-  createAnswer: { status: 200, extras: { price: Type.String() } },
+  // Nothing is made: the quotes answer 200.
+  wire: { create: { status: 200, beside: { price: Type.String() } } },
   actions: {
     extend: {
       permission: 'EDIT',
@@ -395,7 +394,7 @@ export const subscriptionCalculator: CollectionDecl = {
       const now = ctx.clock.now();
       const quotes = inputs.map((input) => quote(ctx, currency, input, now));
       const total = quotes.reduce((sum, q) => sum.plus(ledgerAmount(q.price)), new Money(0));
-      return new Answer(quotes.map(presentQuote), 200, { price: ledgerAmount(total) });
+      return new Outcome(quotes.map(presentQuote), { beside: { price: ledgerAmount(total) } });
     },
     authorize,
   },

@@ -73,7 +73,7 @@ export const ips = storedDecl(
     listFields: ['owner', 'resource_uri', 'server', 'uuid'],
     permissions: ['LIST', 'EDIT', 'ATTACH'],
     taggable: true,
-    schemaQuirks: { allowed_list_http_methods: 'get' },
+    wire: { advertised: { allowed_list_http_methods: 'get' } },
     meter: perObject('ips', 'ip'),
   },
   {

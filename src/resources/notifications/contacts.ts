@@ -63,7 +63,7 @@ const decl = storedDecl(
     listMethods: ['get', 'post'],
     detailMethods: ['get', 'put', 'delete'],
     // The recorded PUT answer repeats the uuid as `pk`.
-    updatedKeys: { pk: Type.String() },
+    wire: { updatedKeys: { pk: Type.String() } },
   },
   {
     prepare,
@@ -112,7 +112,7 @@ const service: CollectionService = {
     const o = await stored.update(ctx, uuid, input);
     return { ...o, pk: o.uuid };
   },
-  remove: (ctx, uuid, query) => stored.remove(ctx, uuid, query),
+  remove: (ctx, uuid, params) => stored.remove(ctx, uuid, params),
 };
 
 async function ensureOwnMain(ctx: Ctx): Promise<void> {

@@ -109,6 +109,7 @@ export const servers = storedDecl(
     fields: serverFields,
     listMethods: ['get', 'post'],
     detailMethods: ['get', 'put', 'delete'],
+    deleteParams: ['recurse'],
     listFields: ['name', 'owner', 'resource_uri', 'runtime', 'status', 'uuid'],
     ordering: ['uuid', 'name'],
     permissions: ['LIST', 'EDIT', 'CLONE', 'START', 'STOP', 'OPEN_VNC', 'DELETE'],
@@ -127,7 +128,7 @@ export const servers = storedDecl(
         placed: (server) => server.status === 'running',
       }),
     },
-    viewAnswers: { runtime: serverFields.runtime.output! },
+    wire: { views: { runtime: serverFields.runtime.output! } },
   },
   {
     prepare(values, mode) {
@@ -166,10 +167,10 @@ export const servers = storedDecl(
       await record(tx, ctx, { action: 'update', category: 'Servers', uuid: row.uuid, owner, actor: ctx.caller.uuid, details: JSON.stringify(values) });
       return next;
     },
-    async beforeDelete(tx, ctx, uuid, row, query) {
+    async beforeDelete(tx, ctx, uuid, row, params) {
       const body = row.body;
       if (body.status !== 'stopped') throw permission(`Cannot delete guest in state "${body.status}". Guest should be in state "stopped"`);
-      const recurse = [query.recurse].flat().pop() as string | undefined;
+      const recurse = params.recurse;
       if (recurse !== undefined && !['all_drives', 'disks', 'cdroms'].includes(recurse))
         throw validation('recurse', 'recurse must be all_drives, disks or cdroms');
       const attached = attachedDrives(body);

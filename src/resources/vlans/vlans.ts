@@ -58,7 +58,7 @@ export const vlans = storedDecl(
     listFields: ['owner', 'resource_uri', 'uuid'],
     permissions: ['LIST', 'EDIT', 'ATTACH'],
     taggable: true,
-    schemaQuirks: { allowed_list_http_methods: 'get' },
+    wire: { advertised: { allowed_list_http_methods: 'get' } },
     meter: perObject('vlans', 'vlan'),
   },
   { prepare: (values) => mirrorMetaName(values), decorate },

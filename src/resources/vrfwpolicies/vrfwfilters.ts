@@ -3,7 +3,7 @@ import type { Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { isPlainObject, relatedId, type Obj } from '../../core/input.js';
-import { Accepted } from '../../core/resource.js';
+import { started, type Outcome } from '../../core/resource.js';
 import { StoredFront } from './front.js';
 import { storedDecl, type Row, type StoredFilter } from '../../core/stored.js';
 import { ACTION_RESULT } from '../../core/contract.js';
@@ -81,8 +81,7 @@ const stored = storedDecl(
       enable_logging: { permission: 'EDIT', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => setLogging(ctx, uuid, true) },
       disable_logging: { permission: 'EDIT', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => setLogging(ctx, uuid, false) },
     },
-    acceptsWrites: true,
-    createdKeys: { policy: Type.String() },
+    wire: { startsWork: true, createdKeys: { policy: Type.String() } },
   },
   {
     filters,
@@ -220,7 +219,7 @@ export async function filtersOf(tx: Tx, ctx: Ctx, policy: Obj): Promise<Row[]> {
 
 /** The kind's own writes: each one the router hears of through a job (see the header). */
 class FilterService extends StoredFront {
-  async create(ctx: Ctx, inputs: Obj[]): Promise<Accepted<Obj[]>> {
+  async create(ctx: Ctx, inputs: Obj[]): Promise<Outcome<Obj[]>> {
     // Everything is validated first: one bad object rejects the request and writes nothing.
     const all = inputs.map((input) => ({ policy: policyOf(input), values: normaliseFilter(input, '') }));
     const made = await ctx.store.transaction(async (tx) => {
@@ -249,10 +248,10 @@ class FilterService extends StoredFront {
       made.map((m) => m.uuid),
     );
     // The recorded create answers the filter with the policy it was given (GET never shows it).
-    return new Accepted(objects.map((o, i) => ({ ...o, policy: made[i].policy })));
+    return started(objects.map((o, i) => ({ ...o, policy: made[i].policy })));
   }
 
-  async update(ctx: Ctx, uuid: string, input: Obj): Promise<Obj | Accepted<Obj>> {
+  async update(ctx: Ctx, uuid: string, input: Obj): Promise<Obj | Outcome<Obj>> {
     const current = await this.stored.authorize(ctx, uuid, 'EDIT');
     const job = await ctx.store.transaction(async (tx) => {
       const policy = await ctx.store.resources.lock(tx, POLICIES, current.body.policy as string);
@@ -284,11 +283,11 @@ class FilterService extends StoredFront {
       return job;
     });
     const object = await this.get(ctx, uuid);
-    return job ? new Accepted(object) : object;
+    return job ? started(object) : object;
   }
 
   /** DELETE: 202 `{job, uuid}` as recorded; the filter is gone at once, the router drops it when the job ends. */
-  async remove(ctx: Ctx, uuid: string): Promise<Accepted<Obj>> {
+  async remove(ctx: Ctx, uuid: string): Promise<Outcome<Obj>> {
     const current = await this.stored.authorize(ctx, uuid, 'DELETE');
     const job = await ctx.store.transaction(async (tx) => {
       const policy = await ctx.store.resources.lock(tx, POLICIES, current.body.policy as string);
@@ -305,7 +304,7 @@ class FilterService extends StoredFront {
         });
       return job;
     });
-    return new Accepted({ job: jobRef(job), uuid });
+    return started({ job: jobRef(job), uuid });
   }
 }
 

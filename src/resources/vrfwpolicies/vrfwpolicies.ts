@@ -2,7 +2,7 @@ import type { Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { isPlainObject, validateFields, type Obj } from '../../core/input.js';
-import { Accepted } from '../../core/resource.js';
+import { started, type Outcome } from '../../core/resource.js';
 import { StoredFront } from './front.js';
 import { storedDecl, type Row } from '../../core/stored.js';
 import { ACTION_RESULT } from '../../core/contract.js';
@@ -152,7 +152,7 @@ const stored = storedDecl(
       enable: { permission: 'EDIT', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => setActive(ctx, uuid, true) },
       disable: { permission: 'EDIT', async: true, answer: { schema: ACTION_RESULT }, run: (ctx, uuid) => setActive(ctx, uuid, false) },
     },
-    acceptsWrites: true,
+    wire: { startsWork: true },
     timers: routerTimers,
   },
   { presentStatic, decorate },
@@ -172,7 +172,7 @@ async function setActive(ctx: Ctx, uuid: string, on: boolean): Promise<Obj> {
 }
 
 class PolicyService extends StoredFront {
-  async create(ctx: Ctx, inputs: Obj[]): Promise<Accepted<Obj[]>> {
+  async create(ctx: Ctx, inputs: Obj[]): Promise<Outcome<Obj[]>> {
     // Everything is validated first: one bad object rejects the request and writes nothing.
     const all = inputs.map((input) => {
       const { values, filters } = parsePolicy(input, 'create');
@@ -191,10 +191,10 @@ class PolicyService extends StoredFront {
       }
       return made;
     });
-    return new Accepted(await this.stored.presentUuids(ctx, uuids));
+    return started(await this.stored.presentUuids(ctx, uuids));
   }
 
-  async update(ctx: Ctx, uuid: string, input: Obj): Promise<Obj | Accepted<Obj>> {
+  async update(ctx: Ctx, uuid: string, input: Obj): Promise<Obj | Outcome<Obj>> {
     const { values, filters } = parsePolicy(input, 'update');
     const job = await ctx.store.transaction(async (tx) => {
       const row = await this.stored.authorize(ctx, uuid, 'EDIT', tx);
@@ -219,11 +219,11 @@ class PolicyService extends StoredFront {
       return job;
     });
     const object = await this.get(ctx, uuid);
-    return job ? new Accepted(object) : object;
+    return job ? started(object) : object;
   }
 
   /** DELETE: 202 `{job, uuid}` as recorded (see the header). */
-  async remove(ctx: Ctx, uuid: string): Promise<Accepted<Obj>> {
+  async remove(ctx: Ctx, uuid: string): Promise<Outcome<Obj>> {
     const job = await ctx.store.transaction(async (tx) => {
       const row = await this.stored.authorize(ctx, uuid, 'DELETE', tx);
       const owner = row.owner_uuid ?? '';
@@ -239,7 +239,7 @@ class PolicyService extends StoredFront {
       );
       return job;
     });
-    return new Accepted({ job: jobRef(job), uuid });
+    return started({ job: jobRef(job), uuid });
   }
 }
 

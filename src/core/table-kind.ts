@@ -1,0 +1,110 @@
+import type { Ctx } from './context.js';
+import { ApiError, notFound, validation } from './errors.js';
+import type { CollectionDecl, ListQuery, ListResult } from './resource.js';
+import type { Criterion, PagedTable, TablePage } from '../store/table-pages.js';
+
+/**
+ * A kind over its own table (the ledger, the audit log, usage records, subscriptions, the notification
+ * feed): read-only rows a user owns, listed, filtered, ordered and paged in the database. Declared as data
+ * — the table, its filters, its orders, how a row is shown — like a stored kind's fields, and served by
+ * the same generic routes (list, detail, `schema/`, XML, OpenAPI). The SQL is the store's (store/table-pages.ts).
+ */
+export type Order = readonly (readonly [column: string, dir: 'asc' | 'desc'])[];
+
+/** How a filter compares: a column with an operator, its raw values parsed (and refused with a 400) first. */
+export type TableFilter =
+  | { column: string; op: '=' | '<' | '<=' | '>' | '>='; parse?: (raw: string, point: string) => unknown }
+  | { column: string; op: 'contains' }
+  /** The row's resource (uuid in `column`) carries one of the caller's own tags. */
+  | { column: string; op: 'ownTag' };
+
+export interface TableKindDecl<Row> extends Omit<CollectionDecl, 'shape' | 'service' | 'unlistedFilters' | 'ordering' | 'filtering'> {
+  table: PagedTable;
+  /** The column holding the owner's uuid (default `owner_uuid`). */
+  ownerColumn?: string;
+  /** Every filter the list accepts; `filtering` says which of them `schema/` prints (the rest are accepted unlisted). */
+  filters: Record<string, TableFilter>;
+  filtering: Record<string, string | number>;
+  /** The list's order, or a choice of orders by a query parameter (the last value given wins). */
+  order: Order | { param: string; byDefault: string; choices: Record<string, Order> };
+  /** `ordering` as `schema/` prints it. */
+  ordering?: string[];
+  /** The detail view: the row whose `column` is the id (`parse` answers undefined for an id that cannot be one: 404). */
+  detail?: { column: string; parse(id: string): unknown };
+  /** Columns to read (default all). */
+  columns?: readonly string[];
+  present(row: Row): Record<string, unknown>;
+}
+
+const sameOp = { '=': '=', '<': '<', '<=': '<=', '>': '>', '>=': '>=' } as const;
+
+/** Filters with `__gt`, `__gte`, `__lt`, `__lte` and the plain name, on one column (time and number ranges). */
+export function comparisons(name: string, column: string, parse: (raw: string, point: string) => unknown): Record<string, TableFilter> {
+  const out: Record<string, TableFilter> = {};
+  for (const [suffix, op] of [
+    ['', '='],
+    ['__gt', '>'],
+    ['__gte', '>='],
+    ['__lt', '<'],
+    ['__lte', '<='],
+  ] as const)
+    out[`${name}${suffix}`] = { column, op, parse };
+  return out;
+}
+
+export function tableKind<Row>(d: TableKindDecl<Row>): CollectionDecl {
+  const { table, ownerColumn = 'owner_uuid', filters, order, detail, columns, present, ...rest } = d;
+  const column = (c: string) => `${table}.${c}`;
+  const orderParam = Array.isArray(order) ? undefined : (order as Exclude<TableKindDecl<Row>['order'], Order>);
+
+  const orderOf = (q: ListQuery): Order => {
+    if (!orderParam) return order as Order;
+    const asked = q.filters.get(orderParam.param)?.flat() ?? [];
+    const names = Object.keys(orderParam.choices);
+    for (const o of asked) if (!names.includes(o)) throw validation(orderParam.param, `Cannot order by ${o}; ${d.kind} orders by ${names.join(' or ')}`);
+    return orderParam.choices[asked.at(-1) ?? orderParam.byDefault];
+  };
+
+  const criteria = (ctx: Ctx, q: ListQuery): Criterion[] => {
+    const out: Criterion[] = [];
+    for (const [name, groups] of q.filters) {
+      const f = filters[name];
+      if (!f) continue;
+      for (const values of groups) {
+        if (f.op === 'ownTag') out.push({ column: column(f.column), op: 'ownTag', owner: ctx.caller.uuid, values });
+        else if (f.op === 'contains') out.push({ column: column(f.column), op: 'contains', values });
+        else out.push({ column: column(f.column), op: sameOp[f.op], values: f.parse ? values.map((v) => f.parse!(v, name)) : values });
+      }
+    }
+    return out;
+  };
+
+  const pageOf = (ctx: Ctx): Pick<TablePage, 'table' | 'owner' | 'columns'> => ({
+    table,
+    owner: { column: column(ownerColumn), value: ctx.caller.uuid },
+    columns: columns?.map(column),
+  });
+
+  return {
+    ...rest,
+    shape: 'collection',
+    filtering: d.filtering,
+    ordering: d.ordering,
+    unlistedFilters: [...Object.keys(filters).filter((k) => !(k in d.filtering)), ...(orderParam ? [orderParam.param] : [])],
+    service: {
+      async list(ctx: Ctx, q: ListQuery): Promise<ListResult> {
+        const where = criteria(ctx, q);
+        const by = orderOf(q).map(([c, dir]) => [column(c), dir] as const);
+        const { rows, total } = await ctx.store.tablePages.page(ctx.store.db, { ...pageOf(ctx), where, order: by }, q.limit, q.offset);
+        return { total, objects: rows.map((r) => present(r as Row)) };
+      },
+      async get(ctx: Ctx, id: string): Promise<Record<string, unknown>> {
+        if (!detail) throw new ApiError('method', `${d.kind} entries have no detail view; list them with GET /${d.kind}/`);
+        const key = detail.parse(id);
+        const row = key === undefined ? undefined : await ctx.store.tablePages.one(ctx.store.db, pageOf(ctx), column(detail.column), key);
+        if (!row) throw notFound(id);
+        return present(row as Row);
+      },
+    },
+  };
+}

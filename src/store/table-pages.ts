@@ -1,0 +1,75 @@
+import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
+import type { Db, Tx } from './db.js';
+import type { ResourceRepository } from './repository.js';
+import type { Database } from './schema.js';
+import { page, totalOfPage } from './paging.js';
+
+/**
+ * Lists of kinds over their own tables (the ledger, the audit log, usage, subscriptions, the notification
+ * feed): a page described as data — the table, the caller's rows, conditions, order — turned into SQL here,
+ * once for all such kinds (core/table-kind.ts declares them). Pages and counts run on the owner's
+ * indexes; a page that shows its own total is not counted (paging.ts).
+ */
+export type PagedTable = keyof Database;
+
+/** One condition: the column compared with any of `values` (OR); the conditions of a page all hold (AND). */
+export type Criterion =
+  | { column: string; op: '=' | '<>' | '<' | '<=' | '>' | '>='; values: readonly unknown[] }
+  /** The column contains one of the strings, case-insensitively, `%` and `_` matching themselves. */
+  | { column: string; op: 'contains'; values: readonly string[] }
+  /** The resource whose uuid is in the column carries one of `owner`'s tags (by tag uuid). */
+  | { column: string; op: 'ownTag'; owner: string; values: readonly string[] };
+
+export interface TablePage {
+  table: PagedTable;
+  /** The owner's rows: `column = value` (the index every such table leads with). */
+  owner: { column: string; value: string };
+  where: readonly Criterion[];
+  /** Columns and directions, the last one unique (a stable order for paging). */
+  order: readonly (readonly [column: string, dir: 'asc' | 'desc'])[];
+  /** Columns to read; absent: all. */
+  columns?: readonly string[];
+}
+
+type AnyEb = ExpressionBuilder<any, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- the table is data, not a type parameter
+type Row = Record<string, unknown>;
+
+export class TablePages {
+  constructor(private readonly resources: ResourceRepository) {}
+
+  private condition(eb: AnyEb, c: Criterion): Expression<SqlBool> {
+    switch (c.op) {
+      case 'contains':
+        return eb.or(c.values.map((v) => this.resources.like(c.column, v, { contains: true, caseInsensitive: true })));
+      case 'ownTag':
+        return this.resources.carriesOwnTag(eb, { kind: null, owner: c.owner, by: 'uuid', values: [...c.values], uuidColumn: c.column });
+      case '=':
+        return c.values.length === 1 ? eb(c.column, '=', c.values[0]) : eb(c.column, 'in', c.values);
+      default:
+        return eb.or(c.values.map((v) => eb(c.column, c.op, v)));
+    }
+  }
+
+  private filtered(db: Db | Tx, p: TablePage) {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see AnyEb
+    let q = (db as Db).selectFrom(p.table as any).where(p.owner.column, '=', p.owner.value);
+    for (const c of p.where) q = q.where((eb) => this.condition(eb, c));
+    return q;
+  }
+
+  /** One page of the rows and their total (counted only when the page does not show it). */
+  async page(db: Db | Tx, p: TablePage, limit: number, offset: number): Promise<{ rows: Row[]; total: number }> {
+    const base = this.filtered(db, p);
+    let q = p.columns ? base.select(p.columns as string[]) : base.selectAll();
+    for (const [column, dir] of p.order) q = q.orderBy(column, dir);
+    const rows = (await page(q, limit, offset, this.resources.dialect).execute()) as Row[];
+    const total = totalOfPage(rows.length, limit, offset) ?? Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+    return { rows, total };
+  }
+
+  /** The owner's row whose `column` is `value`, or undefined. */
+  async one(db: Db | Tx, p: Pick<TablePage, 'table' | 'owner' | 'columns'>, column: string, value: unknown): Promise<Row | undefined> {
+    const base = this.filtered(db, { ...p, where: [], order: [] }).where(column, '=', value);
+    return (await (p.columns ? base.select(p.columns as string[]) : base.selectAll()).executeTakeFirst()) as Row | undefined;
+  }
+}
