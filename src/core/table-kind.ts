@@ -16,7 +16,12 @@ export type TableFilter =
   | { column: string; op: '=' | '<' | '<=' | '>' | '>='; parse?: (raw: string, point: string) => unknown }
   | { column: string; op: 'contains' }
   /** The row's resource (uuid in `column`) carries one of the caller's own tags. */
-  | { column: string; op: 'ownTag' };
+  | { column: string; op: 'ownTag' }
+  /**
+   * Whether the column holds a value (a time something happened): `true`/`1` the rows where it does,
+   * `false`/`0` the rows where it is null; a group asking for both, or for neither, sets no condition.
+   */
+  | { column: string; op: 'set' };
 
 export interface TableKindDecl<Row> extends Omit<CollectionDecl, 'shape' | 'service' | 'unlistedFilters' | 'ordering' | 'filtering'> {
   table: PagedTable;
@@ -72,7 +77,11 @@ export function tableKind<Row>(d: TableKindDecl<Row>): CollectionDecl {
       if (!f) continue;
       for (const values of groups) {
         if (f.op === 'ownTag') out.push({ column: column(f.column), op: 'ownTag', owner: ctx.caller.uuid, values });
-        else if (f.op === 'contains') out.push({ column: column(f.column), op: 'contains', values });
+        else if (f.op === 'set') {
+          const wanted = new Set(values.map((v) => v.toLowerCase()));
+          const set = wanted.has('true') || wanted.has('1');
+          if (set !== (wanted.has('false') || wanted.has('0'))) out.push({ column: column(f.column), op: 'set', values: [set] });
+        } else if (f.op === 'contains') out.push({ column: column(f.column), op: 'contains', values });
         else out.push({ column: column(f.column), op: sameOp[f.op], values: f.parse ? values.map((v) => f.parse!(v, name)) : values });
       }
     }

@@ -18,7 +18,9 @@ export type Criterion =
   /** The column contains one of the strings, case-insensitively, `%` and `_` matching themselves. */
   | { column: string; op: 'contains'; values: readonly string[] }
   /** The resource whose uuid is in the column carries one of `owner`'s tags (by tag uuid). */
-  | { column: string; op: 'ownTag'; owner: string; values: readonly string[] };
+  | { column: string; op: 'ownTag'; owner: string; values: readonly string[] }
+  /** The column is set (true: not null) or not (false: null). */
+  | { column: string; op: 'set'; values: readonly boolean[] };
 
 export interface TablePage {
   table: PagedTable;
@@ -43,6 +45,8 @@ export class TablePages {
         return eb.or(c.values.map((v) => this.resources.like(c.column, v, { contains: true, caseInsensitive: true })));
       case 'ownTag':
         return this.resources.carriesOwnTag(eb, { kind: null, owner: c.owner, by: 'uuid', values: [...c.values], uuidColumn: c.column });
+      case 'set':
+        return eb.or(c.values.map((set) => eb(c.column, set ? 'is not' : 'is', null)));
       case '=':
         return c.values.length === 1 ? eb(c.column, '=', c.values[0]) : eb(c.column, 'in', c.values);
       default:

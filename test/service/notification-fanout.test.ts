@@ -82,3 +82,29 @@ test('an event reaches the contacts whose preferences want its type, on each med
   assert.deepEqual(sent.map((m) => m.to).sort(), ['bob-fanout@example.com', 'bobs-friend@example.com']);
   assert.equal((await feed.list(alice, listQuery())).total, 2 + 3, "Alice's feed is unchanged");
 });
+
+test('the feed (a kind over its own table): newest first, `read` and `type` filters, read marks, private to its owner', async (t) => {
+  const { fx, notifier } = await open(t);
+  const feed = fx.collection('notifications').service;
+  const alice = await fx.user();
+  const bob = await fx.user();
+  for (const [action, details] of [
+    ['payment', 'first'],
+    ['stop_servers', 'second'],
+    ['payment', 'third'],
+  ])
+    await billingEvent(fx, alice.caller.uuid, action, details);
+  await notifier.runDue();
+  const texts = async (filters: Record<string, string | string[]> = {}) => (await feed.list(alice, listQuery({ filters }))).objects.map((o) => o.text);
+  assert.deepEqual(await texts(), ['third', 'second', 'first']);
+  assert.deepEqual(await texts({ type: 'payment' }), ['third', 'first']);
+  const [third] = (await feed.list(alice, listQuery({ limit: 1 }))).objects as { uuid: string }[];
+  assert.equal(((await feed.update!(alice, third.uuid, { read: true })) as Record<string, unknown>).read, true);
+  assert.deepEqual(await texts({ read: 'true' }), ['third']);
+  assert.deepEqual(await texts({ read: ['False'] }), ['second', 'first']);
+  assert.deepEqual(await texts({ read: ['1', '0'] }), ['third', 'second', 'first'], 'both read and unread: no condition');
+  assert.deepEqual(await texts({ read: 'maybe' }), ['third', 'second', 'first'], 'neither: no condition');
+  assert.equal((await feed.get(alice, third.uuid)).read, true);
+  await assert.rejects(feed.get(bob, third.uuid), (e: { status?: number }) => e.status === 404);
+  await assert.rejects(feed.update!(bob, third.uuid, { read: false }), (e: { status?: number }) => e.status === 404);
+});

@@ -25,5 +25,4 @@ export class NotificationQueries {
 
 export type { OutboxRow } from './fanout.js';
 export type { ClaimedRow, DeliveryRow } from './deliveries.js';
-export type { FeedFilter, FeedRow } from './feed.js';
 export type { PreferenceKey } from './preferences.js';
