@@ -6,7 +6,12 @@
 //   resources/ never imports http/, cli/, app.ts, serve.ts, main.ts, notify/
 //   notify/    never imports http/, cli/, app.ts, serve.ts, main.ts (the notification domain is in
 //              resources/notifications/, below the delivery machinery in notify/)
-//   store/     never imports resources/, http/, sim/
+//   store/     never imports resources/, http/, sim/, admin/
+//   billing/   never imports resources/, notify/, http/, admin/, registry.ts, cli/, app.ts, serve.ts, main.ts
+//   admin/     never imports http/, notify/, registry.ts, cli/, app.ts, serve.ts, main.ts (the operator plane's
+//              services: http/admin.ts and cli/ call them, the composition root injects the kinds)
+//   config.ts  never imports http/, notify/, admin/, registry.ts, cli/, app.ts, serve.ts, main.ts, nor resources/
+//              other than the library catalogue's reader (its parsers live in core/, sim/, billing/)
 // and no runtime import cycle anywhere in src/ (type-only imports are not followed; dynamic `import()`
 // are, so a cycle hidden behind `await import` is still a cycle). Dynamic imports in src/ need an
 // `eslint-disable-next-line no-restricted-syntax -- why` comment where a lazy load is deliberate.
@@ -152,9 +157,28 @@ export default defineConfig(
             ),
             layer(
               'billing',
-              ['resources', 'notify', 'http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+              ['resources', 'notify', 'http', 'admin', 'registry.ts', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
               'billing/ is the metering engine below the kinds: kinds declare meters, the composition root injects them.',
             ),
+            layer(
+              'admin',
+              ['http', 'notify', 'registry.ts', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+              'admin/ is the operator plane below its front ends (http/admin.ts, cli/): it takes plain data, and the composition root injects the kinds.',
+            ),
+            layer(
+              'config.ts',
+              ['http', 'notify', 'admin', 'registry.ts', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+              'config.ts reads settings with the parsers of the layers below (core/, sim/, billing/): move a parser down rather than reach up for it.',
+            ),
+            {
+              ...layer(
+                'config.ts',
+                ['resources'],
+                'config.ts reads settings with the parsers of the layers below (core/, sim/, billing/), not the kinds: move a parser down rather than reach up for it.',
+              ),
+              // The library catalogue is checked against the library drive's declared fields when the configuration loads.
+              except: ['./libdrives/catalogue.ts'],
+            },
             layer('sim', ['resources', 'notify', 'http'], 'sim/ is the simulator boundary: it never imports resource kinds or HTTP.'),
             layer(
               'resources',
@@ -171,7 +195,11 @@ export default defineConfig(
               ['http', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
               'notify/ delivers what the domain decided (worker, mailer, webhook sender, the live audience): the composition root and http/ use it, never the other way.',
             ),
-            layer('store', ['resources', 'notify', 'http', 'sim'], 'store/ is the bottom layer: it knows no kinds, HTTP or simulator.'),
+            layer(
+              'store',
+              ['resources', 'notify', 'http', 'sim', 'admin'],
+              'store/ is the bottom layer: it knows no kinds, HTTP, simulator or operator plane.',
+            ),
           ],
         },
       ],
