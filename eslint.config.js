@@ -42,24 +42,14 @@ const QUERIES_NOT_YET_IN_STORE = {
     'resources/billing/subscriptions.ts',
     'resources/billing/usage.ts',
   ],
-  sim: [
-    'core/timers.ts',
-    'resources/fwpolicies/dhcp.ts',
-    'resources/fwpolicies/servers.ts',
-    'sim/firewall-apply.ts',
-    'sim/network.ts',
-    'sim/scheduler.ts',
-    'sim/state.ts',
-  ],
+  sim: ['resources/fwpolicies/dhcp.ts'],
   resources: [
     'core/permissions.ts',
     'core/stored.ts',
     'resources/acls/acls.ts',
     'resources/drives/clone.ts',
-    'resources/ips/ips.ts',
     'resources/libdrives/libdrives.ts',
     'resources/servers/attachments.ts',
-    'resources/vlans/vlans.ts',
   ],
 };
 

@@ -10,7 +10,7 @@ import { randomAlnum, randomPassword } from './core/passwords.js';
 import { syncClock } from './admin/clock.js';
 import { openServices as open } from './cli/index.js';
 import { registry, timerHandlers } from './registry.js';
-import { Scheduler } from './sim/scheduler.js';
+import { Scheduler } from './core/scheduler.js';
 import { ensureDemoLogin } from './resources/users/users.js';
 import { loadTls, type TlsMaterial } from './http/tls.js';
 import { seed, type SeedReport } from './admin/seed.js';
