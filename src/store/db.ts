@@ -20,6 +20,7 @@ import { StateQueries } from './state.js';
 import { AuditQueries, EventQueries } from './audit.js';
 import { lockRows } from './locks.js';
 import { NotificationQueries } from './notifications/index.js';
+import { BillingQueries } from './billing/index.js';
 import { TablePages } from './table-pages.js';
 
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
@@ -54,6 +55,8 @@ export class Store {
   readonly events: EventQueries;
   /** SQL of notifications: fan-out, deliveries, feed, preferences (store/notifications/). */
   readonly notifications: NotificationQueries;
+  /** SQL of billing: balances and the ledger, burst levels, usage records, subscriptions (store/billing/). */
+  readonly billing: BillingQueries;
   /** SQL of whole-deployment and whole-account state: reset, export, import (store/tables.ts drives it). */
   readonly state: StateQueries;
   /** Pages of kinds over their own tables (ledger, audit log, ...), described as data (core/table-kind.ts). */
@@ -132,6 +135,7 @@ export class Store {
     this.audit = new AuditQueries(this.resources);
     this.events = new EventQueries();
     this.notifications = new NotificationQueries(dialect);
+    this.billing = new BillingQueries(dialect);
     this.state = new StateQueries(dialect);
     this.tablePages = new TablePages(this.resources);
   }
