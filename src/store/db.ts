@@ -20,6 +20,7 @@ import { StateQueries } from './state.js';
 import { AuditQueries, EventQueries } from './audit.js';
 import { lockRows } from './locks.js';
 import { NotificationQueries } from './notifications/index.js';
+import { BillingQueries } from './billing/index.js';
 import { TablePages } from './table-pages.js';
 import { AccountQueries } from './accounts/index.js';
 import { LimitQueries } from './limits/index.js';
@@ -66,6 +67,8 @@ export class Store {
   readonly settings: SettingQueries;
   /** The operator plane's reads across accounts' objects: metrics, seeding (store/operator.ts). */
   readonly operator = new OperatorReads();
+  /** SQL of billing: balances and the ledger, burst levels, usage records, subscriptions (store/billing/). */
+  readonly billing: BillingQueries;
   /** SQL of whole-deployment and whole-account state: reset, export, import (store/tables.ts drives it). */
   readonly state: StateQueries;
   /** Pages of kinds over their own tables (ledger, audit log, ...), described as data (core/table-kind.ts). */
@@ -146,6 +149,7 @@ export class Store {
     this.notifications = new NotificationQueries(dialect);
     this.accounts = new AccountQueries(dialect);
     this.settings = new SettingQueries(dialect);
+    this.billing = new BillingQueries(dialect);
     this.state = new StateQueries(dialect);
     this.tablePages = new TablePages(this.resources);
   }
