@@ -22,6 +22,7 @@ import { createUser } from '../src/resources/users/users.js';
 import type { Store } from '../src/store/db.js';
 import { ref, type Obj } from '../src/store/repository.js';
 import { basicAuth, call } from './http.js';
+import { withSimulator } from '../src/sim/index.js';
 
 export const SHARED = 1000;
 const TAGS = 20;
@@ -59,7 +60,7 @@ export interface Seeded {
 }
 
 export function servicesOf(store: Store, db: string, flags: Record<string, string> = {}): Services {
-  return { store, clock: systemClock, ids: randomIds, config: loadConfig({ ...flags, db }, {}) };
+  return withSimulator({ store, clock: systemClock, ids: randomIds, config: loadConfig({ ...flags, db }, {}) });
 }
 
 /**

@@ -7,7 +7,7 @@ import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources
 import { DEFAULT_LOGIN_PROTECTION, describeLoginProtection, LoginRuleError, parseLoginProtection, type LoginProtection } from './core/login-rules.js';
 import { readCatalogue as readPriceCatalogue, type PriceCatalogue } from './billing/catalogue.js';
 import { parseCapacity, DEFAULT_CAPACITY, type CloudCapacity } from './billing/capacity.js';
-import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './sim/ip-pool.js';
+import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './core/ip-pool.js';
 
 export interface Config {
   host: string;

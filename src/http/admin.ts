@@ -5,7 +5,6 @@ import { clockState, moveClock, parseDuration } from '../admin/clock.js';
 import { seed } from '../admin/seed.js';
 import { checkLimits } from '../admin/limits.js';
 import { exportState, importState } from '../admin/state-file.js';
-import { failNextClone } from '../sim/storage.js';
 import { setAccountLimits } from '../resources/accounts/rate-limits.js';
 import { ADMIN_TOKEN_BACKOFF, FailureBackoff } from './auth/backoff.js';
 import type { Caller, Services } from '../core/context.js';
@@ -376,7 +375,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
           if (type === 'clone') {
             const drive = str(b, 'drive') ?? null;
             if (drive && !(await s.store.resources.get(s.store.db, 'drives', drive))) throw new ApiError('notexist', `No drive ${drive}`, 'drive');
-            await s.store.transaction((tx) => failNextClone(tx, drive));
+            await s.store.transaction((tx) => s.sim.storage.failNextClone(tx, drive));
             audit('faults.clone', { drive }, req);
             return { status: 201, body: { type, drive } };
           }

@@ -1,3 +1,4 @@
+import { appliedOf } from '../core/sim.js';
 import type { Db, Tx } from '../store/db.js';
 import { usersOfPolicies } from '../store/network.js';
 import { dropState, dropStateIfUnchanged, readStates, readStateTexts, updateState, writeState } from '../store/sim.js';
@@ -39,8 +40,7 @@ export async function applyOnBoot(tx: Tx, server: string, policies: readonly str
   await updateState(tx, SERVERS, server, { fw_applied: policies.length ? Object.fromEntries(versions) : undefined });
 }
 
-/** What a running guest has applied: policy -> version. */
-export const appliedOf = (guest: { fw_applied?: unknown }): Record<string, number> => (guest.fw_applied ?? {}) as Record<string, number>;
+export { appliedOf };
 
 /**
  * The propagation tick: each policy changed since the last tick reaches the running servers using it.

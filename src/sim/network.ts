@@ -1,9 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import type { Services } from '../core/context.js';
+import type { RandomSource } from '../core/sim.js';
 import type { Tx } from '../store/db.js';
+import { defaultRandom } from './random.js';
 import { deleteLeases, insertLease } from '../store/network.js';
 import type { Obj } from '../store/repository.js';
-import { blockOf, poolAddresses, type IpPoolBlock } from './ip-pool.js';
+import { blockOf, poolAddresses, type IpPoolBlock } from '../core/ip-pool.js';
 
 /**
  * The simulated network: MAC addresses, the location's public address pool and DHCP. An address is a
@@ -16,7 +17,7 @@ import { blockOf, poolAddresses, type IpPoolBlock } from './ip-pool.js';
 type NetServices = Pick<Services, 'clock' | 'config' | 'store'>;
 
 /** Locally administered MACs starting 22: as the real service's do. */
-export const newMac = (): string => ['22', ...[...randomBytes(5)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
+export const newMac = (random: RandomSource = defaultRandom): string => ['22', ...[...random.bytes(5)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
 
 /** The API body of a pool address (gateway, netmask, nameservers of its block). */
 function ipBody(s: NetServices, block: IpPoolBlock, extra: Obj = {}): Obj {

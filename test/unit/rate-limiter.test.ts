@@ -13,6 +13,7 @@ import { parseRuleList, type Rule } from '../../src/core/rate-rules.js';
 import { createUser } from '../../src/resources/users/users.js';
 import { Store } from '../../src/store/db.js';
 import { engine, freshDatabase } from '../helpers/db.js';
+import { withSimulator } from '../../src/sim/index.js';
 
 /** The limiter and its counter stores without HTTP: counting semantics, atomicity, pruning, the pre-auth refusal. */
 let db: { url: string; drop: () => Promise<void> };
@@ -24,7 +25,7 @@ before(async () => {
   clock = new AdjustableClock();
   clock.set(new Date(Date.UTC(2030, 0, 1, 12, 0, 0)));
   const config = loadConfig({ db: db.url, 'log-level': 'silent' }, {});
-  services = { store: await Store.open(db.url, { poolSize: 4 }), clock, ids: randomIds, config };
+  services = withSimulator({ store: await Store.open(db.url, { poolSize: 4 }), clock, ids: randomIds, config });
 });
 after(async () => {
   await services.store.close();

@@ -9,13 +9,12 @@ import { storedDecl } from '../../core/stored.js';
 import type { Tx } from '../../store/db.js';
 import { ipsSharedOrLeasedTo, serverOfIp, serversOfIps, setStaticIps, usesOfIps } from '../../store/network.js';
 import { ref } from '../../store/repository.js';
-import { isIpv4 } from '../../sim/ip-pool.js';
-import { claimAddresses } from '../../sim/network.js';
+import { isIpv4 } from '../../core/ip-pool.js';
 
 /**
  * Public IPs (reference §13.1). The address is the uuid. An IP is a row of `resources` (kind `ips`) only
  * while someone has it: an account it is assigned to (owner = the account; by the operator now, by
- * subscriptions later) or a running server's DHCP lease (owner null; see sim/network.ts). Free pool addresses
+ * subscriptions later) or a running server's DHCP lease (owner null; the simulator's network, sim/network.ts). Free pool addresses
  * are computed from the configured pool minus those rows, never stored: the pool can grow or shrink
  * with the configuration, a /16 costs no 65 000 rows, and two processes claiming the same address
  * are kept apart by the unique (uuid, kind) index (INSERT … ON CONFLICT DO NOTHING, then the next one).
@@ -79,7 +78,7 @@ export const ips = storedDecl(
   },
 );
 
-type NetServices = Pick<Services, 'clock' | 'config' | 'store'>;
+type NetServices = Pick<Services, 'sim'>;
 
 /**
  * Assign `count` free pool addresses to an account (the operator's `stratus ips assign`; subscriptions
@@ -87,7 +86,7 @@ type NetServices = Pick<Services, 'clock' | 'config' | 'store'>;
  */
 export async function assignIps(tx: Tx, s: NetServices, ownerUuid: string, count: number, opts: { subscription?: number } = {}): Promise<string[]> {
   const subscription = opts.subscription === undefined ? null : { id: opts.subscription, resource_uri: `/api/2.0/subscriptions/${opts.subscription}/` };
-  const got = await claimAddresses(tx, s, count, ownerUuid, { subscription });
+  const got = await s.sim.network.claimAddresses(tx, count, ownerUuid, { subscription });
   if (got.length < count) throw new ApiError('concurrency', `The public IP pool has only ${got.length} free address(es), ${count} asked`, 'count');
   return got;
 }

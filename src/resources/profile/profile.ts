@@ -5,7 +5,7 @@ import { validateFields, type Obj } from '../../core/input.js';
 import { money16 } from '../../core/money.js';
 import type { Ctx } from '../../core/context.js';
 import type { SingletonDecl } from '../../core/resource.js';
-import { restrictionLevelOf } from '../../sim/firewall.js';
+import { restrictionLevelOf } from '../../core/firewall.js';
 import type { ProfileRow } from '../../store/accounts/index.js';
 
 const text = (help?: string) => f.string({ default: '', maxLength: 1024, ...(help ? { help } : {}) });
