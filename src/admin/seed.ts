@@ -124,7 +124,7 @@ export async function seed(s: Services, kinds: readonly ResourceDecl[], doc: unk
     const side = created ? report.created : report.existing;
     side[what] = (side[what] ?? 0) + n;
   };
-  for (const u of users) {
+  for (const [i, u] of users.entries()) {
     const user = await seedUser(s, u, tally);
     if (u.rate_limits !== undefined) await setAccountLimits(s, u.email, u.rate_limits);
     const ctx: Ctx = { ...s, caller: { uuid: user.uuid, email: user.email, state: user.state } };
@@ -135,18 +135,27 @@ export async function seed(s: Services, kinds: readonly ResourceDecl[], doc: unk
       const decl = kinds.find((d): d is CollectionDecl => d.kind === kind && d.shape === 'collection');
       if (!decl?.service.create) throw new ApiError('backend', `the ${kind} kind cannot be created`);
       const names = await namesOf(s, user.uuid);
-      for (const body of u[kind]) {
+      for (const [j, body] of u[kind].entries()) {
         if (names.get(kind)?.has(String(body.name))) {
           tally(false, kind);
           continue;
         }
-        await decl.service.create(ctx, [resolveNames(kind, body, names)]);
+        await decl.service.create(ctx, [resolveNames(kind, body, names)]).catch((e: unknown) => {
+          throw seedEntryError(e, `users[${i}].${kind}[${j}]`, String(body.name));
+        });
         tally(true, kind);
       }
       await runDue();
     }
   }
   return report;
+}
+
+/** A kind's refusal of a seed entry names the entry (`users[0].drives[1].media`), not only the field. */
+function seedEntryError(e: unknown, at: string, name: string): unknown {
+  if (!(e instanceof ApiError)) return e;
+  const point = e.point ? `${at}.${e.point.replace(/^objects\.\d+\.?/, '')}`.replace(/\.$/, '') : at;
+  return new ApiError(e.type, `${e.message} (the entry named "${name}")`, point, e.headers);
 }
 
 async function seedUser(s: Services, u: SeedUser, tally: (created: boolean, what: string) => void): Promise<UserRow> {

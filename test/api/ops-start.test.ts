@@ -103,6 +103,30 @@ describe('a pipeline starts stratus and waits on its ready file', () => {
     await db.drop();
   });
 
+  test("the generated demo account (npm start) is not rate-limited for a person's 110 quick GETs; other accounts keep the spec's limits", async () => {
+    const db = engine === 'sqlite' ? { url: ':memory:', drop: async () => {} } : await freshDatabase();
+    const srv = await serveProcess(['--db', db.url, '--admin-token', 'demo-limits-token-0123']);
+    try {
+      const [, email, password] = /Demo login: (\S+) \/ (\S+)/.exec(srv.stdout())!;
+      const demo = new Client(srv.base, { email, password });
+      const statuses = await Promise.all(Array.from({ length: 110 }, () => demo.get('capabilities/').then((r) => r.status)));
+      assert.deepEqual([...new Set(statuses)], [200]);
+      const admin = { authorization: 'Bearer demo-limits-token-0123', 'content-type': 'application/json' };
+      const made = await fetch(`${srv.base}/_stratus/admin/users`, {
+        method: 'POST',
+        headers: admin,
+        body: JSON.stringify({ email: 'other@example.com', password: 'other-secret' }),
+      });
+      assert.equal(made.status, 201, await made.clone().text());
+      const other = new Client(srv.base, { email: 'other@example.com', password: 'other-secret' });
+      assert.equal((await other.get('capabilities/')).headers['x-ratelimit-limit'], '100', 'the spec limit for everyone else');
+    } finally {
+      srv.child.kill('SIGTERM');
+      await srv.exited;
+    }
+    await db.drop();
+  });
+
   test('a configured login is made true on a database that has users: created, or its password reset', async () => {
     const db = engine === 'sqlite' ? { url: join(dir, 'users.db'), drop: async () => {} } : await freshDatabase();
     try {
