@@ -57,16 +57,7 @@ const QUERIES_NOT_YET_IN_STORE = {
     'sim/scheduler.ts',
     'sim/state.ts',
   ],
-  resources: [
-    'core/permissions.ts',
-    'core/stored.ts',
-    'resources/acls/acls.ts',
-    'resources/drives/clone.ts',
-    'resources/ips/ips.ts',
-    'resources/libdrives/libdrives.ts',
-    'resources/servers/attachments.ts',
-    'resources/vlans/vlans.ts',
-  ],
+  resources: ['resources/ips/ips.ts', 'resources/vlans/vlans.ts'],
 };
 
 const NO_DYNAMIC_IMPORT = {

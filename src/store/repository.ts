@@ -2,7 +2,7 @@ import type { Compilable } from 'kysely';
 import type { Db, Dialect, Tx } from './db.js';
 import type { ChangeFeed } from './changes.js';
 import type { ArgOf } from './shapes.js';
-import { AclQueries } from './resources/acls.js';
+import * as aclTables from './resources/acls.js';
 import { OwnAnchors } from './resources/anchors.js';
 import { ResourceCounts } from './resources/counts.js';
 import { OwnedRows } from './resources/owned.js';
@@ -48,7 +48,8 @@ export class ResourceRepository {
   readonly sets: VisibleSets;
   readonly anchors: OwnAnchors;
   readonly pages: ResourcePages;
-  readonly acls = new AclQueries();
+  /** The ACL relation tables (acls.ts). */
+  readonly acls = aclTables;
   /** Reads of the users table resource code makes, until the accounts family takes them (user-reads.ts). */
   readonly users = new UserReads();
 
