@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
 import { leaseAddress, releaseLeases } from './network.js';
-import { dropState, readAllStates, readState, readStates, updateState } from './state.js';
+import { dropState, readAllStates, readState, readStates, updateState } from '../store/sim.js';
 import { applyOnBoot } from './firewall-apply.js';
 import { startWriting, stopWriting, type DriveDisk } from './storage.js';
 import { place, placementsOf, unplace } from './placement.js';

@@ -1,6 +1,6 @@
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
-import { dropState, readState, readStates, updateState, writeState } from './state.js';
+import { dropState, readState, readStates, updateState, writeState } from '../store/sim.js';
 import { place, unplace } from './placement.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
-import { dropState, readState, readStates, writeState } from './state.js';
+import { dropState, readState, readStates, writeState } from '../store/sim.js';
 
 /**
  * The simulated virtual router's firewall: what it enforces for each active policy (its place in the

@@ -5,7 +5,7 @@ import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { golden, sameShape } from '../helpers/golden.js';
 import { appliedOf } from '../../src/resources/vrfwpolicies/router.js';
-import { Scheduler } from '../../src/sim/scheduler.js';
+import { Scheduler } from '../../src/core/scheduler.js';
 import { timerHandlers } from '../../src/registry.js';
 
 type User = Client & { uuid: string; email: string };

@@ -8,7 +8,7 @@ import { randomIds } from '../../src/core/ids.js';
 import { Store } from '../../src/store/db.js';
 import { createUser } from '../../src/resources/users/users.js';
 import { freshDatabase } from './db.js';
-import { Scheduler } from '../../src/sim/scheduler.js';
+import { Scheduler } from '../../src/core/scheduler.js';
 import { timerHandlers } from '../../src/registry.js';
 import { EventSubscriptions } from '../../src/core/events.js';
 import { Client } from './client.js';

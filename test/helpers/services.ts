@@ -6,7 +6,7 @@ import { randomIds } from '../../src/core/ids.js';
 import type { CollectionDecl, ListQuery, ResourceDecl } from '../../src/core/resource.js';
 import { registry, startKinds, timerHandlers } from '../../src/registry.js';
 import { createUser } from '../../src/resources/users/users.js';
-import { Scheduler } from '../../src/sim/scheduler.js';
+import { Scheduler } from '../../src/core/scheduler.js';
 import { Store } from '../../src/store/db.js';
 import { freshDatabase } from './db.js';
 

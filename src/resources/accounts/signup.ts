@@ -91,14 +91,11 @@ export async function issueToken(s: Services, userUuid: string, also?: (tx: Tx, 
   const now = s.clock.now();
   const token = randomBytes(32).toString('base64url');
   await s.store.transaction(async (tx) => {
-    await tx
-      .deleteFrom('signup_tokens')
-      .where((eb) => eb.or([eb('user_uuid', '=', userUuid), eb('expires_ms', '<=', now.getTime())]))
-      .execute();
-    await tx
-      .insertInto('signup_tokens')
-      .values({ token_hash: sha256Hex(token), user_uuid: userUuid, created_at: isoTimestamp(now), expires_ms: now.getTime() + SIGNUP_TOKEN_TTL_MS })
-      .execute();
+    await s.store.accounts.signupTokens.replace(
+      tx,
+      { token_hash: sha256Hex(token), user_uuid: userUuid, created_at: isoTimestamp(now), expires_ms: now.getTime() + SIGNUP_TOKEN_TTL_MS },
+      now.getTime(),
+    );
     await also?.(tx, token);
   });
   return token;
@@ -139,13 +136,8 @@ function attemptNotice(to: string): MailMessage {
 /** The account a confirmation token is for, while the token is valid; null otherwise. */
 export async function pendingSignup(s: Services, token: string): Promise<UserRow | null> {
   if (!TOKEN_RE.test(token)) return null;
-  const row = await s.store.db
-    .selectFrom('signup_tokens')
-    .select('user_uuid')
-    .where('token_hash', '=', sha256Hex(token))
-    .where('expires_ms', '>', s.clock.now().getTime())
-    .executeTakeFirst();
-  return row ? ((await findUser(s, row.user_uuid)) ?? null) : null;
+  const owner = await s.store.accounts.signupTokens.userOf(s.store.db, sha256Hex(token), s.clock.now().getTime());
+  return owner ? ((await findUser(s, owner)) ?? null) : null;
 }
 
 /** Checks a new password (shared by the page and its tests). */
@@ -165,16 +157,11 @@ export function checkNewPassword(password: unknown, repeat: unknown): string {
 export async function confirmSignup(s: Services, token: string, password: unknown, repeat?: unknown): Promise<UserRow> {
   const chosen = checkNewPassword(password, repeat);
   if (!TOKEN_RE.test(token)) throw new ApiError('notexist', 'This link is not valid');
-  const used = await s.store.db
-    .deleteFrom('signup_tokens')
-    .where('token_hash', '=', sha256Hex(token))
-    .where('expires_ms', '>', s.clock.now().getTime())
-    .returning('user_uuid')
-    .executeTakeFirst();
-  const user = used ? await findUser(s, used.user_uuid) : undefined;
+  const used = await s.store.accounts.signupTokens.consume(s.store.db, sha256Hex(token), s.clock.now().getTime());
+  const user = used ? await findUser(s, used) : undefined;
   if (!user) throw new ApiError('notexist', 'This link is not valid, was already used or has expired');
   await setPassword(s, user.email, chosen, user.state === 'NEW_USER' ? 'REGULAR' : undefined);
-  await s.store.db.deleteFrom('signup_tokens').where('user_uuid', '=', user.uuid).execute();
+  await s.store.accounts.signupTokens.deleteOfUser(s.store.db, user.uuid);
   return (await findUser(s, user.uuid)) ?? user;
 }
 

@@ -62,7 +62,8 @@ async function resolveGrantees(tx: Tx, ctx: Ctx, items: unknown[]): Promise<stri
           : undefined;
     const email = isPlainObject(item) && typeof item.email === 'string' && item.email ? normalizeEmail(item.email) : undefined;
     if (!uuid && !email) throw validation('grantees', 'Each grantee needs a uuid or an email');
-    const user = await ctx.store.resources.users.byUuidOrEmail(tx, { uuid, email });
+    const users = ctx.store.accounts.users;
+    const user = uuid ? await users.byUuid(tx, uuid) : await users.byEmail(tx, email!);
     if (!user || (email && user.email !== email)) throw validation('grantees', `User ${uuid ?? email} does not exist`);
     if (!out.includes(user.uuid)) out.push(user.uuid);
   }

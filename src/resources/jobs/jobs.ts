@@ -5,7 +5,7 @@ import type { Ctx, Services } from '../../core/context.js';
 import type { Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
 import { schedule } from '../../core/timers.js';
-import { dropState, readStates, writeState } from '../../sim/state.js';
+import { dropState, readStates, writeState } from '../../store/sim.js';
 import type { Tx } from '../../store/db.js';
 
 /**
