@@ -34,14 +34,6 @@ const typed = process.env.STRATUS_LINT_TYPED === '1';
  */
 const QUERIES_NOT_YET_IN_STORE = {
   billing: ['resources/billing/subscription-kinds.ts', 'resources/billing/usage.ts'],
-  resources: [
-    'core/permissions.ts',
-    'core/stored.ts',
-    'resources/acls/acls.ts',
-    'resources/drives/clone.ts',
-    'resources/libdrives/libdrives.ts',
-    'resources/servers/attachments.ts',
-  ],
 };
 
 const NO_DYNAMIC_IMPORT = {

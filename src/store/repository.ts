@@ -2,7 +2,7 @@ import type { Compilable } from 'kysely';
 import type { Db, Dialect, Tx } from './db.js';
 import type { ChangeFeed } from './changes.js';
 import type { ArgOf } from './shapes.js';
-import { AclQueries } from './resources/acls.js';
+import * as aclTables from './resources/acls.js';
 import { OwnAnchors } from './resources/anchors.js';
 import { ResourceCounts } from './resources/counts.js';
 import { OwnedRows } from './resources/owned.js';
@@ -12,7 +12,6 @@ import { ResourceRows } from './resources/rows.js';
 import { ResourceScans } from './resources/scans.js';
 import { ResourceSql } from './resources/sql.js';
 import { TagMembership } from './resources/tags.js';
-import { UserReads } from './resources/user-reads.js';
 import { VisibleSets } from './resources/visible.js';
 
 export type {
@@ -35,7 +34,7 @@ export { API_PREFIX, ownerRef, ref, resourceUri, userUri, type Ref } from './res
  * `store.resources`: the SQL of the `resources` family (the shared `resources` table, its kept counts, tag
  * membership and the ACL tables), split by concern under store/resources/. This facade builds the modules
  * over one ResourceSql (compiled shapes, the engines' differences) and keeps the one-call API every kind
- * uses (`get`, `lock`, `listPage`, ...); newer reads are reached through their module (`acls`, `users`).
+ * uses (`get`, `lock`, `listPage`, ...); the ACL tables are reached through their module (`acls`).
  */
 export class ResourceRepository {
   readonly sql: ResourceSql;
@@ -48,9 +47,8 @@ export class ResourceRepository {
   readonly sets: VisibleSets;
   readonly anchors: OwnAnchors;
   readonly pages: ResourcePages;
-  readonly acls = new AclQueries();
-  /** Reads of the users table resource code makes, until the accounts family takes them (user-reads.ts). */
-  readonly users = new UserReads();
+  /** The ACL relation tables (acls.ts). */
+  readonly acls = aclTables;
 
   /**
    * `direct`: SQLite's synchronous statement runner (see ResourceSql); `anchorStep`: positions between the
