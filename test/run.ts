@@ -114,7 +114,8 @@ function runFile(file: string, engine: string, index: number): Promise<FileRun> 
     const child = spawn(
       process.execPath,
       [
-        ...(useTsx ? ['--import', 'tsx'] : ['--enable-source-maps']),
+        // (tsx by path: the working directory is the scratch folder, where no node_modules is.)
+        ...(useTsx ? ['--import', pathToFileURL(join(root, 'node_modules/tsx/dist/loader.mjs')).href] : ['--enable-source-maps']),
         '--test',
         `--test-reporter=${reporter('progress.mjs')}`,
         '--test-reporter-destination=stdout',

@@ -11,6 +11,7 @@ import { Store } from '../../src/store/db.js';
 import { VersionedCache } from '../../src/store/object-cache.js';
 import { StatementCache } from '../../src/store/statement-cache.js';
 import { freshDatabase } from '../helpers/db.js';
+import { FUTURE_YEAR } from '../helpers/clock.js';
 
 /** The in-process structures that grow with distinct keys stop at their bounds (found by bench/soak.ts). */
 
@@ -104,7 +105,7 @@ describe('credential cache', () => {
   const clock = new AdjustableClock();
   before(async () => {
     db = await freshDatabase();
-    clock.set(new Date(Date.UTC(2030, 0, 1)));
+    clock.set(new Date(Date.UTC(FUTURE_YEAR, 0, 1)));
     const config = loadConfig({ db: db.url, 'credential-cache': '3' }, {});
     services = { store: await Store.open(db.url, { poolSize: 2 }), clock, ids: randomIds, config };
   });

@@ -14,6 +14,7 @@ import { createUser } from '../../src/resources/users/users.js';
 import { Store } from '../../src/store/db.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { onlyOn } from '../helpers/skips.js';
+import { FUTURE_YEAR } from '../helpers/clock.js';
 
 /** The limiter and its counter stores without HTTP: counting semantics, atomicity, pruning, the pre-auth refusal. */
 let db: { url: string; drop: () => Promise<void> };
@@ -23,7 +24,7 @@ let clock: AdjustableClock;
 before(async () => {
   db = await freshDatabase();
   clock = new AdjustableClock();
-  clock.set(new Date(Date.UTC(2030, 0, 1, 12, 0, 0)));
+  clock.set(new Date(Date.UTC(FUTURE_YEAR, 0, 1, 12, 0, 0)));
   const config = loadConfig({ db: db.url, 'log-level': 'silent' }, {});
   services = { store: await Store.open(db.url, { poolSize: 4 }), clock, ids: randomIds, config };
 });
