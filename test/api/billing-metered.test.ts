@@ -12,6 +12,7 @@ import { ConfigError } from '../../src/config.js';
 import { ApiError } from '../../src/core/errors.js';
 import { simCommand } from '../../src/cli/sim.js';
 import { sendBurst, sentBetween, startSending, stopSending } from '../../src/sim/traffic.js';
+import { FUTURE_YEAR } from '../helpers/clock.js';
 
 /**
  * Licences (reference §16.5) and traffic (tx, §16.2/§16.8) as the billing poll meters them: every
@@ -171,7 +172,7 @@ describe('licences', () => {
 describe('traffic (tx)', () => {
   test('the simulated counters are exact between any two moments, whatever happened between (no byte lost to rounding)', async () => {
     const server = '00000000-0000-4000-8000-0000000000aa';
-    const t0 = Date.UTC(2030, 0, 1);
+    const t0 = Date.UTC(FUTURE_YEAR, 0, 1);
     const at = (ms: number) => ({ ...srv.services, clock: { now: () => new Date(t0 + ms) } });
     const db = srv.services.store;
     await db.transaction((tx) => startSending(tx, at(0), server, 3));

@@ -10,6 +10,7 @@ import { assetPath } from '../../src/assets.js';
 import { assignIps } from '../../src/resources/ips/ips.js';
 import { assignVlans } from '../../src/resources/vlans/vlans.js';
 import { setWritten } from '../../src/sim/storage.js';
+import { FrozenClock } from '../helpers/clock.js';
 
 /**
  * Issue 14's "done when": one account with an AMD and an Intel server, drives, a snapshot, an IP, a VLAN,
@@ -62,13 +63,19 @@ before(async () => {
   const caps = JSON.parse(readFileSync(assetPath('resources/capabilities/defaults.json'), 'utf8'));
   caps.hypervisors = { kvm: ['amd', 'intel'] };
   writeFileSync(join(dir, 'caps.json'), JSON.stringify(caps));
-  srv = await startServer({
-    capabilities: join(dir, 'caps.json'),
-    pricing: assetPath(PRICE_FILE),
-    'opening-balance': '100000',
-    // Guests do not write (the snapshot keeps the size the test gives it); operations are instant.
-    delays: 'drive.clone=0,drive.clone.per_gib=0,drive.create=0,server.boot=0,snapshot.create=0,drive.write_rate=0',
-  });
+  srv = await startServer(
+    {
+      capabilities: join(dir, 'caps.json'),
+      pricing: assetPath(PRICE_FILE),
+      'opening-balance': '100000',
+      // Guests do not write (the snapshot keeps the size the test gives it); operations are instant.
+      delays: 'drive.clone=0,drive.clone.per_gib=0,drive.create=0,server.boot=0,snapshot.create=0,drive.write_rate=0',
+    },
+    undefined,
+    // Time stands still but for the test's moves: how many polls the month makes does not depend on how
+    // long the machine takes to bill them (real time passing added polls under load).
+    { clock: new FrozenClock() },
+  );
   await srv.advance(0);
 });
 after(async () => {

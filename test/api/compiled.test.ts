@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '../helpers/client.js';
 import { engine, freshDatabase } from '../helpers/db.js';
+import { childEnv } from '../helpers/process.js';
 
 /**
  * The compiled build users run (dist/, from scripts/build.js; test/run.ts builds it first): the bundle
@@ -32,6 +33,7 @@ test('dist/stratus.js serves, finds its data files, and loads pg, nodemailer and
   writeFileSync(preload, `process.on('SIGUSR2', () => process.stderr.write('LOADED ' + JSON.stringify(Object.keys(require.cache)) + '\\n'));\n`);
   const child = spawn(process.execPath, ['--require', preload, DIST, 'serve', '--db', db.url, '--port', '0', '--log-level', 'warn', '--log-format', 'pretty'], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: childEnv(),
   });
   let out = '';
   let err = '';

@@ -9,6 +9,7 @@ import { expectError } from '../helpers/errors.js';
 import { smtpSink } from '../helpers/auth.js';
 import { record } from '../../src/core/events.js';
 import { EVENT_NOTIFICATIONS, NOTIFICATION_TYPES } from '../../src/resources/notifications/types.js';
+import { onlyOn } from '../helpers/skips.js';
 
 let srv: TestServer;
 let sink: Awaited<ReturnType<typeof smtpSink>>;
@@ -259,8 +260,7 @@ describe('delivery', () => {
 });
 
 describe('several API processes (PostgreSQL)', () => {
-  test('two processes working the same outbox fan out and send each notification once', async (t) => {
-    if (srv.services.store.dialect !== 'postgres') return t.skip('one process on SQLite');
+  test('two processes working the same outbox fan out and send each notification once', { skip: onlyOn('postgres') }, async () => {
     const second = await startServer({ db: srv.dbUrl, 'smtp-url': sink.url }, undefined, { clock: srv.clock });
     try {
       const users = await Promise.all([srv.user(), srv.user(), srv.user()]);

@@ -4,9 +4,10 @@ import net from 'node:net';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { engine, PG_URL } from '../helpers/db.js';
+import { PG_URL } from '../helpers/db.js';
 import { cli } from '../helpers/cli.js';
 import { stratus } from '../helpers/process.js';
+import { onlyOn } from '../helpers/skips.js';
 
 /**
  * Failures a person understands: every bad setting or environment problem is one line on stderr naming the
@@ -48,7 +49,7 @@ describe('one line, exit code 2', () => {
     assertOneLine(unknown, /db: the PostgreSQL host "no-such-host\.invalid" is not known/, 'unknown host');
   });
 
-  test('PostgreSQL without the database, or refusing the user', { skip: engine !== 'postgres' && 'PostgreSQL run only' }, async () => {
+  test('PostgreSQL without the database, or refusing the user', { skip: onlyOn('postgres') }, async () => {
     const missing = new URL(PG_URL);
     missing.pathname = '/stratus_no_such_database';
     const res = await cli(['users', 'list', '--db', missing.toString()]);

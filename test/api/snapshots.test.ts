@@ -11,6 +11,7 @@ import { engine, freshDatabase } from '../helpers/db.js';
 import { simCommand } from '../../src/cli/sim.js';
 import { snapshotUsage } from '../../src/resources/snapshots/of-drive.js';
 import { assetPath } from '../../src/assets.js';
+import { FUTURE_YEAR } from '../helpers/clock.js';
 
 type User = Client & { uuid: string; email: string };
 let srv: TestServer;
@@ -94,13 +95,13 @@ describe('snapshot lifecycle', () => {
 
   test('without a name: <drive uuid>__<YYYY-MM-DD>__<HH_MM_SS> in UTC; several in one request', async () => {
     const d = await drive(alice);
-    srv.clock.set(new Date('2031-06-05T09:53:28.051Z'));
+    srv.clock.set(new Date(`${FUTURE_YEAR}-06-05T09:53:28.051Z`));
     const res = await alice.post('snapshots/', { objects: [{ drive: d.uuid }, { drive: { uuid: d.uuid } }, { drive: `/api/2.0/drives/${d.uuid}/` }] });
     assert.equal(res.status, 201, res.text);
     assert.equal(res.json.objects.length, 3);
     for (const s of res.json.objects) {
-      assert.equal(s.name, `${d.uuid}__2031-06-05__09_53_28`);
-      assert.match(s.timestamp, /^2031-06-05 09:53:28\.\d{3}000\+00:00$/);
+      assert.equal(s.name, `${d.uuid}__${FUTURE_YEAR}-06-05__09_53_28`);
+      assert.match(s.timestamp, new RegExp(`^${FUTURE_YEAR}-06-05 09:53:28\\.\\d{3}000\\+00:00$`));
     }
     assert.equal((await get(alice, d.resource_uri)).snapshots.length, 3);
   });

@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serveProcess, stratus, type Running } from '../helpers/process.js';
-import { engine } from '../helpers/db.js';
+import { needs, onlyOn } from '../helpers/skips.js';
 
 /**
  * `--tls`: HTTPS as the real hosts, for clients that change nothing but a name mapping (`curl --resolve`)
@@ -14,8 +14,7 @@ import { engine } from '../helpers/db.js';
  * The TLS set-up does not depend on the store: these tests run once, in the SQLite pass.
  */
 const LOGIN = 'tls@example.com:s3cret';
-const hasCurl = spawnSync('curl', ['--version']).status === 0;
-const skip = engine !== 'sqlite' ? 'store-independent: run in the SQLite pass' : !hasCurl && 'curl is not installed';
+const skip = onlyOn('sqlite') || needs('curl');
 
 function curl(args: string[]): { code: number; status: string; body: string; headers: string } {
   const res = spawnSync('curl', ['-sS', '-u', LOGIN, '-D', '-', '-o', '-', ...args], { encoding: 'utf8', timeout: 30_000 });

@@ -7,10 +7,13 @@ import { newDrive, newServer } from '../helpers/seed.js';
 import { billingCommand } from '../../src/cli/billing.js';
 import { setPassword } from '../../src/resources/users/users.js';
 import { setCookies } from '../helpers/auth.js';
+import { onlyOn } from '../helpers/skips.js';
+import { FrozenClock } from '../helpers/clock.js';
 
 let srv: TestServer;
 before(async () => {
-  srv = await startServer();
+  // Time moves only when a test moves it: the cookie's 120 s are checked to the second.
+  srv = await startServer({}, undefined, { clock: new FrozenClock() });
 });
 after(() => srv.close());
 
@@ -111,10 +114,10 @@ describe('the async_auth cookie (reference §4.3)', () => {
     const u = await srv.user();
     const first = await asyncAuth(u);
     const held = await stream(srv, u); // connected at once, as pycloudsigma does
-    // The test clock also follows real time, and the cookie's time is whole seconds: a few seconds of margin.
-    await srv.advance(115_000);
+    // The clock stands still between moves (a whole second: the cookie's time is whole seconds).
+    await srv.advance(119_000);
     assert.equal(await connect(srv, first.cookie), 'open', 'within 120 s');
-    await srv.advance(5_000);
+    await srv.advance(1_000);
     assert.equal(await connect(srv, first.cookie), 401, 'from 120 s on');
     assert.equal(await connect(srv, (await asyncAuth(u)).cookie), 'open', 'a fresh cookie');
     // The socket opened with an older cookie still gets its frames.
@@ -251,8 +254,7 @@ describe('websocket event stream', () => {
     assert.equal((await refused({ cookie: String(again.headers['set-cookie']).split(';')[0] })).status, 101);
   });
 
-  test('a password changed through another API process closes the socket (PostgreSQL)', async (t) => {
-    if (srv.services.store.dialect !== 'postgres') return t.skip('one process on SQLite');
+  test('a password changed through another API process closes the socket (PostgreSQL)', { skip: onlyOn('postgres') }, async () => {
     const second = await startServer({ db: srv.dbUrl }, undefined, { clock: srv.clock });
     try {
       const u = await srv.user();
@@ -304,8 +306,7 @@ describe('websocket event stream', () => {
     theirs.ws.close();
   });
 
-  test('changes made through another API process reach the socket (PostgreSQL)', async (t) => {
-    if (srv.services.store.dialect !== 'postgres') return t.skip('one process on SQLite');
+  test('changes made through another API process reach the socket (PostgreSQL)', { skip: onlyOn('postgres') }, async () => {
     const second = await startServer({ db: srv.dbUrl }, undefined, { clock: srv.clock });
     try {
       const u = await srv.user();
@@ -319,8 +320,7 @@ describe('websocket event stream', () => {
     }
   });
 
-  test('a cookie one API process issued opens the socket on another (PostgreSQL: one shared secret)', async (t) => {
-    if (srv.services.store.dialect !== 'postgres') return t.skip('one process on SQLite');
+  test('a cookie one API process issued opens the socket on another (PostgreSQL: one shared secret)', { skip: onlyOn('postgres') }, async () => {
     const second = await startServer({ db: srv.dbUrl }, undefined, { clock: srv.clock });
     try {
       const u = await srv.user();

@@ -11,17 +11,30 @@ after(() => {
   for (const child of live) child.kill('SIGKILL');
 });
 
+/**
+ * The environment of a `stratus` child: this process's without any STRATUS_* setting (the caller's shell
+ * or the test runner's must not change what a test starts), plus exactly what the test sets.
+ */
+export function childEnv(env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  return { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('STRATUS_'))), ...env };
+}
+
 /** Run a `stratus` command to completion. */
 export function stratus(args: string[], env: NodeJS.ProcessEnv = {}) {
-  const res = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 60_000 });
+  const res = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: childEnv(env), timeout: 60_000 });
   return { status: res.status, stdout: res.stdout, stderr: res.stderr };
 }
 
 /** Run a `stratus` command as its own process, without blocking this one's event loop meanwhile. */
 export function stratusAsync(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    live.add(child);
+  return stratusChild(args, env).done;
+}
+
+/** As stratusAsync, with the child process itself (a test that watches what it is doing). */
+export function stratusChild(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const child = spawn(process.execPath, [BIN, ...args], { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(child);
+  const done = new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
     let stdout = '';
     let stderr = '';
     child.stdout!.on('data', (d) => (stdout += d));
@@ -32,6 +45,7 @@ export function stratusAsync(args: string[], env: NodeJS.ProcessEnv = {}): Promi
       resolve({ status, stdout, stderr });
     });
   });
+  return { child, done };
 }
 
 export interface Running {
@@ -50,7 +64,7 @@ export interface Running {
 export function serveProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Running> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'warn', '--log-format', 'pretty', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
+    env: childEnv(env),
   });
   let out = '';
   let err = '';

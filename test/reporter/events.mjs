@@ -1,8 +1,8 @@
 /**
  * A node:test reporter (`--test-reporter=./test/reporter/events.mjs`) that writes the run's events as
  * JSON lines to its destination, for test/run.ts to summarise once the run is over. Errors are reduced
- * to plain data (message, stack, assertion operands); enqueue/dequeue noise and the per-test `complete`
- * events (repeats of pass/fail) are dropped; a file's stdout and stderr are kept (test/run.ts shows them
+ * to plain data (message, stack, assertion operands); enqueue noise is dropped; a test's `dequeue` (it
+ * begins) and `complete` (it ended) are kept as bare names, for naming the tests a hung file was running; a file's stdout and stderr are kept (test/run.ts shows them
  * when the file itself failed, e.g. a crash at import).
  */
 const plain = (v) => {
@@ -39,9 +39,12 @@ import { withSourcePath } from './paths.mjs';
 export default async function* events(source) {
   for await (const { type, data: raw } of source) {
     const data = withSourcePath(raw);
-    if (type === 'test:enqueue' || type === 'test:dequeue' || type === 'test:watch:drained') continue;
-    // A test's `complete` repeats its pass/fail; only a file's own (its duration, its outcome) is new.
-    if (type === 'test:complete' && !(data.nesting === 0 && data.name === data.file)) continue;
+    if (type === 'test:enqueue' || type === 'test:watch:drained') continue;
+    // A test's `complete` repeats its pass/fail (only a file's own, its duration, is new): kept bare.
+    if (type === 'test:dequeue' || (type === 'test:complete' && !(data.nesting === 0 && data.name === data.file))) {
+      yield JSON.stringify({ type, name: data.name, nesting: data.nesting, file: data.file }) + '\n';
+      continue;
+    }
     const out = { type, ...data };
     if (data?.details) out.details = { ...data.details, error: errorData(data.details.error) };
     yield JSON.stringify(out) + '\n';

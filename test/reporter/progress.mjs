@@ -8,9 +8,11 @@
  * written when the reports move on to the next file, or when the run ends.
  */
 import { relative } from 'node:path';
-import process from 'node:process';
+import { fileURLToPath, URL } from 'node:url';
 import { withSourcePath } from './paths.mjs';
 
+// Test files run in scratch folders (test/run.ts): paths are shown from the clone's root.
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const files = new Map();
 const stateOf = (file) => {
   let s = files.get(file);
@@ -60,5 +62,5 @@ function line(file) {
   s.printed = true;
   const counts = [`${s.pass} passed`, s.fail && `${s.fail} failed`, s.skip && `${s.skip} skipped`, s.todo && `${s.todo} todo`].filter(Boolean).join(', ');
   const secs = s.ms === undefined ? '' : `  ${(s.ms / 1000).toFixed(1)}s`;
-  return `  ${s.fail ? '✖' : '✔'} ${relative(process.cwd(), file)}  ${counts}${secs}\n` + s.failures.map((f) => `      ✖ ${f}\n`).join('');
+  return `  ${s.fail ? '✖' : '✔'} ${relative(root, file)}  ${counts}${secs}\n` + s.failures.map((f) => `      ✖ ${f}\n`).join('');
 }

@@ -29,6 +29,14 @@ export interface Failure {
   error?: ErrorData;
   /** For a file that failed as a whole (a crash, an exit): what it printed. */
   output?: string;
+  /** The runner's own word on it (e.g. which tests were still running when a hung file was killed). */
+  note?: string;
+}
+export interface Skip {
+  name: string;
+  where: string;
+  /** The test's `skip` option or `t.skip()` message: `true` when it gave none. */
+  reason: string | true;
 }
 export interface FileResult {
   file: string;
@@ -43,6 +51,7 @@ export interface RunResult {
   todo: number;
   files: FileResult[];
   failures: Failure[];
+  skips: Skip[];
 }
 
 /**
@@ -70,15 +79,46 @@ function locate(file: string, ev: TestEvent, sources: Map<string, string[]>): st
   return `${ev.line ?? 1}:${ev.column ?? 1}`;
 }
 
-export function summarize(eventsFile: string, root: string): RunResult {
-  let text = '';
+const readEvents = (eventsFile: string): string => {
   try {
-    text = readFileSync(eventsFile, 'utf8');
+    return readFileSync(eventsFile, 'utf8');
   } catch {
-    // no events: the runner did not start (its own error is on stderr)
+    return ''; // no events: the file's runner did not start (its own error is in its output)
   }
+};
+
+/**
+ * The tests of a (killed) file's events that began and never ended: where a hung file hung. A test's
+ * `test:dequeue` comes when it begins; its `test:start` only with its result.
+ */
+export function unfinished(eventsFile: string): string[] {
+  const open: string[] = [];
+  const stack: string[] = [];
+  for (const raw of readEvents(eventsFile).split('\n')) {
+    let ev: TestEvent;
+    try {
+      ev = JSON.parse(raw);
+    } catch {
+      continue;
+    }
+    if (ev.nesting === undefined || ev.name === ev.file) continue;
+    const name = [...stack.slice(0, ev.nesting), ev.name].join(' > ');
+    if (ev.type === 'test:dequeue') {
+      stack[ev.nesting] = ev.name!;
+      open.push(name);
+    } else if (ev.type === 'test:complete') {
+      const at = open.lastIndexOf(name);
+      if (at >= 0) open.splice(at, 1);
+    }
+  }
+  return open;
+}
+
+/** The results of one run of files, from the events each file's reporter wrote. */
+export function summarize(eventsFiles: string[], root: string): RunResult {
+  const text = eventsFiles.map(readEvents).join('\n');
   const rel = (f: string) => relative(root, f);
-  const result: RunResult = { passed: 0, failed: 0, skipped: 0, todo: 0, files: [], failures: [] };
+  const result: RunResult = { passed: 0, failed: 0, skipped: 0, todo: 0, files: [], failures: [], skips: [] };
   const stacks = new Map<string, string[]>();
   const output = new Map<string, string[]>();
   const perFile = new Map<string, FileResult>();
@@ -126,8 +166,10 @@ export function summarize(eventsFile: string, root: string): RunResult {
           result.failures.push(failure(`${name} (suite hook)`));
         }
       } else if (ev.todo) result.todo++;
-      else if (ev.skip) result.skipped++;
-      else if (!failed) {
+      else if (ev.skip) {
+        result.skipped++;
+        result.skips.push({ name, where: `${rel(file)}:${locate(file, ev, sources)}`, reason: ev.skip });
+      } else if (!failed) {
         result.passed++;
         fileResult(file).passed++;
       } else {
@@ -143,7 +185,7 @@ export function summarize(eventsFile: string, root: string): RunResult {
 
 /** A failure as a reader wants it: name, place, the error without the runner's own stack frames. */
 export function describeFailure(f: Failure, index: number, root: string): string {
-  const lines = [`${index}) ${f.name}`, `   at ${f.where}`];
+  const lines = [`${index}) ${f.name}`, `   at ${f.where}`, ...(f.note ? [`   ${f.note}`] : [])];
   const e = f.error;
   if (e) {
     const cause = e.cause;

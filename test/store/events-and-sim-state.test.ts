@@ -10,6 +10,7 @@ import { startServer, type TestServer } from '../helpers/server.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { Store } from '../../src/store/db.js';
 import { migrationProvider } from '../../src/store/migrations/index.js';
+import { onlyOn } from '../helpers/skips.js';
 
 describe('the event record', () => {
   let srv: TestServer;
@@ -154,7 +155,7 @@ describe('an older database opens in a newer Stratus', () => {
 describe('recurring durable work with two API processes', () => {
   test(
     'one pending reconcile timer across both schedulers; a stuck server is healed once',
-    { skip: engine !== 'postgres' && 'needs two processes on one PostgreSQL database' },
+    { skip: onlyOn('postgres') } /* two processes on one PostgreSQL database */,
     async () => {
       const { startPeer } = await import('../helpers/server.js');
       const a = await startServer();

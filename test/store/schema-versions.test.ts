@@ -15,6 +15,7 @@ import { cli } from '../helpers/cli.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { serveProcess } from '../helpers/process.js';
 import { startServer } from '../helpers/server.js';
+import { FUTURE_YEAR } from '../helpers/clock.js';
 
 /**
  * Schema changes only on purpose: `serve` and `stratus migrate` create or upgrade the schema; every other
@@ -156,7 +157,7 @@ describe('a database the renewal loop wrote (times past year 9999) upgrades into
     const db = rawDb(url);
     const owner = '6f3f9b8e-0d51-4a56-9d7e-000000000002';
     const loopEnd = '+010000-01-01T12:00:00.000000+00:00';
-    const inTime = '2030-01-01T12:00:00.000000+00:00';
+    const inTime = `${FUTURE_YEAR}-01-01T12:00:00.000000+00:00`;
     try {
       const schema = engine === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0].s : undefined;
       const migrator = new Migrator({ db, provider: migrationProvider(engine), migrationTableSchema: schema, nameComparator: byCodePoint });
@@ -219,7 +220,7 @@ describe('a database the renewal loop wrote (times past year 9999) upgrades into
         timers.map((t) => [t.state, Number(t.due_ms)]),
         [
           ['failed', 0],
-          ['pending', Date.parse('2030-01-01T12:00:00Z')],
+          ['pending', Date.parse(`${FUTURE_YEAR}-01-01T12:00:00Z`)],
         ],
       );
       assert.match(String(timers[0]!.last_error), /out of range/);
@@ -228,7 +229,7 @@ describe('a database the renewal loop wrote (times past year 9999) upgrades into
         subs.map((s) => [s.uuid, Number(s.end_ms)]),
         [
           ['loop', Date.parse(loopEnd)],
-          ['fine', Date.parse('2030-01-01T12:00:00Z')],
+          ['fine', Date.parse(`${FUTURE_YEAR}-01-01T12:00:00Z`)],
         ],
       );
       // Before the fix, the year-10000 timer was due at every pass and renewed itself each time.

@@ -1,12 +1,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, type TestServer } from '../helpers/server.js';
-import { stratusAsync } from '../helpers/process.js';
+import { stratusChild } from '../helpers/process.js';
 import { engine } from '../helpers/db.js';
 import { fromDatabaseError } from '../../src/store/errors.js';
+import { onlyOn } from '../helpers/skips.js';
 
 /**
  * Two processes writing one SQLite file (a server and an operator command, a process of its own: in one process better-sqlite3's busy wait would block the event loop): a write transaction that has
@@ -25,38 +26,47 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-test(
-  'a transaction that read before another process committed still commits; the other process waited',
-  { skip: engine !== 'sqlite' && 'SQLite only' },
-  async () => {
-    const s = srv!;
-    const user = await s.user();
-    const before = (await user.get('balance/')).json.balance as string;
-    const t0 = Date.now();
-    let cliDoneAt: number | undefined;
-    const result = await s.services.store.transaction(async (tx) => {
-      await tx.selectFrom('settings').selectAll().execute();
-      // The operator command runs now: with a deferred BEGIN it would commit at once (and this transaction
-      // could not write any more); with IMMEDIATE it waits for this one to commit.
-      const topup = stratusAsync(['billing', 'topup', user.email, '25', '--db', s.dbUrl]).then((r) => {
-        cliDoneAt = Date.now() - t0;
-        return r;
-      });
-      await Promise.race([topup, new Promise((r) => setTimeout(r, 1500))]);
-      await tx.insertInto('settings').values({ key: 'writers-test', value: 'x' }).execute();
-      return { topup, committingAt: Date.now() - t0 };
+/**
+ * Whether the process is sleeping in SQLite's busy handler: its main thread (better-sqlite3 is synchronous)
+ * in nanosleep/clock_nanosleep rather than its event loop's epoll wait (Linux: /proc/PID/syscall).
+ */
+const SLEEP_CALLS: Record<string, number[]> = { x64: [35, 230], arm64: [101, 115] };
+function inBusyWait(pid: number): boolean {
+  const call = Number(readFileSync(`/proc/${pid}/syscall`, 'utf8').split(' ')[0]);
+  return (SLEEP_CALLS[process.arch] ?? []).includes(call);
+}
+
+test('a transaction that read before another process committed still commits; the other process waited', { skip: onlyOn('sqlite') }, async () => {
+  const s = srv!;
+  const user = await s.user();
+  const before = (await user.get('balance/')).json.balance as string;
+  let cliDone = false;
+  let waited = false;
+  const committed = await s.services.store.transaction(async (tx) => {
+    await tx.selectFrom('settings').selectAll().execute();
+    // The operator command runs now: with a deferred BEGIN it would commit at once (and this transaction
+    // could not write any more); with IMMEDIATE it waits for this one to commit. This transaction stays
+    // open until the command is seen waiting (however slowly its process starts), so the race happens.
+    const cli = stratusChild(['billing', 'topup', user.email, '25', '--db', s.dbUrl]);
+    const topup = cli.done.then((r) => {
+      cliDone = true;
+      return r;
     });
-    const topup = await result.topup;
-    assert.equal(topup.status, 0, `${topup.stderr} (finished at ${cliDoneAt} ms; this transaction committed at ${result.committingAt} ms)`);
-    assert.ok(
-      cliDoneAt! > result.committingAt,
-      `the operator command finished at ${cliDoneAt} ms, after this transaction's commit at ${result.committingAt} ms`,
-    );
-    assert.notEqual((await user.get('balance/')).json.balance, before);
-    const row = await s.services.store.db.selectFrom('settings').select('value').where('key', '=', 'writers-test').executeTakeFirst();
-    assert.equal(row?.value, 'x');
-  },
-);
+    for (const deadline = Date.now() + 60_000; !waited && !cliDone && Date.now() < deadline;) {
+      await new Promise((r) => setTimeout(r, 5));
+      waited = cli.child.exitCode === null && inBusyWait(cli.child.pid!);
+    }
+    await tx.insertInto('settings').values({ key: 'writers-test', value: 'x' }).execute();
+    return { topup, cliDoneBeforeCommit: cliDone };
+  });
+  const topup = await committed.topup;
+  assert.equal(topup.status, 0, topup.stderr);
+  assert.ok(waited, 'the operator command was seen waiting for the lock while this transaction was open');
+  assert.equal(committed.cliDoneBeforeCommit, false, 'the operator command finished only after this transaction committed');
+  assert.notEqual((await user.get('balance/')).json.balance, before);
+  const row = await s.services.store.db.selectFrom('settings').select('value').where('key', '=', 'writers-test').executeTakeFirst();
+  assert.equal(row?.value, 'x');
+});
 
 test('a lost race of any SQLite busy or locked code is a 503 concurrency, not a 500', () => {
   for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_TIMEOUT', 'SQLITE_LOCKED', 'SQLITE_LOCKED_SHAREDCACHE'])

@@ -12,6 +12,7 @@ import { VersionedCache } from '../../src/store/object-cache.js';
 import { StatementCache } from '../../src/store/statement-cache.js';
 import { freshDatabase } from '../helpers/db.js';
 import { withSimulator } from '../../src/sim/index.js';
+import { FUTURE_YEAR } from '../helpers/clock.js';
 
 /** The in-process structures that grow with distinct keys stop at their bounds (found by bench/soak.ts). */
 
@@ -105,7 +106,7 @@ describe('credential cache', () => {
   const clock = new AdjustableClock();
   before(async () => {
     db = await freshDatabase();
-    clock.set(new Date(Date.UTC(2030, 0, 1)));
+    clock.set(new Date(Date.UTC(FUTURE_YEAR, 0, 1)));
     const config = loadConfig({ db: db.url, 'credential-cache': '3' }, {});
     services = withSimulator({ store: await Store.open(db.url, { poolSize: 2 }), clock, ids: randomIds, config });
   });

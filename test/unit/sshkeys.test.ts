@@ -18,8 +18,7 @@ import {
 } from '../../src/resources/keypairs/sshkeys.js';
 import { golden } from '../helpers/golden.js';
 import { encryptedRsaPem } from '../helpers/keys.js';
-
-const hasSshKeygen = spawnSync('ssh-keygen', ['-?'], { stdio: 'ignore' }).error === undefined;
+import { needs } from '../helpers/skips.js';
 
 function withTmp<T>(fn: (dir: string) => T): T {
   const dir = mkdtempSync(join(tmpdir(), 'stratus-keys-'));
@@ -80,49 +79,41 @@ test("a generated pair: PKCS#1 PEM, 2048 bits, ssh-rsa line that is the private 
   assert.equal(formatPublicKey('ssh-rsa', sshPublicBlob(key).blob), pair.public_key);
 });
 
-test(
-  'ssh-keygen agrees: -y on our generated private key gives our public key, -l -E md5 our fingerprint',
-  { skip: !hasSshKeygen && 'ssh-keygen not installed' },
-  async () => {
-    const pair = await generateRsaPair();
-    withTmp((dir) => {
-      writeFileSync(join(dir, 'id'), pair.private_key, { mode: 0o600 });
-      writeFileSync(join(dir, 'id.pub'), `${pair.public_key}\n`);
-      assert.equal(sshKeygen(['-y', '-f', join(dir, 'id')]), pair.public_key);
-      const fp = md5Fingerprint(parsePublicKey(pair.public_key).blob);
-      assert.match(sshKeygen(['-l', '-E', 'md5', '-f', join(dir, 'id.pub')]), new RegExp(`^2048 MD5:${fp} `));
-    });
-  },
-);
+test('ssh-keygen agrees: -y on our generated private key gives our public key, -l -E md5 our fingerprint', { skip: needs('ssh-keygen') }, async () => {
+  const pair = await generateRsaPair();
+  withTmp((dir) => {
+    writeFileSync(join(dir, 'id'), pair.private_key, { mode: 0o600 });
+    writeFileSync(join(dir, 'id.pub'), `${pair.public_key}\n`);
+    assert.equal(sshKeygen(['-y', '-f', join(dir, 'id')]), pair.public_key);
+    const fp = md5Fingerprint(parsePublicKey(pair.public_key).blob);
+    assert.match(sshKeygen(['-l', '-E', 'md5', '-f', join(dir, 'id.pub')]), new RegExp(`^2048 MD5:${fp} `));
+  });
+});
 
-test(
-  'keys made by ssh-keygen (OpenSSH and PEM files): each private key parses to its .pub, fingerprints agree',
-  { skip: !hasSshKeygen && 'ssh-keygen not installed' },
-  () => {
-    withTmp((dir) => {
-      const kinds: [string, string[]][] = [
-        ['rsa', ['-t', 'rsa', '-b', '2048']],
-        ['rsapem', ['-t', 'rsa', '-b', '2048', '-m', 'PEM']],
-        ['ed25519', ['-t', 'ed25519']],
-        ['p256', ['-t', 'ecdsa', '-b', '256']],
-        ['p384', ['-t', 'ecdsa', '-b', '384']],
-        ['p521', ['-t', 'ecdsa', '-b', '521']],
-      ];
-      for (const [name, args] of kinds) {
-        const file = join(dir, name);
-        sshKeygen(['-q', ...args, '-N', '', '-C', `${name}@test`, '-f', file]);
-        const pubLine = readFileSync(`${file}.pub`, 'utf8');
-        const pub = parsePublicKey(pubLine);
-        assert.equal(pub.comment, `${name}@test`);
-        assert.ok(sshPublicBlob(parsePrivateKey(readFileSync(file, 'utf8'))).blob.equals(pub.blob), name);
-        assert.match(sshKeygen(['-l', '-E', 'md5', '-f', `${file}.pub`]), new RegExp(` MD5:${md5Fingerprint(pub.blob)} `), name);
-      }
-      // A passphrase-protected key is refused, not half-read.
-      sshKeygen(['-q', '-t', 'ed25519', '-N', 'secret', '-f', join(dir, 'locked')]);
-      assert.throws(() => parsePrivateKey(readFileSync(join(dir, 'locked'), 'utf8')), KeyError);
-    });
-  },
-);
+test('keys made by ssh-keygen (OpenSSH and PEM files): each private key parses to its .pub, fingerprints agree', { skip: needs('ssh-keygen') }, () => {
+  withTmp((dir) => {
+    const kinds: [string, string[]][] = [
+      ['rsa', ['-t', 'rsa', '-b', '2048']],
+      ['rsapem', ['-t', 'rsa', '-b', '2048', '-m', 'PEM']],
+      ['ed25519', ['-t', 'ed25519']],
+      ['p256', ['-t', 'ecdsa', '-b', '256']],
+      ['p384', ['-t', 'ecdsa', '-b', '384']],
+      ['p521', ['-t', 'ecdsa', '-b', '521']],
+    ];
+    for (const [name, args] of kinds) {
+      const file = join(dir, name);
+      sshKeygen(['-q', ...args, '-N', '', '-C', `${name}@test`, '-f', file]);
+      const pubLine = readFileSync(`${file}.pub`, 'utf8');
+      const pub = parsePublicKey(pubLine);
+      assert.equal(pub.comment, `${name}@test`);
+      assert.ok(sshPublicBlob(parsePrivateKey(readFileSync(file, 'utf8'))).blob.equals(pub.blob), name);
+      assert.match(sshKeygen(['-l', '-E', 'md5', '-f', `${file}.pub`]), new RegExp(` MD5:${md5Fingerprint(pub.blob)} `), name);
+    }
+    // A passphrase-protected key is refused, not half-read.
+    sshKeygen(['-q', '-t', 'ed25519', '-N', 'secret', '-f', join(dir, 'locked')]);
+    assert.throws(() => parsePrivateKey(readFileSync(join(dir, 'locked'), 'utf8')), KeyError);
+  });
+});
 
 test('ed25519 and ECDSA keys from node:crypto: PKCS#8 and SEC1 PEM parse; the public blob has the OpenSSH layout', () => {
   const ed = generateKeyPairSync('ed25519');
