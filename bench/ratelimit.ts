@@ -15,7 +15,7 @@ import { loadConfig } from '../src/config.js';
 import { systemClock } from '../src/core/clock.js';
 import type { Caller, Services } from '../src/core/context.js';
 import { randomIds } from '../src/core/ids.js';
-import { MemoryCounters, TableCounters, type CounterStore } from '../src/http/ratelimit/counters.js';
+import { MemoryCounters, TableCounters, type CounterStore } from '../src/store/limits/counters.js';
 import { RateLimiter } from '../src/http/ratelimit/limiter.js';
 import { Store } from '../src/store/db.js';
 import { createUser } from '../src/resources/users/users.js';

@@ -17,7 +17,7 @@ import { loadConfig } from '../src/config.js';
 import { systemClock } from '../src/core/clock.js';
 import type { Services } from '../src/core/context.js';
 import { randomIds } from '../src/core/ids.js';
-import { setAccountLimits } from '../src/http/ratelimit/overrides.js';
+import { setAccountLimits } from '../src/resources/accounts/rate-limits.js';
 import { createUser } from '../src/resources/users/users.js';
 import type { Store } from '../src/store/db.js';
 import { ref, type Obj } from '../src/store/repository.js';

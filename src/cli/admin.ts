@@ -6,6 +6,7 @@ import { schedule } from '../core/timers.js';
 import { clockState, moveClock, parseDuration } from '../admin/clock.js';
 import { resetAccount } from '../admin/reset.js';
 import { seed } from '../admin/seed.js';
+import { registry } from '../registry.js';
 import { exportState, importState } from '../admin/state-file.js';
 import { findUserByEmail } from '../resources/users/users.js';
 
@@ -42,7 +43,7 @@ function inFile(path: string) {
 }
 
 export async function seedCommand(s: Services, args: string[]): Promise<string> {
-  const report = await seed(s, readJson(args[0], 'seed')).catch(inFile(args[0]));
+  const report = await seed(s, registry, readJson(args[0], 'seed')).catch(inFile(args[0]));
   const list = (o: Record<string, number>) =>
     Object.entries(o)
       .map(([k, n]) => `${n} ${k}`)

@@ -134,8 +134,9 @@ function libraryMeta(body: Obj): Obj {
 
 /** The caller's clone naming strategy (profile `clone_naming`). */
 export async function cloneNaming(tx: Tx, ctx: Ctx): Promise<CloneNaming> {
-  const profile = await tx.selectFrom('users').select('profile').where('uuid', '=', ctx.caller.uuid).executeTakeFirstOrThrow();
-  return ((JSON.parse(profile.profile) as Obj).clone_naming ?? 'NONE') as CloneNaming;
+  const row = await ctx.store.accounts.users.profileOf(tx, ctx.caller.uuid);
+  if (!row) throw new Error(`no user ${ctx.caller.uuid}`);
+  return ((JSON.parse(row.profile) as Obj).clone_naming ?? 'NONE') as CloneNaming;
 }
 
 async function nameFor(tx: Tx, ctx: Ctx, source: string): Promise<string> {
