@@ -1,3 +1,4 @@
+import type { Clock } from './clock.js';
 import type { Db, Tx } from '../store/db.js';
 
 /**
@@ -131,8 +132,11 @@ export interface SimStorage {
   /** A clone of a snapshot holds the drive's data as it was then. */
   copySnapshotData(tx: Tx, snapshot: string, to: string, size: number): Promise<void>;
   takeSnapshot(tx: Tx, drive: DriveDisk, snapshot: string): Promise<void>;
-  /** Each snapshot's allocated size now, or at `at` (a billing poll); unknown: 0. */
-  snapshotSizes(db: Db | Tx, snapshots: readonly string[], at?: Date): Promise<Map<string, number>>;
+  /**
+   * Each snapshot's allocated size (unknown: 0) at the time of `clock`: the request's (an answer that
+   * read it is never reused), a billing poll's moment; the simulator's own when absent.
+   */
+  snapshotSizes(db: Db | Tx, snapshots: readonly string[], clock?: Pick<Clock, 'now'>): Promise<Map<string, number>>;
   forgetSnapshots(tx: Tx, snapshots: readonly string[]): Promise<void>;
   /** The next clone of `source` (null: of any drive) fails. */
   failNextClone(tx: Tx, source: string | null): Promise<void>;

@@ -48,7 +48,7 @@ export function createSimulator(deps: SimDeps, random: RandomSource = defaultRan
       copyData: (tx, from, to, size) => storage.copyData(tx, s, from, to, size),
       copySnapshotData: (tx, snapshot, to, size) => storage.copySnapshotData(tx, snapshot, to, size),
       takeSnapshot: (tx, drive, snapshot) => storage.takeSnapshot(tx, s, drive, snapshot),
-      snapshotSizes: (db, snapshots, at) => storage.snapshotSizes(db, at ? { config: s.config, clock: { now: () => at } } : s, snapshots),
+      snapshotSizes: (db, snapshots, clock) => storage.snapshotSizes(db, clock ? { config: s.config, clock } : s, snapshots),
       forgetSnapshots: (tx, snapshots) => storage.forgetSnapshots(tx, snapshots),
       failNextClone: (tx, source) => storage.failNextClone(tx, source),
       takeCloneFailure: (tx, source) => storage.takeCloneFailure(tx, source),

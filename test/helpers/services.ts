@@ -9,7 +9,8 @@ import { createUser } from '../../src/resources/users/users.js';
 import { Scheduler } from '../../src/core/scheduler.js';
 import { Store } from '../../src/store/db.js';
 import { freshDatabase } from './db.js';
-import { withSimulator } from '../../src/sim/index.js';
+import type { Simulator } from '../../src/core/sim.js';
+import { createSimulator, type SimDeps } from '../../src/sim/index.js';
 
 /**
  * The service tier's fixture: the services a server is built on (store, injected clock, ids, config, the
@@ -17,8 +18,10 @@ import { withSimulator } from '../../src/sim/index.js';
  * context (`ctx`), and time moves with `advance` (the scheduler runs what fell due; nothing sleeps).
  * On the engine under test (`STRATUS_TEST_DB`): `:memory:` SQLite, or a fresh PostgreSQL schema.
  */
-export interface ServiceFixture {
+export interface ServiceFixture<S extends Simulator = Simulator> {
   services: Services;
+  /** The simulator the services run on (the scripted one when the test gave one). */
+  sim: S;
   clock: AdjustableClock;
   scheduler: Scheduler;
   /** A new user (active, with the opening balance) and a context acting as them. */
@@ -34,12 +37,24 @@ export interface ServiceFixture {
 
 let counter = 0;
 
-export async function openServices(flags: Record<string, string> = {}, kinds: ResourceDecl[] = registry): Promise<ServiceFixture> {
+export interface ServiceOptions<S extends Simulator> {
+  /** The simulator the services run on (test/helpers/scripted-sim.ts); the real one when absent. */
+  sim?: (deps: SimDeps) => S;
+}
+
+export async function openServices<S extends Simulator = Simulator>(
+  flags: Record<string, string> = {},
+  kinds: ResourceDecl[] = registry,
+  opts: ServiceOptions<S> = {},
+): Promise<ServiceFixture<S>> {
   const db = await freshDatabase();
   const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', 'rate-limits': 'off', ...flags }, {});
   const store = await Store.open(config.db, { poolSize: 4, cacheMiB: config.cacheMiB, statementCache: config.statementCache });
   const clock = new AdjustableClock();
-  const services: Services = withSimulator({ store, clock, ids: randomIds, config, events: new EventSubscriptions() });
+  // The simulator reads the services' clock and config at every call (a test may swap the clock).
+  const base = { store, clock, ids: randomIds, config, events: new EventSubscriptions() };
+  const sim = (opts.sim ?? (createSimulator as (deps: SimDeps) => S))(base);
+  const services: Services = Object.assign(base, { sim });
   await startKinds(services, kinds);
   const scheduler = new Scheduler(services, timerHandlers(kinds));
   const byName = new Map(kinds.map((k) => [k.kind, k]));
@@ -50,6 +65,7 @@ export async function openServices(flags: Record<string, string> = {}, kinds: Re
   };
   return {
     services,
+    sim,
     clock,
     scheduler,
     async user(email = `svc${++counter}-${process.pid}@example.com`) {

@@ -15,12 +15,13 @@ import type { Resource } from '../../store/repository.js';
 export const snapshotsOf = (drive: Obj): string[] => (drive.snapshots as string[] | undefined) ?? [];
 
 /** `runtime.snapshots_allocated_size` of a page of presented drives: one storage read for all. */
-export async function showSnapshotSizes(ctx: Pick<Services, 'store' | 'sim'>, drives: Obj[]): Promise<void> {
+export async function showSnapshotSizes(ctx: Pick<Services, 'store' | 'sim' | 'clock'>, drives: Obj[]): Promise<void> {
   const withSnapshots = drives.filter((d) => (d.snapshots as unknown[]).length);
   if (!withSnapshots.length) return;
   const sizes = await ctx.sim.storage.snapshotSizes(
     ctx.store.db,
     withSnapshots.flatMap((d) => (d.snapshots as { uuid: string }[]).map((s) => s.uuid)),
+    ctx.clock,
   );
   for (const d of withSnapshots) {
     const total = (d.snapshots as { uuid: string }[]).reduce((sum, s) => sum + (sizes.get(s.uuid) ?? 0), 0);
@@ -69,7 +70,7 @@ export const snapshotUsage: Meter = async (s, db, at, owner) => {
   const sizes = await s.sim.storage.snapshotSizes(
     db,
     snapshots.map((r) => r.uuid),
-    at,
+    { now: () => at },
   );
   const out: Usage[] = [];
   for (const snap of snapshots) {

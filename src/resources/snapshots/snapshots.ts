@@ -95,6 +95,7 @@ async function showSizes(ctx: Ctx, snapshots: Obj[]): Promise<void> {
   const sizes = await ctx.sim.storage.snapshotSizes(
     ctx.store.db,
     ready.map((s) => s.uuid as string),
+    ctx.clock,
   );
   for (const s of snapshots) s.allocated_size = s.status === 'creating' ? null : (sizes.get(s.uuid as string) ?? 0);
 }
