@@ -1,10 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
-import { buildApp } from '../../src/app.js';
 import { setPassword } from '../../src/resources/users/users.js';
 import { Client } from '../helpers/client.js';
 import { startServer, type TestServer } from '../helpers/server.js';
+import { twoServeProcesses } from '../helpers/process.js';
 import { curl, digestChallenge, digestHeader, freshChallenge, headerLines } from '../helpers/auth.js';
 
 let srv: TestServer;
@@ -231,20 +231,19 @@ describe('HTTP Digest: our own computed headers', () => {
   });
 
   test('two API processes on one database: a nonce from one works on the other, and its nc cannot be replayed there', async () => {
-    const { u, send } = await digestUser();
-    const other = await buildApp(srv.services);
-    await other.listen({ host: '127.0.0.1', port: 0 });
+    // Two real `stratus serve` processes: nothing shared but the database (the nonce key, the nc records).
+    const two = await twoServeProcesses();
     try {
-      const otherBase = `http://127.0.0.1:${(other.server.address() as { port: number }).port}`;
-      const { nonce, opaque } = await freshChallenge(srv.anon());
-      const header = digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce, opaque, nc: 1 });
-      const there = new Client(otherBase);
-      assert.equal((await there.get(PROFILE, { authorization: header })).status, 200);
-      assert.equal((await send('GET', PROFILE, header)).status, 401, 'replayed on the first process');
-      const next = digestHeader({ username: u.email, password: u.password, method: 'GET', uri: PROFILE, nonce, opaque, nc: 2 });
-      assert.equal((await send('GET', PROFILE, next)).status, 200);
+      const [one, there] = [new Client(two.a.base), new Client(two.b.base)];
+      const header = (nonce: string, opaque: string, nc: number) =>
+        digestHeader({ username: two.email, password: two.password, method: 'GET', uri: PROFILE, nonce, opaque, nc });
+      const { nonce, opaque } = await freshChallenge(one);
+      assert.equal((await there.get(PROFILE, { authorization: header(nonce, opaque, 1) })).status, 200, 'a nonce of the first works on the second');
+      assert.equal((await one.get(PROFILE, { authorization: header(nonce, opaque, 1) })).status, 401, 'replayed on the first process');
+      assert.equal((await one.get(PROFILE, { authorization: header(nonce, opaque, 2) })).status, 200);
+      assert.equal((await there.get(PROFILE, { authorization: header(nonce, opaque, 2) })).status, 401, 'replayed on the second process');
     } finally {
-      await other.close();
+      await two.close();
     }
   });
 });

@@ -1,9 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildApp } from '../../src/app.js';
 import { LOGIN_LIMITS, LOGIN_LOCK_MS } from '../../src/resources/accounts/login-guard.js';
 import { Client, type Response } from '../helpers/client.js';
 import { startServer, type TestServer } from '../helpers/server.js';
+import { twoServeProcesses } from '../helpers/process.js';
 import { basic, digestChallenge, digestHeader, setCookies } from '../helpers/auth.js';
 
 let srv: TestServer;
@@ -164,17 +164,18 @@ describe('login protection: one account, many addresses', () => {
 
 describe('login protection: shared by API processes', () => {
   test('a lock set through one process holds in another on the same database', async () => {
-    const u = await srv.user();
-    const attacker = address();
-    await failBasic(attacker, u.email, LOGIN_LIMITS.pair);
-    const other = await buildApp(srv.services);
-    await other.listen({ host: '127.0.0.1', port: 0 });
+    // Two real `stratus serve` processes: nothing shared but the database (the failure counters).
+    const two = await twoServeProcesses();
     try {
-      const otherBase = `http://127.0.0.1:${(other.server.address() as { port: number }).port}`;
-      assertLocked(await basicFrom(attacker, u.email, u.password, otherBase), 'through the other process');
-      assert.equal((await basicFrom(address(), u.email, u.password, otherBase)).status, 200);
+      const attacker = address();
+      const fromA: number[] = [];
+      for (let i = 0; i < LOGIN_LIMITS.pair; i++) fromA.push((await basicFrom(attacker, two.email, `wrong-${i}`, two.a.base)).status);
+      // Refused every time through the first process (the last failure sets the lock and answers it).
+      assert.ok(fromA.every((st) => st === 401 || st === 429) && fromA[0] === 401, `wrong passwords through the first process: ${fromA}`);
+      assertLocked(await basicFrom(attacker, two.email, two.password, two.b.base), 'through the other process');
+      assert.equal((await basicFrom(address(), two.email, two.password, two.b.base)).status, 200, 'another address is not locked');
     } finally {
-      await other.close();
+      await two.close();
     }
   });
 

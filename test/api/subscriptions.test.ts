@@ -216,6 +216,10 @@ describe('after buying: auto_renew, extend, chains, renewal and expiry on the cl
     const end = new Date(srv.clock.now().getTime() + 2 * DAY).toISOString();
     const renews = (await c.post('subscriptions/', [{ amount: 1, end_time: end, resource: 'vlan' }])).json.objects[0];
     const lapses = (await c.post('subscriptions/', [{ amount: 1, end_time: end, resource: 'vlan', auto_renew: false }])).json.objects[0];
+    // Up to shortly before the end (the notices fall due on the way), then across it: the renewal is charged then.
+    await srv.advance(Date.parse(renews.end_time) - srv.clock.now().getTime() - 10 * 60_000);
+    assert.equal((await c.get(renews.resource_uri)).json.descendants.length, 0, 'not renewed before its end');
+    const beforeRenewal = await balanceOf(c);
     await srv.advance(Date.parse(renews.end_time) - srv.clock.now().getTime() + 1_000);
     const chain = (await c.get(renews.resource_uri)).json.descendants;
     assert.equal(chain.length, 1);
@@ -223,6 +227,13 @@ describe('after buying: auto_renew, extend, chains, renewal and expiry on the cl
     assert.equal(renewal.status, 'active');
     assert.equal(renewal.start_time, renews.end_time);
     assert.equal(seconds(renewal), seconds(renews));
+    // Charged: the price of its window, one ledger entry for it, the balance down by exactly that.
+    assert.equal(renewal.price, subscriptionPrice('vlan', 1, seconds(renewal)));
+    assert.ok(new D(renewal.price).gt(0), renewal.price);
+    const entries = (await c.get('ledger/?limit=0')).json.objects.filter((e: any) => e.reason.startsWith(`Subscription ${renewal.id}:`));
+    assert.equal(entries.length, 1, 'one ledger entry for the renewal');
+    assert.equal(entries[0].amount, renewal.price);
+    assert.equal((await balanceOf(c)).toFixed(20), beforeRenewal.minus(renewal.price).toFixed(20));
     assert.equal((await c.get(lapses.resource_uri)).json.status, 'expired');
     const actions = (await c.get('logs/?limit=0')).json.objects
       .filter((e: any) => e.category === 'Subscriptions')
@@ -243,6 +254,14 @@ describe('after buying: auto_renew, extend, chains, renewal and expiry on the cl
     const log = (await c.get('logs/?limit=1')).json.objects[0];
     assert.equal(log.category, 'Billing');
     assert.equal(log.action, 'payment');
+    // No account with that e-mail: refused (notexist, naming the e-mail), and no money moves anywhere.
+    const before = await balanceOf(c);
+    await assert.rejects(billingCommand(srv.services, ['topup', `nobody-${c.email}`, '25.50'], {}, 'usage'), (e: any) => {
+      assert.equal(e.type, 'notexist');
+      assert.equal(e.point, 'email');
+      return true;
+    });
+    assert.equal((await balanceOf(c)).toFixed(20), before.toFixed(20));
   });
 });
 

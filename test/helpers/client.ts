@@ -13,6 +13,15 @@ export interface Response {
   json: any;
 }
 
+/**
+ * The request never got an answer because the connection failed (refused, reset, closed mid-answer): what a
+ * killed server does. Anything else thrown by a request (a contract mismatch, a bad body) is a real failure.
+ */
+export function connectionLost(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ECONNABORTED'].includes(code);
+}
+
 const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
 
 /**

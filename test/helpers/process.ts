@@ -1,6 +1,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { after } from 'node:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { engine, freshDatabase } from './db.js';
 
 const BIN = fileURLToPath(new URL('../../bin/stratus.js', import.meta.url));
 
@@ -104,4 +108,40 @@ export function serveProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promi
       reject(new Error(`server exited with ${code}: ${out}${err}`));
     });
   });
+}
+
+/**
+ * Two real `stratus serve` processes on one database, as several API processes share one: a SQLite file in
+ * a temporary folder, or a fresh PostgreSQL schema. The database is migrated and holds one user (`stratus
+ * users add`) before both start with `args`; `close` stops both and removes the folder.
+ */
+export async function twoServeProcesses(args: string[] = []): Promise<{ a: Running; b: Running; email: string; password: string; close: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'stratus-two-'));
+  const db = engine === 'sqlite' ? join(dir, 'stratus.db') : (await freshDatabase()).url;
+  const email = `two-processes-${process.pid}-${Date.now()}@example.com`;
+  const password = 'two-processes-secret';
+  for (const cmd of [
+    ['migrate', '--db', db],
+    ['users', 'add', email, '--password', password, '--db', db],
+  ]) {
+    const res = await stratusAsync(cmd);
+    if (res.status !== 0) throw new Error(`stratus ${cmd.join(' ')}: ${res.status} ${res.stdout}${res.stderr}`);
+  }
+  const all = ['--db', db, '--rate-limits', 'off', ...args];
+  const a = await serveProcess(all);
+  const b = await serveProcess(all).catch(async (e) => {
+    a.child.kill('SIGKILL');
+    throw e;
+  });
+  return {
+    a,
+    b,
+    email,
+    password,
+    async close() {
+      for (const p of [a, b]) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
+      await Promise.all([a.exited, b.exited]);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
