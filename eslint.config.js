@@ -29,7 +29,7 @@ const typed = process.env.STRATUS_LINT_TYPED === '1';
  */
 const QUERIES_NOT_YET_IN_STORE = {
   admin: ['admin/clock.ts', 'admin/seed.ts', 'http/metrics.ts'],
-  billing: ['resources/billing/subscription-kinds.ts', 'resources/billing/usage.ts'],
+  billing: ['resources/billing/subscription-kinds.ts'],
   accounts: [
     'http/auth/digest.ts',
     'http/ratelimit/counters.ts',

@@ -5,7 +5,6 @@ import { burstReason, cycleOf, displayAmount, humanInterval, nextBoundary } from
 import { levelFor, levelOf } from '../../src/billing/levels.js';
 import { ledgerAmount, Money } from '../../src/billing/money.js';
 import { burstOf } from '../../src/billing/usage-records.js';
-import type { Services } from '../../src/core/context.js';
 import { GiB, testCatalogue } from '../helpers/prices.js';
 
 /**
@@ -13,7 +12,7 @@ import { GiB, testCatalogue } from '../helpers/prices.js';
  * expected values worked out by hand from the test catalogue (test/helpers/prices.ts: cpu 3.6 per GHz-hour
  * at level 1 = 0.000001 per MHz·s; mem 0.36 per GB-hour = 0.0001 per GiB·s; tx 0.05 per GB).
  */
-const s = { config: { pricing: testCatalogue() } } as unknown as Pick<Services, 'store' | 'clock' | 'config'>;
+const s = { config: { pricing: testCatalogue() } } as unknown as Parameters<typeof chargesOf>[0];
 const POLL = new Date('2030-01-07T00:05:00.000Z');
 const amounts = (cs: { resource?: string | null; amount: Money }[]) => Object.fromEntries(cs.map((c) => [c.resource, ledgerAmount(c.amount)]));
 
