@@ -9,9 +9,10 @@ import { ConfigError, type Config } from './config.js';
 import { randomAlnum, randomPassword } from './core/passwords.js';
 import { syncClock } from './admin/clock.js';
 import { openServices as open } from './cli/index.js';
-import { timerHandlers } from './registry.js';
-import { Scheduler } from './sim/scheduler.js';
-import { ensureDemoLogin } from './resources/users/users.js';
+import { registry, timerHandlers } from './registry.js';
+import { Scheduler } from './core/scheduler.js';
+import { ensureDemoLogin, findUserByEmail } from './resources/users/users.js';
+import { getAccountLimitsText, setAccountLimits } from './resources/accounts/rate-limits.js';
 import { loadTls, type TlsMaterial } from './http/tls.js';
 import { seed, type SeedReport } from './admin/seed.js';
 import { ApiError } from './core/errors.js';
@@ -33,6 +34,7 @@ export async function serve(config: Config): Promise<void> {
     throw err;
   }
   const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword(), config.demoLogin), buildApp(services, undefined, { tls })]);
+  if (demo && !config.demoLogin) await demoLimits(services, demo.email);
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   // Each pass first copies in the deployment's shared clock (moved by another process or `stratus clock`).
@@ -153,9 +155,21 @@ async function seedAtStart(s: Parameters<typeof seed>[0], path: string, runDue: 
     throw new ConfigError(`seed: cannot read ${path} as JSON (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
   try {
-    return await seed(s, doc, runDue);
+    return await seed(s, registry, doc, runDue);
   } catch (e) {
     if (e instanceof ApiError) throw new ConfigError(`seed: ${path}: ${e.point ? `${e.point}: ` : ''}${e.message}`);
     throw e;
   }
+}
+
+/**
+ * The generated demo account (`npm start` without `--demo-login`) is for a person and a console clicking around,
+ * which the spec's 100 GETs a minute would meet with 429s: it gets these limits, unless an operator has set its own
+ * (`stratus users limits`). Every other account keeps the deployment's (`--rate-limits`).
+ */
+export const DEMO_LIMITS = 'GET=10000/min,POST=1000/min,PUT=1000/min,DELETE=10000/min';
+
+async function demoLimits(services: Awaited<ReturnType<typeof open>>, email: string): Promise<void> {
+  const user = await findUserByEmail(services, email);
+  if (user && (await getAccountLimitsText(services, user.uuid)) === undefined) await setAccountLimits(services, email, DEMO_LIMITS);
 }

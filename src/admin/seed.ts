@@ -1,10 +1,9 @@
 import { setBalance } from '../billing/payments.js';
 import type { Ctx, Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
-import type { CollectionDecl } from '../core/resource.js';
+import type { CollectionDecl, ResourceDecl } from '../core/resource.js';
 import { verifyPassword } from '../core/passwords.js';
-import { setAccountLimits } from '../http/ratelimit/overrides.js';
-import { registry } from '../registry.js';
+import { setAccountLimits } from '../resources/accounts/rate-limits.js';
 import { checkLimits } from './limits.js';
 import { assignIps } from '../resources/ips/ips.js';
 import { createUser, findUserByEmail, setPassword, setState, USER_STATES, type UserRow } from '../resources/users/users.js';
@@ -114,15 +113,18 @@ export function parseSeed(doc: unknown): SeedUser[] {
   });
 }
 
-/** Apply a seed document; `runDue` lets simulated work finish between steps (new drives before servers use them). */
-export async function seed(s: Services, doc: unknown, runDue: () => Promise<unknown> = async () => 0): Promise<SeedReport> {
+/**
+ * Apply a seed document. `kinds` are the deployment's kinds (the registry, injected by the composition root:
+ * the admin plane sits below it); `runDue` lets simulated work finish between steps (new drives before servers use them).
+ */
+export async function seed(s: Services, kinds: readonly ResourceDecl[], doc: unknown, runDue: () => Promise<unknown> = async () => 0): Promise<SeedReport> {
   const users = parseSeed(doc);
   const report: SeedReport = { created: {}, existing: {} };
   const tally = (created: boolean, what: string, n = 1) => {
     const side = created ? report.created : report.existing;
     side[what] = (side[what] ?? 0) + n;
   };
-  for (const u of users) {
+  for (const [i, u] of users.entries()) {
     const user = await seedUser(s, u, tally);
     if (u.rate_limits !== undefined) await setAccountLimits(s, u.email, u.rate_limits);
     const ctx: Ctx = { ...s, caller: { uuid: user.uuid, email: user.email, state: user.state } };
@@ -130,21 +132,30 @@ export async function seed(s: Services, doc: unknown, runDue: () => Promise<unkn
     await topUp(s, user.uuid, 'ips', u.ips, tally, (n) => s.store.transaction((tx) => assignIps(tx, s, user.uuid, n)));
     await topUp(s, user.uuid, 'vlans', u.vlans, tally, (n) => s.store.transaction((tx) => assignVlans(tx, s, user.uuid, n)));
     for (const kind of KINDS) {
-      const decl = registry.find((d): d is CollectionDecl => d.kind === kind && d.shape === 'collection');
+      const decl = kinds.find((d): d is CollectionDecl => d.kind === kind && d.shape === 'collection');
       if (!decl?.service.create) throw new ApiError('backend', `the ${kind} kind cannot be created`);
       const names = await namesOf(s, user.uuid);
-      for (const body of u[kind]) {
+      for (const [j, body] of u[kind].entries()) {
         if (names.get(kind)?.has(String(body.name))) {
           tally(false, kind);
           continue;
         }
-        await decl.service.create(ctx, [resolveNames(kind, body, names)]);
+        await decl.service.create(ctx, [resolveNames(kind, body, names)]).catch((e: unknown) => {
+          throw seedEntryError(e, `users[${i}].${kind}[${j}]`, String(body.name));
+        });
         tally(true, kind);
       }
       await runDue();
     }
   }
   return report;
+}
+
+/** A kind's refusal of a seed entry names the entry (`users[0].drives[1].media`), not only the field. */
+function seedEntryError(e: unknown, at: string, name: string): unknown {
+  if (!(e instanceof ApiError)) return e;
+  const point = e.point ? `${at}.${e.point.replace(/^objects\.\d+\.?/, '')}`.replace(/\.$/, '') : at;
+  return new ApiError(e.type, `${e.message} (the entry named "${name}")`, point, e.headers);
 }
 
 async function seedUser(s: Services, u: SeedUser, tally: (created: boolean, what: string) => void): Promise<UserRow> {
@@ -168,13 +179,7 @@ async function topUp(
   add: (n: number) => Promise<unknown>,
 ): Promise<void> {
   if (!wanted) return;
-  const row = await s.store.db
-    .selectFrom('resources')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('kind', '=', kind)
-    .where('owner_uuid', '=', owner)
-    .executeTakeFirst();
-  const have = Number(row?.n ?? 0);
+  const have = await s.store.operator.countOwned(s.store.db, kind, owner);
   if (have < wanted) {
     await add(wanted - have);
     tally(true, kind, wanted - have);
@@ -184,15 +189,9 @@ async function topUp(
 
 /** The account's drive and server (and tag) names -> uuids, by kind. */
 async function namesOf(s: Services, owner: string): Promise<Map<string, Map<string, string>>> {
-  const rows = await s.store.db
-    .selectFrom('resources')
-    .select(['kind', 'name', 'uuid'])
-    .where('owner_uuid', '=', owner)
-    .where('kind', 'in', [...KINDS])
-    .execute();
+  const rows = await s.store.operator.namedOwned(s.store.db, owner, KINDS);
   const out = new Map<string, Map<string, string>>();
   for (const r of rows) {
-    if (r.name === null) continue;
     if (!out.has(r.kind)) out.set(r.kind, new Map());
     out.get(r.kind)!.set(r.name, r.uuid);
   }

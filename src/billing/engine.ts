@@ -19,7 +19,7 @@ import { recordUsage } from './usage-records.js';
  * unique (account, cycle, resource, interval) index makes a second billing of a cycle impossible. The same
  * transaction records what each object used and each account's burst (usage-records.ts, reference §16.7).
  */
-type S = Pick<Services, 'store' | 'clock' | 'config'>;
+type S = Pick<Services, 'store' | 'clock' | 'config' | 'sim'>;
 
 /** Usage of every account (or one) at `at`, from every kind's meter; volumes are those of `from`..`at`. */
 export async function measure(s: S, db: Db | Tx, meters: readonly Meter[], at: Date, owner?: string, from?: Date): Promise<Usage[]> {

@@ -14,6 +14,7 @@ import { simCommand } from './sim.js';
 import { clockCommand, exportCommand, faultsCommand, importCommand, resetOneCommand, seedCommand } from './admin.js';
 import { resetCommand, usersCommand } from './users.js';
 import { VERSION } from '../version.js';
+import { withSimulator } from '../sim/index.js';
 
 /**
  * The `stratus` command line: argument parsing and the operator commands (`users`, `ips`, `vlans`, `sim`),
@@ -246,7 +247,7 @@ export interface CliOptions {
 export async function openServices(config: Config, schema: 'migrate' | 'check'): Promise<Services> {
   const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, statementCache: config.statementCache, schema });
   // The deployment's shared clock (real time plus the offset the admin plane or `stratus clock` set).
-  const services: Services = { store, clock: new AdjustableClock(), ids: randomIds, config, events: new EventSubscriptions() };
+  const services: Services = withSimulator({ store, clock: new AdjustableClock(), ids: randomIds, config, events: new EventSubscriptions() });
   await syncClock(services);
   return services;
 }
@@ -296,8 +297,48 @@ function checkLine(command: string, rest: string[], flags: Record<string, unknow
   return sub;
 }
 
+/** The closest option name to a mistyped one (at most two edits away), for "did you mean". */
+function closestOption(name: string): string | undefined {
+  const distance = (a: string, b: string) => {
+    let row = Array.from({ length: b.length + 1 }, (_, i) => i);
+    for (let i = 1; i <= a.length; i++) {
+      const next = [i];
+      for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      row = next;
+    }
+    return row[b.length];
+  };
+  const best = Object.keys(OPTIONS)
+    .map((o) => ({ o, d: distance(name, o) }))
+    .sort((a, b) => a.d - b.d)[0];
+  return best && best.d <= 2 ? best.o : undefined;
+}
+
+/**
+ * Node's parser refuses an unknown option or a missing value with a paragraph of its own; the command line
+ * answers in its one-line form instead, with the form of the command that was typed (or the global usage).
+ */
+function parseLine(argv: string[]) {
+  try {
+    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (e) {
+    const code = (e as { code?: string }).code ?? '';
+    if (!code.startsWith('ERR_PARSE_ARGS_')) throw e;
+    const option = /'(-[^' ]+)/.exec((e as Error).message)?.[1] ?? '';
+    const words = argv.filter((a) => !a.startsWith('-'));
+    const c = COMMANDS[words[0] ?? ''];
+    const sub = c && (c.subs[0].name === undefined ? c.subs[0] : c.subs.find((s) => s.name === words[1]));
+    const form = c
+      ? `${sub ? subLine(words[0], sub) : `stratus ${words[0]} ${c.subs.map((s) => s.name).join('|')} …`} (stratus help ${words[0]})`
+      : 'stratus <command> [arguments] [options] (stratus --help)';
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') throw new ConfigError(`${option} needs a value: ${form}`);
+    const near = closestOption(option.replace(/^-+/, ''));
+    throw new ConfigError(`unknown option "${option}"${near ? ` (did you mean --${near}?)` : ''}: ${form}`);
+  }
+}
+
 async function dispatch(argv: string[], io: CliIo, opts: CliOptions): Promise<void> {
-  const { values, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  const { values, positionals } = parseLine(argv);
   const flags = values as Record<string, string | boolean | undefined>;
   if (flags.version) {
     io.out(`stratus ${VERSION}\n`);

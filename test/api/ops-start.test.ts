@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { DEFAULT_RULES } from '../../src/http/ratelimit/rules.js';
+import { DEFAULT_RULES } from '../../src/core/rate-rules.js';
 import { DEFAULT_DELAYS } from '../../src/sim/delays.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { Client } from '../helpers/client.js';
@@ -100,6 +100,30 @@ describe('a pipeline starts stratus and waits on its ready file', () => {
       assert.equal(await srv.exited, 0);
     }
     assert.equal(existsSync(ready), false, 'a stopped server leaves no ready file');
+    await db.drop();
+  });
+
+  test("the generated demo account (npm start) is not rate-limited for a person's 110 quick GETs; other accounts keep the spec's limits", async () => {
+    const db = engine === 'sqlite' ? { url: ':memory:', drop: async () => {} } : await freshDatabase();
+    const srv = await serveProcess(['--db', db.url, '--admin-token', 'demo-limits-token-0123']);
+    try {
+      const [, email, password] = /Demo login: (\S+) \/ (\S+)/.exec(srv.stdout())!;
+      const demo = new Client(srv.base, { email, password });
+      const statuses = await Promise.all(Array.from({ length: 110 }, () => demo.get('capabilities/').then((r) => r.status)));
+      assert.deepEqual([...new Set(statuses)], [200]);
+      const admin = { authorization: 'Bearer demo-limits-token-0123', 'content-type': 'application/json' };
+      const made = await fetch(`${srv.base}/_stratus/admin/users`, {
+        method: 'POST',
+        headers: admin,
+        body: JSON.stringify({ email: 'other@example.com', password: 'other-secret' }),
+      });
+      assert.equal(made.status, 201, await made.clone().text());
+      const other = new Client(srv.base, { email: 'other@example.com', password: 'other-secret' });
+      assert.equal((await other.get('capabilities/')).headers['x-ratelimit-limit'], '100', 'the spec limit for everyone else');
+    } finally {
+      srv.child.kill('SIGTERM');
+      await srv.exited;
+    }
     await db.drop();
   });
 

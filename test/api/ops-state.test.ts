@@ -130,6 +130,11 @@ describe('seeding', () => {
       const bad = await cli(['seed', join(dir, 'bad.json'), '--db', url]);
       assert.equal(bad.status, 2);
       assert.match(bad.stderr, /^stratus: .*bad\.json: users\[0\]\.balance: balance is a non-negative decimal/);
+      // A value the kind refuses names the seed entry, not only the field.
+      writeFileSync(join(dir, 'nomedia.json'), '{"users": [{"email": "m@example.com", "drives": [{"name": "boot", "size": 1073741824}]}]}');
+      const nomedia = await cli(['seed', join(dir, 'nomedia.json'), '--db', url]);
+      assert.equal(nomedia.status, 2);
+      assert.match(nomedia.stderr, /^stratus: .*nomedia\.json: users\[0\]\.drives\[0\]\.media: .*\(the entry named "boot"\)\n$/);
       assert.equal((await cli(['seed', join(dir, 'missing.json'), '--db', url])).status, 2);
       // users add --limits: a refused rule creates nothing.
       const refused = await cli(['users', 'add', 'lim@example.com', '--limits', 'GET=lots', '--db', url]);
