@@ -1,7 +1,7 @@
 import type { Ctx } from './context.js';
 import { ApiError, notFound, validation } from './errors.js';
 import type { CollectionDecl, ListQuery, ListResult } from './resource.js';
-import type { Criterion, PagedTable, TablePage } from '../store/table-pages.js';
+import type { Criterion, PagedTable, Span, TablePage } from '../store/table-pages.js';
 
 /**
  * A kind over its own table (the ledger, the audit log, usage records, subscriptions, the notification
@@ -21,7 +21,16 @@ export type TableFilter =
    * Whether the column holds a value (a time something happened): `true`/`1` the rows where it does,
    * `false`/`0` the rows where it is null; a group asking for both, or for neither, sets no condition.
    */
-  | { column: string; op: 'set' };
+  | { column: string; op: 'set' }
+  /** A value names a moment or a span of time (a day: its 00:00 to the next), as `parse` reads it. */
+  | { column: string; op: 'span'; parse: (raw: string, point: string) => Span };
+
+/** A condition on one column that a list holds to unless a filter says otherwise (the last 30 days). */
+export interface DefaultCondition {
+  column: string;
+  op: '=' | '<' | '<=' | '>' | '>=';
+  value: (ctx: Ctx) => unknown;
+}
 
 export interface TableKindDecl<Row> extends Omit<CollectionDecl, 'shape' | 'service' | 'unlistedFilters' | 'ordering' | 'filtering'> {
   table: PagedTable;
@@ -38,6 +47,14 @@ export interface TableKindDecl<Row> extends Omit<CollectionDecl, 'shape' | 'serv
   detail?: { column: string; parse(id: string): unknown };
   /** Columns to read (default all). */
   columns?: readonly string[];
+  /** Conditions of a list given none of the kind's filters (a default window of time). */
+  unfiltered?: readonly DefaultCondition[];
+  /**
+   * Rows that each hold several items (`count` of them; `items` unpacks a row read whole): the list pages
+   * items, not rows, reading only the rows its page needs (store/table-pages.ts `packedPage`); `key` is the
+   * rows' unique column.
+   */
+  packed?: { key: string; count: string; items(stored: Record<string, unknown>): Row[] };
   present(row: Row): Record<string, unknown>;
 }
 
@@ -58,7 +75,7 @@ export function comparisons(name: string, column: string, parse: (raw: string, p
 }
 
 export function tableKind<Row>(d: TableKindDecl<Row>): CollectionDecl {
-  const { table, ownerColumn = 'owner_uuid', filters, order, detail, columns, present, ...rest } = d;
+  const { table, ownerColumn = 'owner_uuid', filters, order, detail, columns, unfiltered, packed, present, ...rest } = d;
   const column = (c: string) => `${table}.${c}`;
   const orderParam = Array.isArray(order) ? undefined : (order as Exclude<TableKindDecl<Row>['order'], Order>);
 
@@ -82,9 +99,12 @@ export function tableKind<Row>(d: TableKindDecl<Row>): CollectionDecl {
           const set = wanted.has('true') || wanted.has('1');
           if (set !== (wanted.has('false') || wanted.has('0'))) out.push({ column: column(f.column), op: 'set', values: [set] });
         } else if (f.op === 'contains') out.push({ column: column(f.column), op: 'contains', values });
+        else if (f.op === 'span') out.push({ column: column(f.column), op: 'span', values: values.map((v) => f.parse(v, name)) });
         else out.push({ column: column(f.column), op: sameOp[f.op], values: f.parse ? values.map((v) => f.parse!(v, name)) : values });
       }
     }
+    if (unfiltered && ![...q.filters.keys()].some((name) => name in filters))
+      for (const c of unfiltered) out.push({ column: column(c.column), op: c.op, values: [c.value(ctx)] });
     return out;
   };
 
@@ -104,6 +124,25 @@ export function tableKind<Row>(d: TableKindDecl<Row>): CollectionDecl {
       async list(ctx: Ctx, q: ListQuery): Promise<ListResult> {
         const where = criteria(ctx, q);
         const by = orderOf(q).map(([c, dir]) => [column(c), dir] as const);
+        if (packed) {
+          const store = ctx.store;
+          const { rows, total } = await store.tablePages.packedPage(
+            (fn) => store.snapshot(fn),
+            { ...pageOf(ctx), where, order: by },
+            { key: column(packed.key), count: column(packed.count) },
+            q.limit,
+            q.offset,
+          );
+          return {
+            total,
+            objects: rows.flatMap(({ row, skip, take }) =>
+              packed
+                .items(row)
+                .slice(skip, skip + take)
+                .map(present),
+            ),
+          };
+        }
         const { rows, total } = await ctx.store.tablePages.page(ctx.store.db, { ...pageOf(ctx), where, order: by }, q.limit, q.offset);
         return { total, objects: rows.map((r) => present(r as Row)) };
       },

@@ -20,7 +20,11 @@ export type Criterion =
   /** The resource whose uuid is in the column carries one of `owner`'s tags (by tag uuid). */
   | { column: string; op: 'ownTag'; owner: string; values: readonly string[] }
   /** The column is set (true: not null) or not (false: null). */
-  | { column: string; op: 'set'; values: readonly boolean[] };
+  | { column: string; op: 'set'; values: readonly boolean[] }
+  /** The column is a moment (`at`) or within a span (`from` ≤ column < `to`): a filter value naming a time or a day. */
+  | { column: string; op: 'span'; values: readonly Span[] };
+
+export type Span = { at: unknown } | { from: unknown; to: unknown };
 
 export interface TablePage {
   table: PagedTable;
@@ -47,6 +51,8 @@ export class TablePages {
         return this.resources.carriesOwnTag(eb, { kind: null, owner: c.owner, by: 'uuid', values: [...c.values], uuidColumn: c.column });
       case 'set':
         return eb.or(c.values.map((set) => eb(c.column, set ? 'is not' : 'is', null)));
+      case 'span':
+        return eb.or(c.values.map((v) => ('at' in v ? eb(c.column, '=', v.at) : eb.and([eb(c.column, '>=', v.from), eb(c.column, '<', v.to)]))));
       case '=':
         return c.values.length === 1 ? eb(c.column, '=', c.values[0]) : eb(c.column, 'in', c.values);
       default:
@@ -69,6 +75,45 @@ export class TablePages {
     const rows = (await page(q, limit, offset, this.resources.dialect).execute()) as Row[];
     const total = totalOfPage(rows.length, limit, offset) ?? Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
     return { rows, total };
+  }
+
+  /**
+   * One page of items packed several to a row (`count` of them in each: an account's usage records of one
+   * poll): the rows' counts, in order, say which rows hold items [offset, offset + limit) and the total;
+   * only those rows are read, with the part of each the page takes. The work is a count per row, not per
+   * item. One snapshot: the counts and the rows they point at agree while writers (a prune) run.
+   */
+  async packedPage(
+    snapshot: <T>(fn: (db: Tx) => Promise<T>) => Promise<T>,
+    p: TablePage,
+    packed: { key: string; count: string },
+    limit: number,
+    offset: number,
+  ): Promise<{ rows: { row: Row; skip: number; take: number }[]; total: number }> {
+    return snapshot(async (db) => {
+      let q = this.filtered(db, p).select([packed.key, packed.count]);
+      for (const [column, dir] of p.order) q = q.orderBy(column, dir);
+      const counts = (await q.execute()) as Row[];
+      let total = 0;
+      const wanted: { key: unknown; skip: number; take: number }[] = [];
+      const end = limit === 0 ? Infinity : offset + limit;
+      for (const c of counts) {
+        const n = Number(c[packed.count.slice(packed.count.lastIndexOf('.') + 1)]);
+        const from = Math.max(offset, total);
+        const to = Math.min(end, total + n);
+        if (to > from) wanted.push({ key: c[packed.key.slice(packed.key.lastIndexOf('.') + 1)], skip: from - total, take: to - from });
+        total += n;
+      }
+      const byKey = new Map<string, Row>();
+      for (let i = 0; i < wanted.length; i += 500) {
+        const keys = wanted.slice(i, i + 500).map((w) => w.key);
+        // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see AnyEb
+        const base = (db as Db).selectFrom(p.table as any).where(packed.key, 'in', keys);
+        for (const r of (await (p.columns ? base.select(p.columns as string[]) : base.selectAll()).execute()) as Row[])
+          byKey.set(String(r[packed.key.slice(packed.key.lastIndexOf('.') + 1)]), r);
+      }
+      return { rows: wanted.map((w) => ({ row: byKey.get(String(w.key))!, skip: w.skip, take: w.take })), total };
+    });
   }
 
   /** The owner's row whose `column` is `value`, or undefined. */
