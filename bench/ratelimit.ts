@@ -15,10 +15,11 @@ import { loadConfig } from '../src/config.js';
 import { systemClock } from '../src/core/clock.js';
 import type { Caller, Services } from '../src/core/context.js';
 import { randomIds } from '../src/core/ids.js';
-import { MemoryCounters, TableCounters, type CounterStore } from '../src/http/ratelimit/counters.js';
+import { MemoryCounters, TableCounters, type CounterStore } from '../src/store/limits/counters.js';
 import { RateLimiter } from '../src/http/ratelimit/limiter.js';
 import { Store } from '../src/store/db.js';
 import { createUser } from '../src/resources/users/users.js';
+import { withSimulator } from '../src/sim/index.js';
 
 const N = Number(process.env.N ?? 20_000);
 
@@ -45,7 +46,7 @@ const target = process.argv[2] ?? join(dir, 'bench.db');
 try {
   const config = loadConfig({ db: target, 'log-level': 'warn' }, {});
   const store = await Store.open(target);
-  const services: Services = { store, clock: systemClock, ids: randomIds, config };
+  const services: Services = withSimulator({ store, clock: systemClock, ids: randomIds, config });
   const user = await createUser(services, { email: `rl-${Date.now()}@bench.local`, password: 'x' });
   const caller: Caller = { uuid: user.uuid, email: user.email, state: user.state };
   const base = await baseline(caller);

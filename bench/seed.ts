@@ -17,11 +17,12 @@ import { loadConfig } from '../src/config.js';
 import { systemClock } from '../src/core/clock.js';
 import type { Services } from '../src/core/context.js';
 import { randomIds } from '../src/core/ids.js';
-import { setAccountLimits } from '../src/http/ratelimit/overrides.js';
+import { setAccountLimits } from '../src/resources/accounts/rate-limits.js';
 import { createUser } from '../src/resources/users/users.js';
 import type { Store } from '../src/store/db.js';
 import { ref, type Obj } from '../src/store/repository.js';
 import { basicAuth, call } from './http.js';
+import { withSimulator } from '../src/sim/index.js';
 
 export const SHARED = 1000;
 const TAGS = 20;
@@ -59,7 +60,7 @@ export interface Seeded {
 }
 
 export function servicesOf(store: Store, db: string, flags: Record<string, string> = {}): Services {
-  return { store, clock: systemClock, ids: randomIds, config: loadConfig({ ...flags, db }, {}) };
+  return withSimulator({ store, clock: systemClock, ids: randomIds, config: loadConfig({ ...flags, db }, {}) });
 }
 
 /**

@@ -18,7 +18,7 @@ import { buildApp } from '../src/app.js';
 import { openServices } from '../src/cli/index.js';
 import { loadConfig } from '../src/config.js';
 import { timerHandlers } from '../src/registry.js';
-import { Scheduler } from '../src/sim/scheduler.js';
+import { Scheduler } from '../src/core/scheduler.js';
 
 export interface RawReply {
   path: string;

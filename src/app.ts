@@ -188,6 +188,7 @@ export async function buildApp(
   // The admin plane (http/admin.ts): absent with --admin-token off, or when no token was given to this app.
   if (config.adminToken && config.adminToken !== 'off')
     registerAdmin(app, services, config.adminToken, config.adminAccess, faults, {
+      kinds,
       runDue: async () => {
         const ran = (await app.schedulerProbe?.runDue?.()) ?? 0;
         // Moving the clock may make retries due: the admin plane runs those too.

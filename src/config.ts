@@ -2,18 +2,12 @@ import { accessSync, constants, readFileSync } from 'node:fs';
 import { assetPath } from './assets.js';
 import { ConfigError } from './core/errors.js';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
-import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './http/ratelimit/rules.js';
+import { DEFAULT_RULES, parseRuleJson, parseRuleList, RuleError, type Rule } from './core/rate-rules.js';
 import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources/libdrives/catalogue.js';
-import {
-  DEFAULT_LOGIN_PROTECTION,
-  describeLoginProtection,
-  LoginRuleError,
-  parseLoginProtection,
-  type LoginProtection,
-} from './resources/accounts/login-rules.js';
+import { DEFAULT_LOGIN_PROTECTION, describeLoginProtection, LoginRuleError, parseLoginProtection, type LoginProtection } from './core/login-rules.js';
 import { readCatalogue as readPriceCatalogue, type PriceCatalogue } from './billing/catalogue.js';
 import { parseCapacity, DEFAULT_CAPACITY, type CloudCapacity } from './billing/capacity.js';
-import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './sim/ip-pool.js';
+import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './core/ip-pool.js';
 
 export interface Config {
   host: string;

@@ -9,7 +9,7 @@ import { discount, licenses, pricing } from './resources/billing/catalogue-kinds
 import { currentUsage } from './resources/billing/currentusage.js';
 import { ledger } from './resources/billing/ledger.js';
 import { burstUsage, dailyBurstUsage, usage } from './resources/billing/usage.js';
-import { groupedSubscriptions, subscriptionCalculator, subscriptions } from './resources/billing/subscriptions.js';
+import { groupedSubscriptions, subscriptionCalculator, subscriptions } from './resources/billing/subscription-kinds.js';
 import { capabilities } from './resources/capabilities/capabilities.js';
 import { drives } from './resources/drives/drives.js';
 import { fwpolicies } from './resources/fwpolicies/fwpolicies.js';

@@ -9,10 +9,10 @@ import { ConfigError, type Config } from './config.js';
 import { randomAlnum, randomPassword } from './core/passwords.js';
 import { syncClock } from './admin/clock.js';
 import { openServices as open } from './cli/index.js';
-import { timerHandlers } from './registry.js';
-import { Scheduler } from './sim/scheduler.js';
+import { registry, timerHandlers } from './registry.js';
+import { Scheduler } from './core/scheduler.js';
 import { ensureDemoLogin, findUserByEmail } from './resources/users/users.js';
-import { getAccountLimitsText, setAccountLimits } from './http/ratelimit/overrides.js';
+import { getAccountLimitsText, setAccountLimits } from './resources/accounts/rate-limits.js';
 import { loadTls, type TlsMaterial } from './http/tls.js';
 import { seed, type SeedReport } from './admin/seed.js';
 import { ApiError } from './core/errors.js';
@@ -155,7 +155,7 @@ async function seedAtStart(s: Parameters<typeof seed>[0], path: string, runDue: 
     throw new ConfigError(`seed: cannot read ${path} as JSON (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
   try {
-    return await seed(s, doc, runDue);
+    return await seed(s, registry, doc, runDue);
   } catch (e) {
     if (e instanceof ApiError) throw new ConfigError(`seed: ${path}: ${e.point ? `${e.point}: ` : ''}${e.message}`);
     throw e;

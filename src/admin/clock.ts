@@ -1,7 +1,6 @@
 import { AdjustableClock, isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
 import { validation } from '../core/errors.js';
-import type { Db, Tx } from '../store/db.js';
 
 /**
  * The clock every process of a deployment shares: real time plus an offset kept in `settings`
@@ -16,9 +15,9 @@ export const CLOCK_SETTING = 'clock_offset_ms';
 /** At most ten years per move: a typo (ms for s) should not put the service in another century. */
 const MAX_MOVE_MS = 10 * 365 * 86_400_000;
 
-export async function storedOffset(db: Db | Tx): Promise<number | null> {
-  const row = await db.selectFrom('settings').select('value').where('key', '=', CLOCK_SETTING).executeTakeFirst();
-  const n = row ? Number(row.value) : NaN;
+export async function storedOffset(s: Pick<Services, 'store'>): Promise<number | null> {
+  const value = await s.store.settings.get(s.store.db, CLOCK_SETTING);
+  const n = value !== undefined ? Number(value) : NaN;
   return Number.isFinite(n) ? n : null;
 }
 
@@ -28,7 +27,7 @@ export async function storedOffset(db: Db | Tx): Promise<number | null> {
  */
 export async function syncClock(s: Services, unset?: number): Promise<void> {
   if (!(s.clock instanceof AdjustableClock)) return;
-  const stored = (await storedOffset(s.store.db)) ?? unset;
+  const stored = (await storedOffset(s)) ?? unset;
   if (stored !== undefined) s.clock.setOffset(stored);
 }
 
@@ -55,14 +54,10 @@ export async function moveClock(s: Services, move: ClockMove): Promise<ClockStat
   if ('to' in move && Number.isNaN(move.to.getTime())) throw validation('set', 'set must be an ISO-8601 time, e.g. 2030-01-01T00:00:00Z');
   const offset = await s.store.transaction(async (tx) => {
     // One row, locked, so two operators moving the clock at once both count.
-    await tx
-      .insertInto('settings')
-      .values({ key: CLOCK_SETTING, value: '0' })
-      .onConflict((oc) => oc.column('key').doNothing())
-      .execute();
-    const row = await s.store.locking(tx.selectFrom('settings').select('value').where('key', '=', CLOCK_SETTING)).executeTakeFirstOrThrow();
+    await s.store.settings.insertIfAbsent(tx, CLOCK_SETTING, '0');
+    const stored = await s.store.settings.lock(tx, CLOCK_SETTING);
     const local = s.clock instanceof AdjustableClock ? s.clock.offset : 0;
-    const base = Math.max(Number(row.value) || 0, local);
+    const base = Math.max(Number(stored) || 0, local);
     const realNow = Date.now();
     const current = realNow + base;
     const target = 'advanceMs' in move ? current + move.advanceMs : move.to.getTime();
@@ -70,11 +65,7 @@ export async function moveClock(s: Services, move: ClockMove): Promise<ClockStat
       throw validation('set', `the clock only moves forward: it is ${isoTimestamp(new Date(current))}, ${isoTimestamp(new Date(target))} is earlier`);
     if (target - current > MAX_MOVE_MS) throw validation('set', 'a move of more than ten years is refused (check the unit)');
     const next = target - realNow;
-    await tx
-      .updateTable('settings')
-      .set({ value: String(next) })
-      .where('key', '=', CLOCK_SETTING)
-      .execute();
+    await s.store.settings.put(tx, CLOCK_SETTING, String(next));
     return { next, target };
   });
   if (s.clock instanceof AdjustableClock) s.clock.setOffset(offset.next);

@@ -1,6 +1,6 @@
 import { validation } from '../core/errors.js';
-import { decodeAccountLimits } from '../http/ratelimit/overrides.js';
-import { RuleError } from '../http/ratelimit/rules.js';
+import { decodeAccountLimits } from '../resources/accounts/rate-limits.js';
+import { RuleError } from '../core/rate-rules.js';
 
 /**
  * An account's rate-limit override as the admin plane, `users add --limits` and seeds take it ("off" or rules

@@ -1,10 +1,9 @@
 import { setBalance } from '../billing/payments.js';
 import type { Ctx, Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
-import type { CollectionDecl } from '../core/resource.js';
+import type { CollectionDecl, ResourceDecl } from '../core/resource.js';
 import { verifyPassword } from '../core/passwords.js';
-import { setAccountLimits } from '../http/ratelimit/overrides.js';
-import { registry } from '../registry.js';
+import { setAccountLimits } from '../resources/accounts/rate-limits.js';
 import { checkLimits } from './limits.js';
 import { assignIps } from '../resources/ips/ips.js';
 import { createUser, findUserByEmail, setPassword, setState, USER_STATES, type UserRow } from '../resources/users/users.js';
@@ -114,8 +113,11 @@ export function parseSeed(doc: unknown): SeedUser[] {
   });
 }
 
-/** Apply a seed document; `runDue` lets simulated work finish between steps (new drives before servers use them). */
-export async function seed(s: Services, doc: unknown, runDue: () => Promise<unknown> = async () => 0): Promise<SeedReport> {
+/**
+ * Apply a seed document. `kinds` are the deployment's kinds (the registry, injected by the composition root:
+ * the admin plane sits below it); `runDue` lets simulated work finish between steps (new drives before servers use them).
+ */
+export async function seed(s: Services, kinds: readonly ResourceDecl[], doc: unknown, runDue: () => Promise<unknown> = async () => 0): Promise<SeedReport> {
   const users = parseSeed(doc);
   const report: SeedReport = { created: {}, existing: {} };
   const tally = (created: boolean, what: string, n = 1) => {
@@ -130,7 +132,7 @@ export async function seed(s: Services, doc: unknown, runDue: () => Promise<unkn
     await topUp(s, user.uuid, 'ips', u.ips, tally, (n) => s.store.transaction((tx) => assignIps(tx, s, user.uuid, n)));
     await topUp(s, user.uuid, 'vlans', u.vlans, tally, (n) => s.store.transaction((tx) => assignVlans(tx, s, user.uuid, n)));
     for (const kind of KINDS) {
-      const decl = registry.find((d): d is CollectionDecl => d.kind === kind && d.shape === 'collection');
+      const decl = kinds.find((d): d is CollectionDecl => d.kind === kind && d.shape === 'collection');
       if (!decl?.service.create) throw new ApiError('backend', `the ${kind} kind cannot be created`);
       const names = await namesOf(s, user.uuid);
       for (const [j, body] of u[kind].entries()) {
@@ -177,13 +179,7 @@ async function topUp(
   add: (n: number) => Promise<unknown>,
 ): Promise<void> {
   if (!wanted) return;
-  const row = await s.store.db
-    .selectFrom('resources')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('kind', '=', kind)
-    .where('owner_uuid', '=', owner)
-    .executeTakeFirst();
-  const have = Number(row?.n ?? 0);
+  const have = await s.store.operator.countOwned(s.store.db, kind, owner);
   if (have < wanted) {
     await add(wanted - have);
     tally(true, kind, wanted - have);
@@ -193,15 +189,9 @@ async function topUp(
 
 /** The account's drive and server (and tag) names -> uuids, by kind. */
 async function namesOf(s: Services, owner: string): Promise<Map<string, Map<string, string>>> {
-  const rows = await s.store.db
-    .selectFrom('resources')
-    .select(['kind', 'name', 'uuid'])
-    .where('owner_uuid', '=', owner)
-    .where('kind', 'in', [...KINDS])
-    .execute();
+  const rows = await s.store.operator.namedOwned(s.store.db, owner, KINDS);
   const out = new Map<string, Map<string, string>>();
   for (const r of rows) {
-    if (r.name === null) continue;
     if (!out.has(r.kind)) out.set(r.kind, new Map());
     out.get(r.kind)!.set(r.name, r.uuid);
   }

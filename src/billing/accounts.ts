@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
@@ -38,17 +37,13 @@ export interface Charge {
 
 /** The account's balance row, made with the opening balance if it has none yet (idempotent, any process). */
 export async function openAccount(tx: Tx, s: S, owner: string): Promise<void> {
-  await tx
-    .insertInto('billing_accounts')
-    .values({
-      owner_uuid: owner,
-      balance: ledgerAmount(s.config.openingBalance),
-      currency: s.config.currency,
-      credit_limit: null,
-      updated_at: isoTimestamp(s.clock.now()),
-    })
-    .onConflict((oc) => oc.column('owner_uuid').doNothing())
-    .execute();
+  await s.store.billing.accounts.open(tx, {
+    owner_uuid: owner,
+    balance: ledgerAmount(s.config.openingBalance),
+    currency: s.config.currency,
+    credit_limit: null,
+    updated_at: isoTimestamp(s.clock.now()),
+  });
 }
 
 const toAccount = (r: { owner_uuid: string; balance: string; currency: string; credit_limit: string | null; notice: string | null }): Account => ({
@@ -61,7 +56,7 @@ const toAccount = (r: { owner_uuid: string; balance: string; currency: string; c
 
 /** Read an account's balance (no lock): what `/balance/` shows. */
 export async function accountOf(db: Db | Tx, s: S, owner: string): Promise<Account> {
-  const row = await db.selectFrom('billing_accounts').selectAll().where('owner_uuid', '=', owner).executeTakeFirst();
+  const row = await s.store.billing.accounts.read(db, owner);
   if (row) return toAccount(row);
   return { owner, balance: new Money(ledgerAmount(s.config.openingBalance)), currency: s.config.currency, credit_limit: null, notice: null };
 }
@@ -72,18 +67,7 @@ export async function lockAccounts(tx: Tx, s: S, owners: readonly string[]): Pro
   const out = new Map<string, Account>();
   if (!sorted.length) return out;
   const read = async (which: string[]) => {
-    for (let i = 0; i < which.length; i += 500) {
-      const rows = await s.store
-        .locking(
-          tx
-            .selectFrom('billing_accounts')
-            .selectAll()
-            .where('owner_uuid', 'in', which.slice(i, i + 500))
-            .orderBy('owner_uuid'),
-        )
-        .execute();
-      for (const r of rows) out.set(r.owner_uuid, toAccount(r));
-    }
+    for (const r of await s.store.billing.accounts.lock(tx, which)) out.set(r.owner_uuid, toAccount(r));
   };
   await read(sorted);
   const missing = sorted.filter((o) => !out.has(o));
@@ -122,35 +106,20 @@ function entriesOf(s: S, account: Account, charges: readonly Charge[], now: stri
 
 /**
  * Write several accounts' entries and their new balances (locked by the caller: lockAccounts), in a
- * bounded number of statements: a billing poll of a thousand accounts is a few inserts and, on
- * PostgreSQL, one UPDATE … FROM (VALUES …) per 500 accounts.
+ * bounded number of statements (store/billing/accounts.ts): a billing poll of a thousand accounts is a few
+ * inserts and, on PostgreSQL, one update per 500 accounts.
  */
 export async function postMany(tx: Tx, s: S, batch: readonly { account: Account; charges: readonly Charge[] }[]): Promise<void> {
   const now = isoTimestamp(s.clock.now());
   const changed = batch.filter((b) => b.charges.length);
   const rows = changed.flatMap((b) => entriesOf(s, b.account, b.charges, now));
-  for (let i = 0; i < rows.length; i += 500)
-    await tx
-      .insertInto('ledger')
-      .values(rows.slice(i, i + 500))
-      .execute();
+  await s.store.billing.accounts.insertEntries(tx, rows);
   const accounts = changed.map((b) => b.account);
-  if (s.store.dialect === 'postgres')
-    for (let i = 0; i < accounts.length; i += 500) {
-      const slice = accounts.slice(i, i + 500);
-      const values = sql.join(slice.map((a) => sql`(${a.owner}, ${ledgerAmount(a.balance)})`));
-      await sql`update billing_accounts as b set balance = v.balance, updated_at = ${now} from (values ${values}) as v(owner_uuid, balance) where b.owner_uuid = v.owner_uuid`.execute(
-        tx,
-      );
-    }
-  // SQLite: statements are calls into the same process, not round trips.
-  else
-    for (const a of accounts)
-      await tx
-        .updateTable('billing_accounts')
-        .set({ balance: ledgerAmount(a.balance), updated_at: now })
-        .where('owner_uuid', '=', a.owner)
-        .execute();
+  await s.store.billing.accounts.setBalances(
+    tx,
+    accounts.map((a) => ({ owner: a.owner, balance: ledgerAmount(a.balance) })),
+    now,
+  );
   // The live event stream tells each account its balance changed (http/event-stream.ts).
   for (const a of accounts) s.store.changes.note(tx, { owner: a.owner, kind: 'balance', uuid: null });
 }

@@ -6,7 +6,7 @@ import { lockAccounts, postMany, type Charge } from './accounts.js';
 import { burstReason, CYCLE_MS, cycleOf, humanInterval, nextBoundary } from './cycle.js';
 import { levelOf, readLevels, shiftLevels } from './levels.js';
 import { Money } from './money.js';
-import { consumeVolume, subscribedAt } from './subscriptions.js';
+import { consumeVolume, subscribedAt } from './subscription-cover.js';
 import { checkFunds, type ServerStopper } from './out-of-money.js';
 import { recordUsage } from './usage-records.js';
 
@@ -19,7 +19,7 @@ import { recordUsage } from './usage-records.js';
  * unique (account, cycle, resource, interval) index makes a second billing of a cycle impossible. The same
  * transaction records what each object used and each account's burst (usage-records.ts, reference §16.7).
  */
-type S = Pick<Services, 'store' | 'clock' | 'config'>;
+type S = Pick<Services, 'store' | 'clock' | 'config' | 'sim'>;
 
 /** Usage of every account (or one) at `at`, from every kind's meter; volumes are those of `from`..`at`. */
 export async function measure(s: S, db: Db | Tx, meters: readonly Meter[], at: Date, owner?: string, from?: Date): Promise<Usage[]> {
@@ -132,7 +132,7 @@ export async function billCycle(
   const locked = await lockAccounts(tx, s, [...accounts.keys()]);
   // Subscriptions in force during the cycle (one ending at the poll still covered it).
   const inForce = new Date(poll.getTime() - 1);
-  const subscribed = await subscribedAt(tx, inForce);
+  const subscribed = await subscribedAt(tx, s, inForce);
   let entries = 0;
   const volumes: { owner: string; consumed: Map<string, number> }[] = [];
   const batch = [...accounts].map(([owner, used]) => {
@@ -145,7 +145,7 @@ export async function billCycle(
   });
   await postMany(tx, s, batch);
   // Only accounts whose traffic a traffic subscription covered this cycle (few): their subscriptions used up.
-  for (const { owner, consumed } of volumes) for (const [key, amount] of consumed) await consumeVolume(tx, owner, key, amount, inForce);
+  for (const { owner, consumed } of volumes) for (const [key, amount] of consumed) await consumeVolume(tx, s, owner, key, amount, inForce);
   await recordUsage(tx, s, poll, usage, batch);
   for (const { account, charges } of batch)
     await checkFunds(

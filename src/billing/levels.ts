@@ -10,7 +10,7 @@ import { maxLevelOf } from './catalogue.js';
  * `next` shows a change at once and `current` takes it exactly one cycle later. Level 1 is the cheapest
  * burst price; resources priced only at levels 0..1 (storage, ip, vlan) and licences stay at 1.
  */
-type S = Pick<Services, 'config' | 'clock'>;
+type S = Pick<Services, 'config' | 'clock' | 'store'>;
 
 export interface Levels {
   current: Record<string, number>;
@@ -24,8 +24,8 @@ export function levelFor(utilisation: number, max: number): number {
 }
 
 /** Every resource the catalogue prices, at level 1 unless a recalculation has set it. */
-export async function readLevels(db: Db | Tx, s: Pick<Services, 'config'>): Promise<Levels> {
-  const rows = await db.selectFrom('burst_levels').select(['resource', 'current', 'next']).execute();
+export async function readLevels(db: Db | Tx, s: Pick<Services, 'config' | 'store'>): Promise<Levels> {
+  const rows = await s.store.billing.levels.read(db);
   const stored = new Map(rows.map((r) => [r.resource, r]));
   const current: Record<string, number> = {};
   const next: Record<string, number> = {};
@@ -65,15 +65,6 @@ export async function shiftLevels(tx: Tx, s: S, used: ReadonlyMap<string, number
     after.next[resource] = next;
     rows.push({ resource, current, next, updated_at: now });
   }
-  for (let i = 0; i < rows.length; i += 200)
-    await tx
-      .insertInto('burst_levels')
-      .values(rows.slice(i, i + 200))
-      .onConflict((oc) =>
-        oc
-          .column('resource')
-          .doUpdateSet((eb) => ({ current: eb.ref('excluded.current'), next: eb.ref('excluded.next'), updated_at: eb.ref('excluded.updated_at') })),
-      )
-      .execute();
+  await s.store.billing.levels.write(tx, rows);
   return after;
 }

@@ -39,6 +39,6 @@ export async function checkFunds(tx: Tx, s: Services, account: Account, burnPerC
     } else await event(`out_of_money_${notice}`, `${balance}, spending ${ledgerAmount(burnPerCycle)} every 5 minutes`);
   }
   // Better (a top-up) or worse, the notice follows the balance.
-  await tx.updateTable('billing_accounts').set({ notice }).where('owner_uuid', '=', account.owner).execute();
+  await s.store.billing.accounts.setNotice(tx, account.owner, notice);
   account.notice = notice;
 }

@@ -1,7 +1,6 @@
 import type { Services } from '../core/context.js';
 import type { Usage } from '../core/metering.js';
 import type { TimerHandler } from '../core/timers.js';
-import { bulkInsert, type BulkColumn } from '../store/bulk.js';
 import type { Tx } from '../store/db.js';
 import type { Account, Charge } from './accounts.js';
 import { ledgerAmount, Money } from './money.js';
@@ -36,28 +35,6 @@ import { ledgerAmount, Money } from './money.js';
  * pruned by a durable hourly timer (`usage.prune`); a one-account reset empties them (admin/reset.ts).
  */
 type S = Pick<Services, 'store' | 'clock' | 'config' | 'ids'>;
-
-const USAGE_COLUMNS: BulkColumn[] = [
-  { name: 'owner_uuid', pg: 'varchar' },
-  { name: 'poll_ms', pg: 'bigint' },
-  { name: 'n', pg: 'integer' },
-  { name: 'records', pg: 'text' },
-];
-const BURST_COLUMNS: BulkColumn[] = [
-  { name: 'uuid', pg: 'varchar' },
-  { name: 'owner_uuid', pg: 'varchar' },
-  { name: 'date_ms', pg: 'bigint' },
-  { name: 'resource_type', pg: 'varchar' },
-  { name: 'amount', pg: 'text' },
-  { name: 'usage', pg: 'bigint' },
-];
-const DAILY_COLUMNS: BulkColumn[] = [
-  { name: 'owner_uuid', pg: 'varchar' },
-  { name: 'day', pg: 'varchar' },
-  { name: 'resource_type', pg: 'varchar' },
-  { name: 'amount', pg: 'text' },
-  { name: 'unit_seconds', pg: 'text' },
-];
 
 /** The UTC day of a moment, `YYYY-MM-DD`. */
 export const dayOf = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
@@ -97,68 +74,34 @@ export async function recordUsage(
       if (list) list.push(record);
       else perAccount.set(u.owner, [record]);
     }
-  await bulkInsert(
+  await s.store.billing.usage.insertPolls(
     tx,
-    s.store.dialect,
-    'usage_records',
-    USAGE_COLUMNS,
-    [...perAccount].map(([owner, records]) => [owner, pollMs, records.length, JSON.stringify(records)]),
+    [...perAccount].map(([owner, records]) => [owner, pollMs, records.length, JSON.stringify(records)] as const),
   );
 
   const day = dayOf(pollMs);
   const bursts = batch.flatMap(({ account, charges }) => burstOf(charges).map((b) => ({ owner: account.owner, ...b })));
   if (!bursts.length) return;
-  await bulkInsert(
+  await s.store.billing.usage.insertBursts(
     tx,
-    s.store.dialect,
-    'burst_usage',
-    BURST_COLUMNS,
-    bursts.map((b) => [s.ids.uuid(), b.owner, pollMs, b.resource, ledgerAmount(b.amount), b.usage]),
+    bursts.map((b) => [s.ids.uuid(), b.owner, pollMs, b.resource, ledgerAmount(b.amount), b.usage] as const),
   );
 
   // The day's running sums: read what earlier polls of the day left, add, write back (upsert).
   const owners = [...new Set(bursts.map((b) => b.owner))];
   const before = new Map<string, { amount: string; unit_seconds: string }>();
-  for (let i = 0; i < owners.length; i += 1000) {
-    const found = await tx
-      .selectFrom('burst_usage_daily')
-      .select(['owner_uuid', 'resource_type', 'amount', 'unit_seconds'])
-      .where('day', '=', day)
-      .where('owner_uuid', 'in', owners.slice(i, i + 1000))
-      .execute();
-    for (const r of found) before.set(`${r.owner_uuid} ${r.resource_type}`, r);
-  }
+  for (const r of await s.store.billing.usage.dailySums(tx, day, owners)) before.set(`${r.owner_uuid} ${r.resource_type}`, r);
   const daily = bursts.map((b) => {
     const had = before.get(`${b.owner} ${b.resource}`);
-    return [b.owner, day, b.resource, ledgerAmount(b.amount.plus(had?.amount ?? 0)), String(b.unitSeconds + BigInt(had?.unit_seconds ?? 0))];
+    return [b.owner, day, b.resource, ledgerAmount(b.amount.plus(had?.amount ?? 0)), String(b.unitSeconds + BigInt(had?.unit_seconds ?? 0))] as const;
   });
-  await bulkInsert(
-    tx,
-    s.store.dialect,
-    'burst_usage_daily',
-    DAILY_COLUMNS,
-    daily,
-    'on conflict (owner_uuid, day, resource_type) do update set amount = excluded.amount, unit_seconds = excluded.unit_seconds',
-  );
+  await s.store.billing.usage.writeDailySums(tx, daily);
 }
 
-/**
- * Delete the usage records older than the retention. Every account with records has a balance row (the poll
- * that wrote them locked it), so each table is pruned by its (owner, time) index, account by account, in one
- * statement; an index by time alone would cost every poll's inserts more than it saves the hourly prune.
- */
-export async function pruneUsage(tx: Tx, s: Pick<Services, 'clock' | 'config'>): Promise<Record<string, number>> {
+/** Delete the usage records older than the retention (a day is kept while any of it is within it). */
+export async function pruneUsage(tx: Tx, s: Pick<Services, 'clock' | 'config' | 'store'>): Promise<Record<string, number>> {
   const cutoff = s.clock.now().getTime() - s.config.usageRetentionMs;
-  const accounts = tx.selectFrom('billing_accounts').select('owner_uuid');
-  const usage = await tx.deleteFrom('usage_records').where('owner_uuid', 'in', accounts).where('poll_ms', '<', cutoff).executeTakeFirst();
-  const burst = await tx.deleteFrom('burst_usage').where('owner_uuid', 'in', accounts).where('date_ms', '<', cutoff).executeTakeFirst();
-  // A day is kept while any of it is within the retention.
-  const daily = await tx.deleteFrom('burst_usage_daily').where('day', '<', dayOf(cutoff)).executeTakeFirst();
-  return {
-    usage_records: Number(usage.numDeletedRows),
-    burst_usage: Number(burst.numDeletedRows),
-    burst_usage_daily: Number(daily.numDeletedRows),
-  };
+  return s.store.billing.usage.prune(tx, cutoff, dayOf(cutoff));
 }
 
 /** The hourly prune as a durable recurring timer of the injected clock (once after downtime, then hourly). */

@@ -6,8 +6,8 @@ import { schedule } from '../core/timers.js';
 import { clockState, moveClock, parseDuration } from '../admin/clock.js';
 import { resetAccount } from '../admin/reset.js';
 import { seed } from '../admin/seed.js';
+import { registry } from '../registry.js';
 import { exportState, importState } from '../admin/state-file.js';
-import { failNextClone } from '../sim/storage.js';
 import { findUserByEmail } from '../resources/users/users.js';
 
 /**
@@ -43,7 +43,7 @@ function inFile(path: string) {
 }
 
 export async function seedCommand(s: Services, args: string[]): Promise<string> {
-  const report = await seed(s, readJson(args[0], 'seed')).catch(inFile(args[0]));
+  const report = await seed(s, registry, readJson(args[0], 'seed')).catch(inFile(args[0]));
   const list = (o: Record<string, number>) =>
     Object.entries(o)
       .map(([k, n]) => `${n} ${k}`)
@@ -98,7 +98,7 @@ export async function faultsCommand(s: Services, args: string[]): Promise<string
   }
   if (what === 'clone') {
     if (uuid && !(await s.store.resources.get(s.store.db, 'drives', uuid))) throw new ApiError('notexist', `No drive ${uuid}`);
-    await s.store.transaction((tx) => failNextClone(tx, uuid ?? null));
+    await s.store.transaction((tx) => s.sim.storage.failNextClone(tx, uuid ?? null));
     return `the next clone of ${uuid ? `drive ${uuid}` : 'any drive'} fails\n`;
   }
   throw new ConfigError('faults: boot SERVER | clone [DRIVE] (stratus help faults)');

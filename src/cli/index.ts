@@ -14,6 +14,7 @@ import { simCommand } from './sim.js';
 import { clockCommand, exportCommand, faultsCommand, importCommand, resetOneCommand, seedCommand } from './admin.js';
 import { resetCommand, usersCommand } from './users.js';
 import { VERSION } from '../version.js';
+import { withSimulator } from '../sim/index.js';
 
 /**
  * The `stratus` command line: argument parsing and the operator commands (`users`, `ips`, `vlans`, `sim`),
@@ -246,7 +247,7 @@ export interface CliOptions {
 export async function openServices(config: Config, schema: 'migrate' | 'check'): Promise<Services> {
   const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, statementCache: config.statementCache, schema });
   // The deployment's shared clock (real time plus the offset the admin plane or `stratus clock` set).
-  const services: Services = { store, clock: new AdjustableClock(), ids: randomIds, config, events: new EventSubscriptions() };
+  const services: Services = withSimulator({ store, clock: new AdjustableClock(), ids: randomIds, config, events: new EventSubscriptions() });
   await syncClock(services);
   return services;
 }

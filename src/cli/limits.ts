@@ -1,8 +1,8 @@
 import { ConfigError } from '../config.js';
 import type { Services } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
-import { decodeAccountLimits, getAccountLimitsText, setAccountLimits } from '../http/ratelimit/overrides.js';
-import { formatRule, mergeRules, ruleId, type Rule } from '../http/ratelimit/rules.js';
+import { decodeAccountLimits, getAccountLimitsText, setAccountLimits } from '../resources/accounts/rate-limits.js';
+import { formatRule, mergeRules, ruleId, type Rule } from '../core/rate-rules.js';
 import { findUserByEmail } from '../resources/users/users.js';
 
 export interface LimitsOptions {

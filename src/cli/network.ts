@@ -2,7 +2,7 @@ import { ConfigError } from '../config.js';
 import type { Services } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
 import { assignIps, listIpRows, releaseIp } from '../resources/ips/ips.js';
-import { blockOf, poolSize } from '../sim/ip-pool.js';
+import { blockOf, poolSize } from '../core/ip-pool.js';
 import { findUserByEmail } from '../resources/users/users.js';
 import { assignVlans, listVlanRows, releaseVlan } from '../resources/vlans/vlans.js';
 

@@ -3,8 +3,6 @@ import type { Services } from '../core/context.js';
 import { ApiError } from '../core/errors.js';
 import { schedule } from '../core/timers.js';
 import { SIM_EVENTS, type SimEvent } from '../resources/servers/power.js';
-import { setWritten, writtenBytes } from '../sim/storage.js';
-import { sendBurst, sentBytes } from '../sim/traffic.js';
 
 /**
  * The operator's handle on the simulated infrastructure:
@@ -25,23 +23,23 @@ export async function simCommand(s: Services, args: string[], opts: { written?: 
     const drive = await s.store.resources.get(s.store.db, 'drives', uuid);
     if (!drive) throw new ApiError('notexist', `No drive ${uuid}`);
     const size = Number(drive.body.size);
-    if (opts.written === undefined) return `drive ${uuid}: ${await writtenBytes(s.store.db, s, { uuid, size })} of ${size} bytes written\n`;
+    if (opts.written === undefined) return `drive ${uuid}: ${await s.sim.storage.writtenBytes(s.store.db, { uuid, size })} of ${size} bytes written\n`;
     if (!/^\d{1,16}$/.test(opts.written)) throw new ConfigError('--written must be a whole number of bytes');
     const written = await s.store.transaction(async (tx) => {
       // Under the drive's row lock, as every other change of the drive's simulated data.
       const locked = await s.store.resources.lock(tx, 'drives', uuid);
-      return setWritten(tx, s, { uuid, size: Number(locked?.body.size ?? size) }, Number(opts.written));
+      return s.sim.storage.setWritten(tx, { uuid, size: Number(locked?.body.size ?? size) }, Number(opts.written));
     });
     return `drive ${uuid}: ${written} of ${size} bytes written\n`;
   }
   if (what === 'traffic' && uuid) {
     if (!(await s.store.resources.get(s.store.db, 'servers', uuid))) throw new ApiError('notexist', `No server ${uuid}`);
-    if (opts.send === undefined) return `server ${uuid}: ${await sentBytes(s.store.db, s, uuid)} bytes sent\n`;
+    if (opts.send === undefined) return `server ${uuid}: ${await s.sim.traffic.sentBytes(s.store.db, uuid)} bytes sent\n`;
     if (!/^\d{1,16}$/.test(opts.send)) throw new ConfigError('--send must be a whole number of bytes');
     const sent = await s.store.transaction(async (tx) => {
       // Under the server's row lock, as a power-on or power-off changes its counter.
       await s.store.resources.lock(tx, 'servers', uuid);
-      return sendBurst(tx, s, uuid, Number(opts.send));
+      return s.sim.traffic.sendBurst(tx, uuid, Number(opts.send));
     });
     return `server ${uuid}: ${sent} bytes sent\n`;
   }

@@ -5,11 +5,11 @@ import type { Services } from '../core/context.js';
 import { randomPassword } from '../core/passwords.js';
 import { createUser, ensureDemoLogin, findUserByEmail, listUsers, savedDemoLogin, setPassword, setState, USER_STATES } from '../resources/users/users.js';
 import { resetAll } from '../admin/reset.js';
-import { setAccountLimits } from '../http/ratelimit/overrides.js';
+import { setAccountLimits } from '../resources/accounts/rate-limits.js';
 import { checkLimits } from '../admin/limits.js';
 import { limitsCommand, type LimitsOptions } from './limits.js';
 import { unlockLogins } from '../resources/accounts/login-guard.js';
-import { describeLoginProtection } from '../resources/accounts/login-rules.js';
+import { describeLoginProtection } from '../core/login-rules.js';
 
 export interface UsersOptions extends LimitsOptions {
   password?: string;

@@ -3,6 +3,7 @@ import type { IdGenerator } from './ids.js';
 import type { Store } from '../store/db.js';
 import type { Config } from '../config.js';
 import type { EventSubscriptions } from './events.js';
+import type { Simulator } from './sim.js';
 
 export { ownerRef, userUri } from '../store/repository.js';
 
@@ -19,6 +20,8 @@ export interface Services {
   clock: Clock;
   ids: IdGenerator;
   config: Config;
+  /** The simulated infrastructure (core/sim.ts): the only way resource code reaches "hardware". */
+  sim: Simulator;
   /** Event types something consumes (an outbox row is written for those); none when absent. */
   events?: EventSubscriptions;
   /** DNS for outgoing webhook deliveries (tests map names to addresses); the system's resolver when absent. */

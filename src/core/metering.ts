@@ -27,7 +27,7 @@ export interface Usage {
  * A kind's meter: the usage of every account at `at`, or of one account (`owner`), read set-wise. Volumes
  * (`Usage.volume`) are what was used from `from` (the start of the cycle or span measured) to `at`.
  */
-export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config'>, db: Db | Tx, at: Date, owner?: string, from?: Date) => Promise<Usage[]>;
+export type Meter = (s: Pick<Services, 'store' | 'clock' | 'config' | 'sim'>, db: Db | Tx, at: Date, owner?: string, from?: Date) => Promise<Usage[]>;
 
 /** A kind billed per object an account holds (IPs, VLANs): one of `key` per owned object, from its creation. */
 export const perObject =

@@ -2,6 +2,7 @@ import type { Ctx, Services } from './context.js';
 import { permission as forbidden, validation } from './errors.js';
 import type { Db, Tx } from '../store/db.js';
 import type { Resource } from '../store/repository.js';
+import { grantsOn } from '../store/resources/acls.js';
 import { byCodePoint } from './order.js';
 
 /**
@@ -24,27 +25,6 @@ export const declareApplicable = (kind: string, perms: readonly Permission[]) =>
 export const applicableTo = (kind: string): readonly Permission[] => applicableByKind.get(kind) ?? [];
 
 /**
- * Subquery: uuids of `kind` resources on which `grantee` holds `perm` through some ACL. The joins are
- * CROSS JOINs with their conditions in WHERE: SQLite keeps that order (grantee -> ACLs -> rules -> tags ->
- * members, each an index lookup, nothing when the caller is granted nothing), where with plain joins and
- * no statistics it starts from every tagged member of the kind. PostgreSQL plans them as inner joins.
- */
-export function grantedUuids(db: Db | Tx, grantee: string, kind: string, perm: Permission) {
-  return db
-    .selectFrom('acl_grantees as g')
-    .crossJoin('acl_rules as r')
-    .crossJoin('acl_tags as t')
-    .crossJoin('tag_members as tm')
-    .select('tm.res_uuid')
-    .where('g.grantee_uuid', '=', grantee)
-    .whereRef('r.acl_uuid', '=', 'g.acl_uuid')
-    .where('r.permission', '=', perm)
-    .whereRef('t.acl_uuid', '=', 'g.acl_uuid')
-    .whereRef('tm.tag_uuid', '=', 't.tag_uuid')
-    .where('tm.res_type', '=', kind);
-}
-
-/**
  * The caller's effective permissions on each of a set of resources (union over all ACLs and tags,
  * rule 1), restricted to what applies to the kind, sorted. One query for the whole set.
  */
@@ -57,17 +37,7 @@ export async function effectivePermissions(
 ): Promise<Map<string, Permission[]>> {
   const out = new Map<string, Permission[]>();
   if (!uuids.length || !applicable.length) return out;
-  const rows = await db
-    .selectFrom('acl_grantees as g')
-    .innerJoin('acl_rules as r', 'r.acl_uuid', 'g.acl_uuid')
-    .innerJoin('acl_tags as t', 't.acl_uuid', 'g.acl_uuid')
-    .innerJoin('tag_members as tm', (j) => j.onRef('tm.tag_uuid', '=', 't.tag_uuid').on('tm.res_type', '=', kind))
-    .select(['tm.res_uuid', 'r.permission'])
-    .distinct()
-    .where('g.grantee_uuid', '=', caller)
-    .where('tm.res_uuid', 'in', uuids)
-    .where('r.permission', 'in', [...applicable])
-    .execute();
+  const rows = await grantsOn(db, caller, kind, uuids, applicable);
   for (const r of rows) {
     const list = out.get(r.res_uuid) ?? [];
     list.push(r.permission as Permission);

@@ -1,7 +1,15 @@
-import type { Expression, ExpressionBuilder, SqlBool } from 'kysely';
-import type { Database } from '../store/schema.js';
 import type { Db, Tx } from '../store/db.js';
-import { ownerRef, ref, resourceUri, type AnyQuery, type Relations, type Resource, type VisibleSet } from '../store/repository.js';
+import {
+  ownerRef,
+  ref,
+  resourceUri,
+  type AnyQuery,
+  type Relations,
+  type Resource,
+  type ResourceExpressions,
+  type SqlCondition,
+  type VisibleSet,
+} from '../store/repository.js';
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
 import { copyOf, frozen, frozenBytes } from './json.js';
@@ -11,7 +19,7 @@ import { f, NO_DEFAULT, type Field } from './fields.js';
 import type { CollectionDecl, CollectionService, ListQuery, ListResult } from './resource.js';
 import { sharedRows, visibleRows } from './visibility.js';
 import { setTagsOf } from './tagging.js';
-import { declareApplicable, grantedUuids, granteeEntries, heldPermissions, requirePermission, type GranteeEntry, type Permission } from './permissions.js';
+import { declareApplicable, granteeEntries, heldPermissions, requirePermission, type GranteeEntry, type Permission } from './permissions.js';
 import { byCodePoint } from './order.js';
 
 /** A stored object: its indexed columns and its body as data. */
@@ -74,7 +82,7 @@ export interface StoredHooks {
 type Q = VisibleSet;
 
 /** A filter: the condition one group of OR-ed values puts on a `resources` row. */
-export type StoredFilter = (eb: ExpressionBuilder<Database, 'resources'>, values: string[], ctx: Ctx, kind: string) => Expression<SqlBool>;
+export type StoredFilter = (eb: ResourceExpressions, values: string[], ctx: Ctx, kind: string) => SqlCondition;
 
 /** Filters every stored kind understands; a kind declares which of them it exposes. */
 const FILTERS: Record<string, StoredFilter> = {
@@ -235,13 +243,9 @@ export class StoredCollection implements CollectionService {
 
   /** Whether a row the caller does not own is visible to them (an ACL grants LIST, or the kind shows it). */
   private async visibleToCaller(ctx: Ctx, db: Db | Tx, row: Row): Promise<boolean> {
-    if (this.hooks.alsoVisible) {
-      const hit = await db.selectFrom(this.hooks.alsoVisible(ctx, db).as('v')).select('v.uuid').where('v.uuid', '=', row.uuid).executeTakeFirst();
-      if (hit) return true;
-    }
+    if (this.hooks.alsoVisible && (await ctx.store.resources.scans.selects(db, this.hooks.alsoVisible(ctx, db), row.uuid))) return true;
     if (!this.permissions) return false;
-    const hit = await grantedUuids(db, ctx.caller.uuid, this.kind, 'LIST').where('tm.res_uuid', '=', row.uuid).executeTakeFirst();
-    return hit !== undefined;
+    return ctx.store.resources.acls.isGranted(db, ctx.caller.uuid, this.kind, 'LIST', row.uuid);
   }
 
   /**

@@ -1,6 +1,7 @@
 import { isoTimestamp, representable } from './clock.js';
 import type { Services } from './context.js';
 import type { Tx } from '../store/db.js';
+import { deleteTimersOf, insertTimer, nextDueExcept, pendingKindsOf, pendingPayloadsOf } from '../store/timers.js';
 
 /** A durable follow-up as the scheduler hands it to its handler. */
 export interface TimerRow {
@@ -42,48 +43,29 @@ export function dueMs(at: Date): number {
 /** Schedule follow-up work in the caller's transaction (so it exists iff the change committed). */
 export async function schedule(tx: Tx, s: Pick<Services, 'clock'>, t: { kind: string; subject: string; inMs: number; payload?: unknown }): Promise<void> {
   const now = s.clock.now();
-  await tx
-    .insertInto('timers')
-    .values({
-      kind: t.kind,
-      subject: t.subject,
-      due_ms: dueMs(new Date(now.getTime() + Math.max(0, t.inMs))),
-      payload: JSON.stringify(t.payload ?? {}),
-      state: 'pending',
-      attempts: 0,
-      last_error: null,
-      created_at: isoTimestamp(now),
-      unique_key: null,
-    })
-    .execute();
+  await insertTimer(tx, {
+    kind: t.kind,
+    subject: t.subject,
+    due_ms: dueMs(new Date(now.getTime() + Math.max(0, t.inMs))),
+    payload: JSON.stringify(t.payload ?? {}),
+    state: 'pending',
+    attempts: 0,
+    last_error: null,
+    created_at: isoTimestamp(now),
+    unique_key: null,
+  });
 }
 
 /** Cancel pending timers of a subject (e.g. the drive was deleted mid-clone). */
-export async function cancelTimers(tx: Tx, subject: string, kinds?: string[]): Promise<void> {
-  let q = tx.deleteFrom('timers').where('subject', '=', subject);
-  if (kinds?.length) q = q.where('kind', 'in', kinds);
-  await q.execute();
-}
+export const cancelTimers = (tx: Tx, subject: string, kinds?: string[]): Promise<void> => deleteTimersOf(tx, subject, kinds);
 
 /** When (epoch ms) the first pending timer of another kind than `kind` falls due (null: none pending). */
-export async function nextDueExcept(db: Tx, kind: string): Promise<number | null> {
-  const row = await db
-    .selectFrom('timers')
-    .select((eb) => eb.fn.min<number>('due_ms').as('due'))
-    .where('state', '=', 'pending')
-    .where('kind', '<>', kind)
-    .executeTakeFirst();
-  return row?.due === null || row?.due === undefined ? null : Number(row.due);
-}
+export { nextDueExcept };
 
 /** Pending timers of a subject (a reconciler asks whether anything will finish a transition). */
-export async function pendingTimers(tx: Tx, subject: string): Promise<string[]> {
-  const rows = await tx.selectFrom('timers').select('kind').where('subject', '=', subject).where('state', '=', 'pending').execute();
-  return rows.map((r) => r.kind);
-}
+export const pendingTimers = (tx: Tx, subject: string): Promise<string[]> => pendingKindsOf(tx, subject);
 
 /** Payloads of a subject's pending timers of one kind. */
 export async function pendingTimerPayloads(tx: Tx, subject: string, kind: string): Promise<unknown[]> {
-  const rows = await tx.selectFrom('timers').select('payload').where('subject', '=', subject).where('kind', '=', kind).where('state', '=', 'pending').execute();
-  return rows.map((r) => JSON.parse(r.payload) as unknown);
+  return (await pendingPayloadsOf(tx, subject, kind)).map((p) => JSON.parse(p) as unknown);
 }

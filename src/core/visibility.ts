@@ -1,7 +1,7 @@
 import type { Ctx } from './context.js';
 import type { Db, Tx } from '../store/db.js';
 import type { AnyQuery, SharedRows, VisibleSet } from '../store/repository.js';
-import { grantedUuids } from './permissions.js';
+import { grantedUuids } from '../store/resources/acls.js';
 
 /**
  * The rows of a kind the caller may see: their own, plus — for shareable kinds — those an ACL grants

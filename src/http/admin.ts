@@ -5,10 +5,10 @@ import { clockState, moveClock, parseDuration } from '../admin/clock.js';
 import { seed } from '../admin/seed.js';
 import { checkLimits } from '../admin/limits.js';
 import { exportState, importState } from '../admin/state-file.js';
-import { failNextClone } from '../sim/storage.js';
-import { setAccountLimits } from './ratelimit/overrides.js';
+import { setAccountLimits } from '../resources/accounts/rate-limits.js';
 import { ADMIN_TOKEN_BACKOFF, FailureBackoff } from './auth/backoff.js';
 import type { Caller, Services } from '../core/context.js';
+import type { ResourceDecl } from '../core/resource.js';
 import { ApiError, validation } from '../core/errors.js';
 import { randomPassword, safeEqual } from '../core/passwords.js';
 import { schedule } from '../core/timers.js';
@@ -65,6 +65,8 @@ export const ADMIN_BASE = `${OPS_BASE}admin/`;
 const STATE_BODY_LIMIT = 512 * 1024 * 1024;
 
 export interface AdminDeps {
+  /** The deployment's kinds (seeding creates drives, servers and tags through their services). */
+  kinds: readonly ResourceDecl[];
   /** Runs the timers that fell due (the process's scheduler); absent in a process without one. */
   runDue: () => Promise<number>;
   /** Drops the credentials the process has verified (after a reset or a password change). */
@@ -272,7 +274,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
       url: `${ADMIN_BASE}seed`,
       doc: { POST: op('Seed users and what they hold from a seed document (idempotent)', { type: 'object' }) },
       methods: post(async (req) => {
-        const report = await seed(s, req.body, deps.runDue);
+        const report = await seed(s, deps.kinds, req.body, deps.runDue);
         audit('seed', { ...report }, req);
         return { status: 200, body: report };
       }),
@@ -373,7 +375,7 @@ export function registerAdmin(app: FastifyInstance, s: Services, token: string, 
           if (type === 'clone') {
             const drive = str(b, 'drive') ?? null;
             if (drive && !(await s.store.resources.get(s.store.db, 'drives', drive))) throw new ApiError('notexist', `No drive ${drive}`, 'drive');
-            await s.store.transaction((tx) => failNextClone(tx, drive));
+            await s.store.transaction((tx) => s.sim.storage.failNextClone(tx, drive));
             audit('faults.clone', { drive }, req);
             return { status: 201, body: { type, drive } };
           }

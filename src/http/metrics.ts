@@ -85,14 +85,9 @@ export class Metrics {
       labelNames: ['status'],
       registers,
       async collect() {
-        const rows = await store.db
-          .selectFrom('resources')
-          .select((eb) => ['status', eb.fn.countAll<number>().as('n')])
-          .where('kind', '=', 'servers')
-          .groupBy('status')
-          .execute();
+        const rows = await store.operator.serversByStatus(store.db);
         this.reset();
-        for (const r of rows) this.labels(r.status ?? 'unknown').set(Number(r.n));
+        for (const r of rows) this.labels(r.status ?? 'unknown').set(r.n);
       },
     });
     new Gauge({

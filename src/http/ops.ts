@@ -22,7 +22,7 @@ export const OPS_BASE = '/_stratus/';
 /** A scheduler further behind than this is not ready (its due work has waited a minute of the injected clock). */
 export const READY_MAX_LAG_MS = 60_000;
 
-/** What the readiness check asks of the scheduler (src/sim/scheduler.ts); set by whoever runs one. */
+/** What the readiness check asks of the scheduler (src/core/scheduler.ts); set by whoever runs one. */
 export interface SchedulerProbe {
   readonly polling: boolean;
   backlog(): Promise<{ due: number; lagMs: number }>;

@@ -2,7 +2,16 @@ import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
 import { PassLoop } from '../core/pass-loop.js';
-import { claimDue, markFailed, markSent, MAX_ATTEMPTS, type Delivery, type EmailContent, type WebhookContent } from '../resources/notifications/deliveries.js';
+import {
+  claimDue,
+  mailDomain,
+  markFailed,
+  markSent,
+  MAX_ATTEMPTS,
+  type Delivery,
+  type EmailContent,
+  type WebhookContent,
+} from '../resources/notifications/deliveries.js';
 import { fanOut } from '../resources/notifications/fanout.js';
 import { EVENT_NOTIFICATIONS } from '../resources/notifications/types.js';
 import { WEBHOOKS } from '../resources/notifications/webhooks.js';
@@ -109,9 +118,4 @@ export class Notifier {
     });
     if (error !== null) this.log?.warn({ delivery: d.id, channel: d.channel, attempts: d.attempts, error, err: cause }, 'notification delivery failed');
   }
-}
-
-/** The domain of Message-IDs: the From address's. */
-function mailDomain(from: string): string {
-  return /@([^>\s]+)/.exec(from)?.[1] ?? 'stratus.local';
 }

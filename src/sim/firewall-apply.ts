@@ -1,5 +1,7 @@
+import { appliedOf } from '../core/sim.js';
 import type { Db, Tx } from '../store/db.js';
-import { dropState, readStates, updateState, writeState } from './state.js';
+import { usersOfPolicies } from '../store/network.js';
+import { dropState, dropStateIfUnchanged, readStates, readStateTexts, updateState, writeState } from '../store/sim.js';
 
 /**
  * Firewall policies as the simulated network applies them. Every change of a policy's rules raises its
@@ -38,8 +40,7 @@ export async function applyOnBoot(tx: Tx, server: string, policies: readonly str
   await updateState(tx, SERVERS, server, { fw_applied: policies.length ? Object.fromEntries(versions) : undefined });
 }
 
-/** What a running guest has applied: policy -> version. */
-export const appliedOf = (guest: { fw_applied?: unknown }): Record<string, number> => (guest.fw_applied ?? {}) as Record<string, number>;
+export { appliedOf };
 
 /**
  * The propagation tick: each policy changed since the last tick reaches the running servers using it.
@@ -47,10 +48,10 @@ export const appliedOf = (guest: { fw_applied?: unknown }): Record<string, numbe
  * Servers are locked (in uuid order) before their guest state changes.
  */
 export async function propagate(tx: Tx, lockServers: (uuids: string[]) => Promise<unknown>): Promise<number> {
-  const pending = await tx.selectFrom('sim_state').select(['uuid', 'state']).where('kind', '=', PENDING).execute();
+  const pending = await readStateTexts(tx, PENDING);
   if (!pending.length) return 0;
   const policies = pending.map((p) => p.uuid);
-  const using = await tx.selectFrom('fwpolicy_servers').select(['policy_uuid', 'server_uuid']).where('policy_uuid', 'in', policies).execute();
+  const using = await usersOfPolicies(tx, policies);
   const servers = [...new Set(using.map((u) => u.server_uuid))].sort();
   await lockServers(servers);
   const versions = await policyVersions(tx, policies);
@@ -64,7 +65,7 @@ export async function propagate(tx: Tx, lockServers: (uuids: string[]) => Promis
     applied++;
   }
   // Only the changes applied here: a change committed meanwhile (a newer version) stays pending.
-  for (const p of pending) await tx.deleteFrom('sim_state').where('kind', '=', PENDING).where('uuid', '=', p.uuid).where('state', '=', p.state).execute();
+  for (const p of pending) await dropStateIfUnchanged(tx, PENDING, p.uuid, p.state);
   return applied;
 }
 

@@ -1,10 +1,12 @@
-import { randomInt } from 'node:crypto';
 import type { Services } from '../core/context.js';
+import type { DriveDisk, GuestHardware, GuestState, RandomSource, Tunnel } from '../core/sim.js';
 import type { Db, Tx } from '../store/db.js';
 import { leaseAddress, releaseLeases } from './network.js';
-import { dropState, readAllStates, readState, readStates, updateState } from './state.js';
+import { dropState, readAllStates, readState, readStates, updateState } from '../store/sim.js';
 import { applyOnBoot } from './firewall-apply.js';
-import { startWriting, stopWriting, type DriveDisk } from './storage.js';
+import { dhcpGetsThrough } from './dhcp.js';
+import { defaultRandom } from './random.js';
+import { startWriting, stopWriting } from './storage.js';
 import { place, placementsOf, unplace } from './placement.js';
 import { forgetTraffic, startSending, stopSending } from './traffic.js';
 
@@ -14,20 +16,7 @@ import { forgetTraffic, startSending, stopSending } from './traffic.js';
  * (power-on time, DHCP leases, console tunnels, how the guest behaves) in the simulator's table, decides
  * outcomes (a boot that fails by plan or by chance) and says how long things take.
  */
-export interface GuestState {
-  /** Power-on time (ms since the epoch) of a running guest. */
-  active_since?: number;
-  /** DHCP leases of its public NICs: MAC -> address. */
-  leases?: Record<string, string>;
-  vnc_port?: number;
-  console_port?: number;
-  /** Firewall policy -> the rules version its NICs have applied (firewall-apply.ts). */
-  fw_applied?: Record<string, number>;
-  /** The operator planned the next boot to fail. */
-  fail_next_boot?: boolean;
-  /** The guest ignores ACPI shutdown requests. */
-  acpi_ignore?: boolean;
-}
+export type { GuestHardware, GuestState, Tunnel };
 
 const KIND = 'servers';
 type Sim = Pick<Services, 'clock' | 'config' | 'store'>;
@@ -45,30 +34,29 @@ export const allGuestStates = (db: Db | Tx) => readAllStates<GuestState>(db, KIN
  * A boot begins: the guest gets a host (not one that runs a server of `avoid`, when another is free), and
  * whether it will fail (planned by the operator, or chaos at the configured rate).
  */
-export async function beginBoot(tx: Tx, s: Sim, server: string, avoid: readonly string[] = []): Promise<{ fail: boolean; inMs: number }> {
+export async function beginBoot(
+  tx: Tx,
+  s: Sim,
+  server: string,
+  avoid: readonly string[] = [],
+  random: RandomSource = defaultRandom,
+): Promise<{ fail: boolean; inMs: number }> {
   await place(tx, s, server, avoid);
   const state = await guestState(tx, server);
-  const fail = state.fail_next_boot === true || (s.config.simFailureRate > 0 && Math.random() < s.config.simFailureRate);
+  const fail = state.fail_next_boot === true || random.chance(s.config.simFailureRate);
   if (state.fail_next_boot) await updateState(tx, KIND, server, { fail_next_boot: undefined });
   return { fail, inMs: bootMs(s) };
 }
 
-/** What a guest powers on with: its public DHCP NICs, its disks, the firewall policies of its public NICs. */
-export interface GuestHardware {
-  dhcpMacs: readonly string[];
-  disks: readonly DriveDisk[];
-  firewallPolicies: readonly string[];
-  /** Public NICs (not on a VLAN, with an IPv4 configuration): each sends traffic while the guest runs. */
-  publicNics?: number;
-}
-
 /**
- * The guest is up: public DHCP NICs get their leases, the power-on clock starts, it writes to its disks,
- * its public NICs apply the current rules of their firewall policies.
+ * The guest is up: public DHCP NICs whose request gets through their firewall (dhcp.ts) get their leases,
+ * the power-on clock starts, it writes to its disks, its public NICs apply the current rules of their
+ * firewall policies.
  */
-export async function powerOn(tx: Tx, s: Sim, server: string, { dhcpMacs, disks, firewallPolicies, publicNics = 0 }: GuestHardware): Promise<void> {
+export async function powerOn(tx: Tx, s: Sim, server: string, { owner, dhcpNics, disks, firewallPolicies, publicNics = 0 }: GuestHardware): Promise<void> {
+  const asking = await dhcpGetsThrough(tx, s, owner, dhcpNics);
   const leases: Record<string, string> = {};
-  for (const mac of dhcpMacs) {
+  for (const mac of asking) {
     const ip = await leaseAddress(tx, s, server);
     if (ip) leases[mac] = ip;
   }
@@ -99,12 +87,11 @@ export async function acpiShutdown(db: Db | Tx, s: Pick<Services, 'config'>, ser
   return { obeys, inMs: obeys ? s.config.delays['server.shutdown'] : s.config.delays['server.acpi_timeout'] };
 }
 
-export type Tunnel = 'vnc' | 'console';
 const SCHEME: Record<Tunnel, string> = { vnc: 'vnc', console: 'csconsole' };
 
 /** Open a console tunnel: a new port on every open, as the real service does. */
-export async function openTunnel(tx: Tx, s: Pick<Services, 'config'>, server: string, which: Tunnel): Promise<string> {
-  const port = randomInt(40_000, 50_000);
+export async function openTunnel(tx: Tx, s: Pick<Services, 'config'>, server: string, which: Tunnel, random: RandomSource = defaultRandom): Promise<string> {
+  const port = random.int(40_000, 50_000);
   await updateState(tx, KIND, server, { [`${which}_port`]: port });
   return `${SCHEME[which]}://${s.config.vncHost}:${port}`;
 }

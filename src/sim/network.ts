@@ -1,8 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import type { Services } from '../core/context.js';
+import type { RandomSource } from '../core/sim.js';
 import type { Tx } from '../store/db.js';
+import { defaultRandom } from './random.js';
+import { deleteLeases, insertLease } from '../store/network.js';
 import type { Obj } from '../store/repository.js';
-import { blockOf, poolAddresses, type IpPoolBlock } from './ip-pool.js';
+import { blockOf, poolAddresses, type IpPoolBlock } from '../core/ip-pool.js';
 
 /**
  * The simulated network: MAC addresses, the location's public address pool and DHCP. An address is a
@@ -15,7 +17,7 @@ import { blockOf, poolAddresses, type IpPoolBlock } from './ip-pool.js';
 type NetServices = Pick<Services, 'clock' | 'config' | 'store'>;
 
 /** Locally administered MACs starting 22: as the real service's do. */
-export const newMac = (): string => ['22', ...[...randomBytes(5)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
+export const newMac = (random: RandomSource = defaultRandom): string => ['22', ...[...random.bytes(5)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
 
 /** The API body of a pool address (gateway, netmask, nameservers of its block). */
 function ipBody(s: NetServices, block: IpPoolBlock, extra: Obj = {}): Obj {
@@ -43,16 +45,14 @@ export async function claimAddresses(tx: Tx, s: NetServices, count: number, owne
 export async function leaseAddress(tx: Tx, s: NetServices, server: string): Promise<string | null> {
   const [address] = await claimAddresses(tx, s, 1, null);
   if (!address) return null;
-  await tx.insertInto('ip_servers').values({ address, server_uuid: server, dynamic: 1 }).execute();
+  await insertLease(tx, server, address);
   return address;
 }
 
 /** Give a server's DHCP leases back to the pool; returns the addresses released. */
 export async function releaseLeases(tx: Tx, s: Pick<Services, 'store'>, server: string): Promise<string[]> {
-  const rows = await tx.selectFrom('ip_servers').select('address').where('server_uuid', '=', server).where('dynamic', '=', 1).execute();
-  const addresses = rows.map((r) => r.address);
+  const addresses = await deleteLeases(tx, server);
   if (!addresses.length) return addresses;
-  await tx.deleteFrom('ip_servers').where('server_uuid', '=', server).where('dynamic', '=', 1).execute();
   await s.store.resources.remove(tx, 'ips', addresses, { ownerless: true });
   return addresses;
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
-import { dropState, readStates, writeState } from './state.js';
+import { dropState, readStates, writeState } from '../store/sim.js';
 
 /**
  * Where the simulated infrastructure puts things: a running server on one of `--sim-hosts` hypervisor

@@ -1,6 +1,7 @@
 import type { Services } from '../core/context.js';
+import type { DriveDisk } from '../core/sim.js';
 import type { Db, Tx } from '../store/db.js';
-import { dropState, readState, readStates, updateState, writeState } from './state.js';
+import { dropState, readState, readStates, updateState, writeState } from '../store/sim.js';
 import { place, unplace } from './placement.js';
 
 /**
@@ -43,10 +44,7 @@ interface SnapshotData {
   size: number;
 }
 
-export interface DriveDisk {
-  uuid: string;
-  size: number;
-}
+export type { DriveDisk };
 
 const DRIVES = 'drives';
 const SNAPSHOTS = 'snapshots';

@@ -1,6 +1,6 @@
 import type { Services } from '../core/context.js';
 import type { Db, Tx } from '../store/db.js';
-import { dropState, readAllStates, readState, readStates, writeState } from './state.js';
+import { dropState, readAllStates, readState, readStates, writeState } from '../store/sim.js';
 
 /**
  * The simulated network's traffic counters: the bytes each server has sent (tx), ever. While a guest

@@ -1,6 +1,7 @@
 import type { Services } from '../core/context.js';
+import type { Enforced } from '../core/sim.js';
 import type { Db, Tx } from '../store/db.js';
-import { dropState, readState, readStates, writeState } from './state.js';
+import { dropState, readState, readStates, writeState } from '../store/sim.js';
 
 /**
  * The simulated virtual router's firewall: what it enforces for each active policy (its place in the
@@ -9,13 +10,7 @@ import { dropState, readState, readStates, writeState } from './state.js';
  * decides what the router should enforce and when (a job per operation); the router takes it when the
  * operation's time, `vrouter.firewall` ms of the injected clock, is over.
  */
-export interface Enforced<R = Record<string, unknown>> {
-  order: number;
-  lan_interface: string | null;
-  upstream_interface: string | null;
-  /** In the order the router tries them. */
-  filters: R[];
-}
+export type { Enforced };
 
 const STATE = 'vrouter_fw';
 

@@ -20,7 +20,12 @@ import { StateQueries } from './state.js';
 import { AuditQueries, EventQueries } from './audit.js';
 import { lockRows } from './locks.js';
 import { NotificationQueries } from './notifications/index.js';
+import { BillingQueries } from './billing/index.js';
 import { TablePages } from './table-pages.js';
+import { AccountQueries } from './accounts/index.js';
+import { LimitQueries } from './limits/index.js';
+import { SettingQueries } from './settings.js';
+import { OperatorReads } from './operator.js';
 
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
 export const DEFAULT_CACHE_MIB = 32;
@@ -54,6 +59,16 @@ export class Store {
   readonly events: EventQueries;
   /** SQL of notifications: fan-out, deliveries, feed, preferences (store/notifications/). */
   readonly notifications: NotificationQueries;
+  /** SQL of accounts: users and profiles, sessions, login guard, one-time links, Digest nonces (store/accounts/). */
+  readonly accounts: AccountQueries;
+  /** SQL of accounts' rate-limit overrides (store/limits/; the request counters are store/limits/counters.ts). */
+  readonly limits = new LimitQueries();
+  /** The deployment's own values: Digest secret, shared clock offset, demo login (store/settings.ts). */
+  readonly settings: SettingQueries;
+  /** The operator plane's reads across accounts' objects: metrics, seeding (store/operator.ts). */
+  readonly operator = new OperatorReads();
+  /** SQL of billing: balances and the ledger, burst levels, usage records, subscriptions (store/billing/). */
+  readonly billing: BillingQueries;
   /** SQL of whole-deployment and whole-account state: reset, export, import (store/tables.ts drives it). */
   readonly state: StateQueries;
   /** Pages of kinds over their own tables (ledger, audit log, ...), described as data (core/table-kind.ts). */
@@ -132,6 +147,9 @@ export class Store {
     this.audit = new AuditQueries(this.resources);
     this.events = new EventQueries();
     this.notifications = new NotificationQueries(dialect);
+    this.accounts = new AccountQueries(dialect);
+    this.settings = new SettingQueries(dialect);
+    this.billing = new BillingQueries(dialect);
     this.state = new StateQueries(dialect);
     this.tablePages = new TablePages(this.resources);
   }

@@ -17,10 +17,18 @@ interface Pageable<Q> {
  * `LIMIT -1 OFFSET n` there (a negative limit means no limit); PostgreSQL takes a plain OFFSET.
  */
 export function page<Q extends Pageable<Q>>(query: Q, limit: number, offset: number, dialect: Dialect): Q {
+  return pageShape(query, limit > 0 ? limit : undefined, offset > 0 ? offset : undefined, dialect);
+}
+
+/**
+ * The same rule for a query compiled once (store/shapes.ts): `limit` and `offset` are the shape's argument
+ * markers, given when the page has them (limit > 0, offset > 0; which of them it has is part of the shape).
+ */
+export function pageShape<Q extends Pageable<Q>>(query: Q, limit: number | undefined, offset: number | undefined, dialect: Dialect): Q {
   let q = query;
-  if (limit > 0) q = q.limit(limit);
-  else if (offset > 0 && dialect === 'sqlite') q = q.limit(-1);
-  if (offset > 0) q = q.offset(offset);
+  if (limit !== undefined) q = q.limit(limit);
+  else if (offset !== undefined && dialect === 'sqlite') q = q.limit(-1);
+  if (offset !== undefined) q = q.offset(offset);
   return q;
 }
 

@@ -5,6 +5,7 @@ import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { fixture, golden, sameShape } from '../helpers/golden.js';
 import { setState } from '../../src/resources/users/users.js';
+import { assignVlans } from '../../src/resources/vlans/vlans.js';
 
 type User = Client & { uuid: string; email: string };
 let srv: TestServer;
@@ -244,10 +245,22 @@ describe('policies on servers', () => {
 
   test('private NICs carry no firewall runtime', async () => {
     const c = await srv.user();
-    const p = await policy(c, {});
+    const p = await policy(c, { rules: [{ action: 'drop', direction: 'in', ip_proto: 'tcp', dst_port: '22' }] });
+    const [vlan] = await srv.services.store.transaction((tx) => assignVlans(tx, srv.services, c.uuid, 1));
+    // One public NIC and one private NIC (on the owner's VLAN), both naming the policy.
     const server = await firewalled(c, p.uuid);
+    const nics = [...server.nics, { firewall_policy: p.uuid, model: 'virtio', vlan }];
+    const put = await c.put(server.resource_uri, { ...server, nics });
+    assert.equal(put.status, 200, put.text);
+    const privateMac = put.json.nics.find((n: any) => n.vlan).mac;
     await start(c, server);
-    assert.equal((await get(c, server.resource_uri)).runtime.nics[0].interface_type, 'public');
+    const runtime = (await get(c, server.resource_uri)).runtime.nics as any[];
+    const priv = runtime.find((n) => n.mac === privateMac);
+    const pub = runtime.find((n) => n.mac !== privateMac);
+    assert.equal(priv.interface_type, 'private');
+    assert.ok(!('firewall' in priv), `a private NIC shows a firewall: ${JSON.stringify(priv)}`);
+    assert.equal(pub.interface_type, 'public');
+    assert.deepEqual(pub.firewall, { applied_version: 1, pending: false, policy: { resource_uri: p.resource_uri, uuid: p.uuid }, version: 1 });
   });
 });
 

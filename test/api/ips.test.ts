@@ -10,7 +10,7 @@ import type { Tx } from '../../src/store/db.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { leaseAddress, releaseLeases } from '../../src/sim/network.js';
 import { assertUsableStaticIp, assignIps, releaseIp, setServerStaticIps } from '../../src/resources/ips/ips.js';
-import { parseIpPool, poolAddresses, poolSize } from '../../src/sim/ip-pool.js';
+import { parseIpPool, poolAddresses, poolSize } from '../../src/core/ip-pool.js';
 
 type User = Client & { uuid: string; email: string };
 

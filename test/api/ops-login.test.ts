@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { DEFAULT_LOGIN_PROTECTION } from '../../src/resources/accounts/login-rules.js';
+import { DEFAULT_LOGIN_PROTECTION } from '../../src/core/login-rules.js';
 import { Client } from '../helpers/client.js';
 import { basic } from '../helpers/auth.js';
 import { cli } from '../helpers/cli.js';

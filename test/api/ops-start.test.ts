@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { DEFAULT_RULES } from '../../src/http/ratelimit/rules.js';
+import { DEFAULT_RULES } from '../../src/core/rate-rules.js';
 import { DEFAULT_DELAYS } from '../../src/sim/delays.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { Client } from '../helpers/client.js';

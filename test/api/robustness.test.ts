@@ -1162,8 +1162,9 @@ async function buildWorld(): Promise<World> {
   const keypub = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJoZ2Z1enpmdXp6ZnV6emZ1enpmdXp6ZnV6emZ1enpm fuzz@stratus';
   // Both users: drives, servers with a disk, tags, a keypair; IPs and a VLAN from the operator.
   for (const u of [alice, bob]) {
-    await ipsCommand(srv.services, ['assign', u.email], { count: '2' }, 'usage').catch(() => '');
-    await vlansCommand(srv.services, ['assign', u.email], {}, 'usage').catch(() => '');
+    // Every setup step must succeed: a step that fails silently would leave the fuzz a poorer world.
+    await ipsCommand(srv.services, ['assign', u.email], { count: '2' }, 'usage');
+    await vlansCommand(srv.services, ['assign', u.email], {}, 'usage');
     const drives = await post(u, 'drives/', [
       { media: 'disk', name: 'd1', size: 1 << 30 },
       { media: 'disk', name: 'd2', size: 1 << 30 },
@@ -1179,7 +1180,7 @@ async function buildWorld(): Promise<World> {
     });
     await post(u, 'servers/', { cpu: 1000, mem: 536870912, name: 's2', vnc_password: 'x', nics: [{ ip_v4_conf: { conf: 'dhcp' }, model: 'virtio' }] });
     const tags = await post(u, 'tags/', [{ name: 't1', resources: [drives[1].uuid] }, { name: 't2' }]);
-    await post(u, 'keypairs/', { name: 'k', public_key: keypub }).catch(() => []);
+    await post(u, 'keypairs/', { name: 'k', public_key: keypub });
     // Each shares a tag with the other (some rules), so uuids of the other user's objects are sometimes visible.
     const other = u === alice ? bob : alice;
     await post(u, 'acls/', {
@@ -1193,12 +1194,16 @@ async function buildWorld(): Promise<World> {
   for (const u of [alice, bob])
     for (const kind of ['drives', 'servers', 'tags', 'acls', 'keypairs', 'ips', 'vlans', 'jobs']) {
       const res = await u.get(`${kind}/?limit=0`);
-      if (res.status !== 200) continue;
+      assert.equal(res.status, 200, `${kind}/: ${res.text.slice(0, 300)}`);
       (uuids[kind] ??= []).push(...(res.json.objects as { uuid: string }[]).map((o) => o.uuid));
     }
   const lib = await alice.get('libdrives/?limit=3');
-  if (lib.status === 200) uuids.libdrives = (lib.json.objects as { uuid: string }[]).map((o) => o.uuid);
-  uuids.pubkeys = uuids.keypairs ?? [];
+  assert.equal(lib.status, 200, `libdrives/: ${lib.text.slice(0, 300)}`);
+  uuids.libdrives = (lib.json.objects as { uuid: string }[]).map((o) => o.uuid);
+  uuids.pubkeys = uuids.keypairs;
+  // The world holds what the fuzz draws from: every kind listed has objects of both users' making.
+  for (const kind of ['drives', 'servers', 'tags', 'acls', 'keypairs', 'ips', 'vlans', 'libdrives'])
+    assert.ok(uuids[kind].length > 0, `the fuzz world has no ${kind}`);
   const allUuids = [...new Set(Object.values(uuids).flat())];
 
   const routes: World['routes'] = resourcePaths(registry, srv.services).map((p) => {
@@ -1219,12 +1224,12 @@ async function buildWorld(): Promise<World> {
   );
 
   // A cookie session of Alice's.
-  let session: World['session'] = null;
   const login = await alice.post('accounts/action/?do=login', { username: alice.email, password: alice.password });
   const cookies = ([] as string[]).concat(login.headers['set-cookie'] ?? []);
   const sid = cookies.map((c) => /^sessionid=([^;]+)/.exec(c)?.[1]).find(Boolean);
   const csrf = cookies.map((c) => /^csrftoken=([^;]+)/.exec(c)?.[1]).find(Boolean);
-  if (sid && csrf) session = { cookie: sid, csrf };
+  assert.ok(sid && csrf, `Alice's login gave no session: ${login.status} ${login.text.slice(0, 300)}`);
+  const session = { cookie: sid, csrf };
   return { routes, uuids, allUuids, users: { alice, bob, carol }, session, keypub };
 }
 

@@ -5,7 +5,7 @@ import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 import { golden, sameShape } from '../helpers/golden.js';
 import { appliedOf } from '../../src/resources/vrfwpolicies/router.js';
-import { Scheduler } from '../../src/sim/scheduler.js';
+import { Scheduler } from '../../src/core/scheduler.js';
 import { timerHandlers } from '../../src/registry.js';
 
 type User = Client & { uuid: string; email: string };
@@ -31,7 +31,7 @@ const LAN = '9b183b90-84cf-46fb-b3d8-12d2e5383eae';
 const LAN_URI = `/api/2.0/lans/${LAN}/`;
 
 const get = async (c: Client, uri: string) => (await c.get(uri)).json;
-const applied = (uuid: string) => appliedOf(srv.services.store.db, uuid);
+const applied = (uuid: string) => appliedOf(srv.services, srv.services.store.db, uuid);
 const auditOf = (uuid: string) => srv.services.store.db.selectFrom('audit_log').selectAll().where('uuid', '=', uuid).orderBy('seq').execute();
 const actionsOf = async (uuid: string) => (await auditOf(uuid)).map((e) => e.action);
 const jobState = async (c: Client, job: { resource_uri: string }) => (await get(c, job.resource_uri)).state;

@@ -8,11 +8,12 @@ import { randomIds } from '../../src/core/ids.js';
 import { Store } from '../../src/store/db.js';
 import { createUser } from '../../src/resources/users/users.js';
 import { freshDatabase } from './db.js';
-import { Scheduler } from '../../src/sim/scheduler.js';
+import { Scheduler } from '../../src/core/scheduler.js';
 import { timerHandlers } from '../../src/registry.js';
 import { EventSubscriptions } from '../../src/core/events.js';
 import { Client } from './client.js';
 import { knownContract } from './contract.js';
+import { withSimulator } from '../../src/sim/index.js';
 
 export interface TestServer {
   base: string;
@@ -52,7 +53,7 @@ export async function startServer(
   const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', 'rate-limits': 'off', ...flags }, {});
   const store = await Store.open(config.db, { poolSize: 4, cacheMiB: config.cacheMiB, statementCache: config.statementCache, anchorStep: opts.anchorStep });
   const clock = opts.clock ?? new AdjustableClock();
-  const services: Services = { store, clock, ids: randomIds, config, events: new EventSubscriptions(), resolve: opts.resolve };
+  const services: Services = withSimulator({ store, clock, ids: randomIds, config, events: new EventSubscriptions(), resolve: opts.resolve });
   const app = await buildApp(services, kinds);
   // No polling loop: tests drive the simulator by moving the clock (`advance`).
   const scheduler = new Scheduler(services, timerHandlers(kinds));

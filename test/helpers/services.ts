@@ -6,9 +6,10 @@ import { randomIds } from '../../src/core/ids.js';
 import type { CollectionDecl, ListQuery, ResourceDecl } from '../../src/core/resource.js';
 import { registry, startKinds, timerHandlers } from '../../src/registry.js';
 import { createUser } from '../../src/resources/users/users.js';
-import { Scheduler } from '../../src/sim/scheduler.js';
+import { Scheduler } from '../../src/core/scheduler.js';
 import { Store } from '../../src/store/db.js';
 import { freshDatabase } from './db.js';
+import { withSimulator } from '../../src/sim/index.js';
 
 /**
  * The service tier's fixture: the services a server is built on (store, injected clock, ids, config, the
@@ -38,7 +39,7 @@ export async function openServices(flags: Record<string, string> = {}, kinds: Re
   const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', 'rate-limits': 'off', ...flags }, {});
   const store = await Store.open(config.db, { poolSize: 4, cacheMiB: config.cacheMiB, statementCache: config.statementCache });
   const clock = new AdjustableClock();
-  const services: Services = { store, clock, ids: randomIds, config, events: new EventSubscriptions() };
+  const services: Services = withSimulator({ store, clock, ids: randomIds, config, events: new EventSubscriptions() });
   await startKinds(services, kinds);
   const scheduler = new Scheduler(services, timerHandlers(kinds));
   const byName = new Map(kinds.map((k) => [k.kind, k]));

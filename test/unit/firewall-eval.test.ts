@@ -13,7 +13,7 @@ import {
   type FwRule,
   type Packet,
   type RestrictionLevel,
-} from '../../src/sim/firewall.js';
+} from '../../src/core/firewall.js';
 import { golden } from '../helpers/golden.js';
 import { validationFailure } from '../helpers/errors.js';
 

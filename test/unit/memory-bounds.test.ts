@@ -11,6 +11,7 @@ import { Store } from '../../src/store/db.js';
 import { VersionedCache } from '../../src/store/object-cache.js';
 import { StatementCache } from '../../src/store/statement-cache.js';
 import { freshDatabase } from '../helpers/db.js';
+import { withSimulator } from '../../src/sim/index.js';
 
 /** The in-process structures that grow with distinct keys stop at their bounds (found by bench/soak.ts). */
 
@@ -106,7 +107,7 @@ describe('credential cache', () => {
     db = await freshDatabase();
     clock.set(new Date(Date.UTC(2030, 0, 1)));
     const config = loadConfig({ db: db.url, 'credential-cache': '3' }, {});
-    services = { store: await Store.open(db.url, { poolSize: 2 }), clock, ids: randomIds, config };
+    services = withSimulator({ store: await Store.open(db.url, { poolSize: 2 }), clock, ids: randomIds, config });
   });
   after(async () => {
     await services.store.close();

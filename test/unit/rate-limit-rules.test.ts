@@ -3,17 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  DEFAULT_RULES,
-  formatRules,
-  mergeRules,
-  parseRule,
-  parseRuleJson,
-  parseRuleList,
-  RuleError,
-  RuleSet,
-  type Rule,
-} from '../../src/http/ratelimit/rules.js';
+import { DEFAULT_RULES, formatRules, mergeRules, parseRule, parseRuleJson, parseRuleList, RuleError, RuleSet, type Rule } from '../../src/core/rate-rules.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 
 describe('rate-limit rule text', () => {

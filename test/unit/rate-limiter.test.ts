@@ -6,13 +6,14 @@ import { AdjustableClock } from '../../src/core/clock.js';
 import type { Caller, Services } from '../../src/core/context.js';
 import { ApiError } from '../../src/core/errors.js';
 import { randomIds } from '../../src/core/ids.js';
-import { MemoryCounters, TableCounters, type CounterStore } from '../../src/http/ratelimit/counters.js';
+import { MemoryCounters, TableCounters, type CounterStore } from '../../src/store/limits/counters.js';
 import { RateLimiter } from '../../src/http/ratelimit/limiter.js';
-import { setAccountLimits } from '../../src/http/ratelimit/overrides.js';
-import { parseRuleList, type Rule } from '../../src/http/ratelimit/rules.js';
+import { setAccountLimits } from '../../src/resources/accounts/rate-limits.js';
+import { parseRuleList, type Rule } from '../../src/core/rate-rules.js';
 import { createUser } from '../../src/resources/users/users.js';
 import { Store } from '../../src/store/db.js';
 import { engine, freshDatabase } from '../helpers/db.js';
+import { withSimulator } from '../../src/sim/index.js';
 
 /** The limiter and its counter stores without HTTP: counting semantics, atomicity, pruning, the pre-auth refusal. */
 let db: { url: string; drop: () => Promise<void> };
@@ -24,7 +25,7 @@ before(async () => {
   clock = new AdjustableClock();
   clock.set(new Date(Date.UTC(2030, 0, 1, 12, 0, 0)));
   const config = loadConfig({ db: db.url, 'log-level': 'silent' }, {});
-  services = { store: await Store.open(db.url, { poolSize: 4 }), clock, ids: randomIds, config };
+  services = withSimulator({ store: await Store.open(db.url, { poolSize: 4 }), clock, ids: randomIds, config });
 });
 after(async () => {
   await services.store.close();

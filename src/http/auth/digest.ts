@@ -38,17 +38,13 @@ export type DigestOutcome =
 
 /** Loads the shared server secret, creating it on first use (the first process to insert wins). */
 export async function serverSecret(s: Services): Promise<Buffer> {
-  const read = () => s.store.db.selectFrom('settings').select('value').where('key', '=', DIGEST_SETTING).executeTakeFirst();
-  let row = await read();
-  if (!row) {
-    await s.store.db
-      .insertInto('settings')
-      .values({ key: DIGEST_SETTING, value: randomBytes(32).toString('hex') })
-      .onConflict((oc) => oc.column('key').doNothing())
-      .execute();
-    row = await read();
+  const { settings } = s.store;
+  let value = await settings.get(s.store.db, DIGEST_SETTING);
+  if (value === undefined) {
+    await settings.insertIfAbsent(s.store.db, DIGEST_SETTING, randomBytes(32).toString('hex'));
+    value = await settings.get(s.store.db, DIGEST_SETTING);
   }
-  return Buffer.from(row!.value, 'hex');
+  return Buffer.from(value!, 'hex');
 }
 
 const md5 = (s: string) => createHash('md5').update(s, 'utf8').digest('hex');
@@ -161,17 +157,7 @@ export class DigestAuth {
 
     const nc = parseInt(p.nc, 16);
     if (nc < 1) return { ok: false, reason: 'replay', email: p.username };
-    const accepted = await this.s.store.db
-      .insertInto('digest_nonces')
-      .values({ nonce: p.nonce, max_nc: nc, expires_ms: issued + this.ttlMs })
-      .onConflict((oc) =>
-        oc
-          .column('nonce')
-          .doUpdateSet((eb) => ({ max_nc: eb.ref('excluded.max_nc') }))
-          .where('digest_nonces.max_nc', '<', nc),
-      )
-      .returning('nonce')
-      .executeTakeFirst();
+    const accepted = await this.s.store.accounts.digestNonces.accept(this.s.store.db, p.nonce, nc, issued + this.ttlMs);
     if (!accepted) return { ok: false, reason: 'replay', email: p.username };
     await this.prune(now);
     return { ok: true, email: p.username };
@@ -180,7 +166,7 @@ export class DigestAuth {
   private async prune(now: number): Promise<void> {
     if (now < this.nextPrune) return;
     this.nextPrune = now + PRUNE_EVERY_MS;
-    await this.s.store.db.deleteFrom('digest_nonces').where('expires_ms', '<', now).execute();
+    await this.s.store.accounts.digestNonces.prune(this.s.store.db, now);
   }
 }
 

@@ -1,9 +1,9 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller, Services } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
-import { MemoryCounters, TableCounters, type Bucket, type CounterStore } from './counters.js';
-import { decodeAccountLimits, getAccountLimitsText, onAccountLimitsChange } from './overrides.js';
-import { apiPath, mergeRules, PERIODS, RuleError, ruleId, RuleSet, type Rule } from './rules.js';
+import { MemoryCounters, TableCounters, type Bucket, type CounterStore } from '../../store/limits/counters.js';
+import { decodeAccountLimits, getAccountLimitsText, onAccountLimitsChange } from '../../resources/accounts/rate-limits.js';
+import { apiPath, mergeRules, PERIODS, RuleError, ruleId, RuleSet, type Rule } from '../../core/rate-rules.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -2,7 +2,7 @@ import type { Services } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
 import { sha256Hex } from '../../core/passwords.js';
 import { normalizeEmail } from '../users/users.js';
-import { DEFAULT_LOGIN_PROTECTION, type LoginProtection } from './login-rules.js';
+import { DEFAULT_LOGIN_PROTECTION, type LoginProtection } from '../../core/login-rules.js';
 
 /**
  * Login protection against password guessing.
@@ -38,7 +38,7 @@ import { DEFAULT_LOGIN_PROTECTION, type LoginProtection } from './login-rules.js
  * http/auth/basic.ts: the cache is per account and address, so a locked address never rides on an entry
  * another address earned); a lock set in the same process drops the account's cache entries at once.
  *
- * The numbers above are the defaults of `--login-protection` (login-rules.ts): an operator may change each
+ * The numbers above are the defaults of `--login-protection` (core/login-rules.ts): an operator may change each
  * count, turn a counter off, change the window and the lock, or turn the protection off (`--ci` does: a
  * pipeline that tests wrong passwords must not lock itself out). A pair counter also carries the keys of
  * its account and address, so `stratus users unlock EMAIL` (or `--address IP`) clears every counter of an
@@ -84,15 +84,11 @@ const KINDS = ['pair', 'address', 'account'] as const;
 async function readState(s: Services, p: LoginProtection, keys: LoginKeys, now: number): Promise<LockState> {
   const active = activeKeys(p, keys);
   if (active.length === 0) return { lockedUntil: 0, pairFailures: 0 };
-  const rows = await s.store.db
-    .selectFrom('login_failures')
-    .select(['key', 'failures', 'window_start_ms', 'locked_until_ms'])
-    .where('key', 'in', active)
-    .execute();
+  const rows = await s.store.accounts.loginFailures.read(s.store.db, active);
   let lockedUntil = 0;
-  for (const r of rows) if (Number(r.locked_until_ms) > now) lockedUntil = Math.max(lockedUntil, Number(r.locked_until_ms));
+  for (const r of rows) if (r.lockedUntilMs > now) lockedUntil = Math.max(lockedUntil, r.lockedUntilMs);
   const pair = rows.find((r) => r.key === keys.pair);
-  return { lockedUntil, pairFailures: pair ? Number(pair.failures) : 0 };
+  return { lockedUntil, pairFailures: pair ? pair.failures : 0 };
 }
 
 function refused(until: number, now: number): ApiError {
@@ -137,11 +133,7 @@ export async function loginFailed(s: Services, keys: LoginKeys, onAccountLocked?
   }
   if (now >= nextPrune) {
     nextPrune = now + PRUNE_EVERY_MS;
-    await s.store.db
-      .deleteFrom('login_failures')
-      .where('window_start_ms', '<=', now - p.windowMs)
-      .where('locked_until_ms', '<=', now)
-      .execute();
+    await s.store.accounts.loginFailures.prune(s.store.db, now, p.windowMs);
   }
   if (accountLocked) onAccountLocked?.();
   if (until > now) throw refused(until, now);
@@ -154,7 +146,7 @@ export async function loginSucceeded(s: Services, keys: LoginKeys): Promise<void
   const now = s.clock.now().getTime();
   const state = await readState(s, p, keys, now);
   if (state.lockedUntil > now) throw refused(state.lockedUntil, now);
-  if (state.pairFailures > 0) await s.store.db.deleteFrom('login_failures').where('key', '=', keys.pair).execute();
+  if (state.pairFailures > 0) await s.store.accounts.loginFailures.delete(s.store.db, keys.pair);
 }
 
 /**
@@ -170,32 +162,7 @@ async function countFailure(
   limit: number,
   now: number,
 ): Promise<{ lockedUntil: number; setNow: boolean }> {
-  const row = await s.store.db
-    .insertInto('login_failures')
-    .values({ key, ...links, window_start_ms: now, failures: 1, locked_until_ms: limit <= 1 ? now + p.lockMs : 0 })
-    .onConflict((oc) =>
-      oc.column('key').doUpdateSet((eb) => {
-        const fresh = eb('login_failures.window_start_ms', '>', now - p.windowMs);
-        return {
-          window_start_ms: eb.case().when(fresh).then(eb.ref('login_failures.window_start_ms')).else(now).end(),
-          failures: eb
-            .case()
-            .when(fresh)
-            .then(eb('login_failures.failures', '+', 1))
-            .else(1)
-            .end(),
-          locked_until_ms: eb
-            .case()
-            .when(eb.and([fresh, eb('login_failures.failures', '>=', limit - 1), eb('login_failures.locked_until_ms', '<=', now)]))
-            .then(now + p.lockMs)
-            .else(eb.ref('login_failures.locked_until_ms'))
-            .end(),
-        };
-      }),
-    )
-    .returning(['locked_until_ms'])
-    .executeTakeFirst();
-  const lockedUntil = Number(row?.locked_until_ms ?? 0);
+  const lockedUntil = await s.store.accounts.loginFailures.count(s.store.db, { key, links, limit, now, windowMs: p.windowMs, lockMs: p.lockMs });
   return { lockedUntil, setNow: lockedUntil === now + p.lockMs };
 }
 
@@ -205,20 +172,10 @@ async function countFailure(
  * both), or all of them. Returns how many counters were cleared.
  */
 export async function unlockLogins(s: Services, what: { email?: string; address?: string } | 'all'): Promise<number> {
-  let q = s.store.db.deleteFrom('login_failures');
-  if (what !== 'all') {
-    const account = what.email === undefined ? null : loginKeys(what.email, '').account;
-    // An IPv4 client of a dual-stack listener is seen as `::ffff:a.b.c.d`: both spellings are cleared.
-    const spellings = what.address === undefined ? [] : /^\d+\.\d+\.\d+\.\d+$/.test(what.address) ? [what.address, `::ffff:${what.address}`] : [what.address];
-    const addresses = spellings.map((a) => loginKeys('', a).address);
-    if (!account && addresses.length === 0) return 0;
-    q = q.where((eb) =>
-      eb.or([
-        ...(account ? [eb('key', '=', account), eb('account_key', '=', account)] : []),
-        ...addresses.flatMap((a) => [eb('key', '=', a), eb('address_key', '=', a)]),
-      ]),
-    );
-  }
-  const res = await q.executeTakeFirst();
-  return Number(res.numDeletedRows);
+  if (what === 'all') return s.store.accounts.loginFailures.clear(s.store.db, 'all');
+  const accounts = what.email === undefined ? [] : [loginKeys(what.email, '').account];
+  // An IPv4 client of a dual-stack listener is seen as `::ffff:a.b.c.d`: both spellings are cleared.
+  const spellings = what.address === undefined ? [] : /^\d+\.\d+\.\d+\.\d+$/.test(what.address) ? [what.address, `::ffff:${what.address}`] : [what.address];
+  const addresses = spellings.map((a) => loginKeys('', a).address);
+  return s.store.accounts.loginFailures.clear(s.store.db, { accounts, addresses });
 }

@@ -34,25 +34,24 @@ export async function startSession(s: Services, userUuid: string): Promise<{ id:
   const now = s.clock.now();
   const id = randomBytes(16).toString('hex');
   const csrfToken = randomAlnum(32);
-  await s.store.db
-    .insertInto('sessions')
-    .values({ id_hash: sha256Hex(id), user_uuid: userUuid, csrf_token: csrfToken, created_at: isoTimestamp(now), expires_ms: now.getTime() + SESSION_TTL_MS })
-    .execute();
+  const sessions = s.store.accounts.sessions;
+  await sessions.insert(s.store.db, {
+    id_hash: sha256Hex(id),
+    user_uuid: userUuid,
+    csrf_token: csrfToken,
+    created_at: isoTimestamp(now),
+    expires_ms: now.getTime() + SESSION_TTL_MS,
+  });
   // Ended sessions are forgotten as new ones start (indexed; cheap).
-  await s.store.db.deleteFrom('sessions').where('expires_ms', '<=', now.getTime()).execute();
+  await sessions.deleteExpired(s.store.db, now.getTime());
   return { id, csrfToken, maxAgeS: SESSION_TTL_MS / 1000 };
 }
 
 /** The live session with this id and its user, or null (unknown, malformed, expired or logged out). */
 export async function findSession(s: Services, id: string): Promise<Session | null> {
   if (!SESSION_ID_RE.test(id)) return null;
-  const row = await s.store.db
-    .selectFrom('sessions')
-    .innerJoin('users', 'users.uuid', 'sessions.user_uuid')
-    .select(['users.uuid', 'users.email', 'users.state', 'sessions.csrf_token', 'sessions.expires_ms'])
-    .where('sessions.id_hash', '=', sha256Hex(id))
-    .executeTakeFirst();
-  if (!row || Number(row.expires_ms) <= s.clock.now().getTime()) return null;
+  const row = await s.store.accounts.sessions.find(s.store.db, sha256Hex(id));
+  if (!row || row.expires_ms <= s.clock.now().getTime()) return null;
   return { caller: { uuid: row.uuid, email: row.email, state: row.state }, csrfToken: row.csrf_token };
 }
 
@@ -62,21 +61,21 @@ export async function findSession(s: Services, id: string): Promise<Session | nu
  */
 export async function endSession(s: Services, id: string | undefined, stream?: { owner: string; credential: string }): Promise<void> {
   await s.store.transaction(async (tx) => {
-    if (id && SESSION_ID_RE.test(id)) await tx.deleteFrom('sessions').where('id_hash', '=', sha256Hex(id)).execute();
+    if (id && SESSION_ID_RE.test(id)) await s.store.accounts.sessions.delete(tx, sha256Hex(id));
     if (stream) s.store.changes.announce(tx, { owner: stream.owner, kind: SESSION_ENDED, uuid: stream.credential });
   });
 }
 
 /** Ends every credential of a user (a new password, an account reset): sessions and sockets; answers how many sessions. */
 export async function endUserSessions(tx: Tx, s: Pick<Services, 'store'>, userUuid: string): Promise<number> {
-  const gone = await tx.deleteFrom('sessions').where('user_uuid', '=', userUuid).executeTakeFirst();
+  const gone = await s.store.accounts.sessions.deleteOfUser(tx, userUuid);
   s.store.changes.announce(tx, { owner: userUuid, kind: SESSION_ENDED, uuid: null });
-  return Number(gone.numDeletedRows);
+  return gone;
 }
 
 /** Ends every session (a reset of the whole service) and the sockets of their users; answers how many. */
 export async function endAllSessions(tx: Tx, s: Pick<Services, 'store'>): Promise<number> {
-  const gone = await tx.deleteFrom('sessions').returning('user_uuid').execute();
-  for (const owner of new Set(gone.map((g) => g.user_uuid))) s.store.changes.announce(tx, { owner, kind: SESSION_ENDED, uuid: null });
+  const gone = await s.store.accounts.sessions.deleteAll(tx);
+  for (const owner of new Set(gone)) s.store.changes.announce(tx, { owner, kind: SESSION_ENDED, uuid: null });
   return gone.length;
 }

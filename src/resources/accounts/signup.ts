@@ -4,7 +4,8 @@ import type { Services } from '../../core/context.js';
 import { ApiError, validation } from '../../core/errors.js';
 import { isPlainObject } from '../../core/input.js';
 import { sha256Hex } from '../../core/passwords.js';
-import type { Mailer, MailMessage } from '../notifications/mail.js';
+import { enqueue, mailDomain, type EmailContent } from '../notifications/deliveries.js';
+import type { Mailer } from '../notifications/mail.js';
 import { fromDatabaseError } from '../../store/errors.js';
 import type { Tx } from '../../store/db.js';
 import { record } from '../../core/events.js';
@@ -18,7 +19,9 @@ import { createUser, findUser, findUserByEmail, isValidEmail, normalizeEmail, se
  * which moves the account to REGULAR. Sign-up never tells whether an address already has an account:
  * the answer is always 200 `{success: true, uuid}` (a random uuid for an existing address), and the
  * address gets either a fresh link (the account is still waiting for its password) or a notice that
- * someone tried to sign up with it.
+ * someone tried to sign up with it. Either message is a delivery row (resources/notifications/deliveries.ts)
+ * committed with the sign-up's writes and sent by the notification worker, as every e-mail is: a slow or
+ * failing mail server neither delays the answer nor loses the message (it is retried).
  */
 export const SIGNUP_TOKEN_TTL_MS = 24 * 3600_000;
 export const MIN_PASSWORD_LENGTH = 8;
@@ -28,7 +31,8 @@ export const CONFIRM_PATH = '/accounts/confirm/';
 const TOKEN_RE = /^[A-Za-z0-9_-]{43}$/;
 
 export interface SignupDeps {
-  mailer: Mailer;
+  /** How mail leaves (`outbox`: no SMTP server, so the link is also logged for a local user). */
+  mailer: Pick<Mailer, 'kind'>;
   /** Base URL of links in e-mails, without a trailing slash. */
   publicUrl: () => string;
   log: { info(obj: object, msg: string): void; error(obj: object, msg: string): void };
@@ -63,8 +67,8 @@ export async function signUp(s: Services, deps: SignupDeps, body: unknown): Prom
 
   if (created || (user.state === 'NEW_USER' && !user.password_hash)) {
     const account = user;
-    const token = await issueToken(s, user.uuid, async (tx) => {
-      // The welcome notification (new_account) commits with the account's first link.
+    await issueToken(s, user.uuid, async (tx, token) => {
+      // The welcome notification (new_account) commits with the account's first link, and so does its e-mail.
       if (created)
         await record(tx, s, {
           category: 'Accounts',
@@ -74,11 +78,13 @@ export async function signUp(s: Services, deps: SignupDeps, body: unknown): Prom
           actor: null,
           details: `The Stratus account ${account.email} was created.`,
         });
+      const link = `${deps.publicUrl()}${CONFIRM_PATH}${token}`;
+      await mail(tx, s, account, 'signup_confirm', confirmationMail(account.email, link));
+      if (deps.mailer.kind === 'outbox') deps.log.info({ to: account.email, link }, 'no SMTP server configured: the sign-up e-mail goes to the outbox folder');
     });
-    const link = `${deps.publicUrl()}${CONFIRM_PATH}${token}`;
-    await deliver(deps, confirmationMail(user.email, link), link);
   } else {
-    await deliver(deps, attemptNotice(user.email));
+    const account = user;
+    await s.store.transaction((tx) => mail(tx, s, account, 'signup_attempt', attemptNotice(account.email)));
   }
   return { success: true, uuid: created ? user.uuid : s.ids.uuid() };
 }
@@ -91,33 +97,24 @@ export async function issueToken(s: Services, userUuid: string, also?: (tx: Tx, 
   const now = s.clock.now();
   const token = randomBytes(32).toString('base64url');
   await s.store.transaction(async (tx) => {
-    await tx
-      .deleteFrom('signup_tokens')
-      .where((eb) => eb.or([eb('user_uuid', '=', userUuid), eb('expires_ms', '<=', now.getTime())]))
-      .execute();
-    await tx
-      .insertInto('signup_tokens')
-      .values({ token_hash: sha256Hex(token), user_uuid: userUuid, created_at: isoTimestamp(now), expires_ms: now.getTime() + SIGNUP_TOKEN_TTL_MS })
-      .execute();
+    await s.store.accounts.signupTokens.replace(
+      tx,
+      { token_hash: sha256Hex(token), user_uuid: userUuid, created_at: isoTimestamp(now), expires_ms: now.getTime() + SIGNUP_TOKEN_TTL_MS },
+      now.getTime(),
+    );
     await also?.(tx, token);
   });
   return token;
 }
 
-/** Mail goes out while the request waits (bounded by the mailer's timeouts); a failure is logged, not shown. */
-async function deliver(deps: SignupDeps, msg: MailMessage, link?: string): Promise<void> {
-  try {
-    const delivery = await deps.mailer.send(msg);
-    if (delivery.via === 'outbox')
-      deps.log.info({ to: msg.to, file: delivery.file, ...(link ? { link } : {}) }, 'no SMTP server configured: e-mail written to the outbox');
-  } catch (err) {
-    deps.log.error({ err, to: msg.to }, 'sending e-mail failed; the user can sign up again to get a new message');
-  }
+/** A sign-up e-mail to the account's own address, queued in `tx` for the notification worker. */
+async function mail(tx: Tx, s: Services, account: UserRow, type: 'signup_confirm' | 'signup_attempt', content: EmailContent): Promise<void> {
+  const messageId = `<${s.ids.uuid()}.${account.uuid}@${mailDomain(s.config.mailFrom)}>`;
+  await enqueue(tx, s, { owner: account.uuid, channel: 'email', target: account.uuid, address: account.email, type, messageId, content });
 }
 
-function confirmationMail(to: string, link: string): MailMessage {
+function confirmationMail(to: string, link: string): EmailContent {
   return {
-    to,
     subject: 'Confirm your Stratus account',
     text:
       `Hello,\n\nan account was requested for ${to}. To finish signing up, choose a password here ` +
@@ -126,9 +123,8 @@ function confirmationMail(to: string, link: string): MailMessage {
   };
 }
 
-function attemptNotice(to: string): MailMessage {
+function attemptNotice(to: string): EmailContent {
   return {
-    to,
     subject: 'Sign-up attempt for your Stratus account',
     text:
       `Hello,\n\nsomeone just tried to sign up with ${to}, which already has an account. Nothing was changed.\n` +
@@ -139,13 +135,8 @@ function attemptNotice(to: string): MailMessage {
 /** The account a confirmation token is for, while the token is valid; null otherwise. */
 export async function pendingSignup(s: Services, token: string): Promise<UserRow | null> {
   if (!TOKEN_RE.test(token)) return null;
-  const row = await s.store.db
-    .selectFrom('signup_tokens')
-    .select('user_uuid')
-    .where('token_hash', '=', sha256Hex(token))
-    .where('expires_ms', '>', s.clock.now().getTime())
-    .executeTakeFirst();
-  return row ? ((await findUser(s, row.user_uuid)) ?? null) : null;
+  const owner = await s.store.accounts.signupTokens.userOf(s.store.db, sha256Hex(token), s.clock.now().getTime());
+  return owner ? ((await findUser(s, owner)) ?? null) : null;
 }
 
 /** Checks a new password (shared by the page and its tests). */
@@ -165,16 +156,11 @@ export function checkNewPassword(password: unknown, repeat: unknown): string {
 export async function confirmSignup(s: Services, token: string, password: unknown, repeat?: unknown): Promise<UserRow> {
   const chosen = checkNewPassword(password, repeat);
   if (!TOKEN_RE.test(token)) throw new ApiError('notexist', 'This link is not valid');
-  const used = await s.store.db
-    .deleteFrom('signup_tokens')
-    .where('token_hash', '=', sha256Hex(token))
-    .where('expires_ms', '>', s.clock.now().getTime())
-    .returning('user_uuid')
-    .executeTakeFirst();
-  const user = used ? await findUser(s, used.user_uuid) : undefined;
+  const used = await s.store.accounts.signupTokens.consume(s.store.db, sha256Hex(token), s.clock.now().getTime());
+  const user = used ? await findUser(s, used) : undefined;
   if (!user) throw new ApiError('notexist', 'This link is not valid, was already used or has expired');
   await setPassword(s, user.email, chosen, user.state === 'NEW_USER' ? 'REGULAR' : undefined);
-  await s.store.db.deleteFrom('signup_tokens').where('user_uuid', '=', user.uuid).execute();
+  await s.store.accounts.signupTokens.deleteOfUser(s.store.db, user.uuid);
   return (await findUser(s, user.uuid)) ?? user;
 }
 

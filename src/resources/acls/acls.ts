@@ -6,7 +6,7 @@ import { validation } from '../../core/errors.js';
 import { isPermission, type Permission } from '../../core/permissions.js';
 import { storedDecl } from '../../core/stored.js';
 import type { CollectionDecl } from '../../core/resource.js';
-import type { Db, Tx } from '../../store/db.js';
+import type { Tx } from '../../store/db.js';
 import { normalizeEmail } from '../users/users.js';
 
 /**
@@ -51,7 +51,7 @@ function parseRules(items: unknown[]): Permission[] {
 }
 
 /** Grantees by uuid or e-mail (or both, which must agree); unknown users are a 400 on `grantees`. */
-async function resolveGrantees(tx: Tx, items: unknown[]): Promise<string[]> {
+async function resolveGrantees(tx: Tx, ctx: Ctx, items: unknown[]): Promise<string[]> {
   const out: string[] = [];
   for (const item of items) {
     const uuid =
@@ -62,9 +62,8 @@ async function resolveGrantees(tx: Tx, items: unknown[]): Promise<string[]> {
           : undefined;
     const email = isPlainObject(item) && typeof item.email === 'string' && item.email ? normalizeEmail(item.email) : undefined;
     if (!uuid && !email) throw validation('grantees', 'Each grantee needs a uuid or an email');
-    let q = tx.selectFrom('users').select(['uuid', 'email']);
-    q = uuid ? q.where('uuid', '=', uuid) : q.where('email', '=', email!);
-    const user = await q.executeTakeFirst();
+    const users = ctx.store.accounts.users;
+    const user = uuid ? await users.byUuid(tx, uuid) : await users.byEmail(tx, email!);
     if (!user || (email && user.email !== email)) throw validation('grantees', `User ${uuid ?? email} does not exist`);
     if (!out.includes(user.uuid)) out.push(user.uuid);
   }
@@ -84,47 +83,24 @@ async function resolveTags(tx: Tx, ctx: Ctx, items: unknown[]): Promise<string[]
 async function writeRelations(tx: Tx, ctx: Ctx, acl: string, values: Obj): Promise<void> {
   if (values.rules !== undefined) {
     const rules = values.rules as { permission: Permission }[];
-    await tx.deleteFrom('acl_rules').where('acl_uuid', '=', acl).execute();
-    if (rules.length)
-      await tx
-        .insertInto('acl_rules')
-        .values(rules.map(({ permission }) => ({ acl_uuid: acl, permission })))
-        .execute();
+    await ctx.store.resources.acls.setRules(
+      tx,
+      acl,
+      rules.map((r) => r.permission),
+    );
   }
   if (values.grantees !== undefined) {
-    const grantees = await resolveGrantees(tx, (values.grantees as unknown[] | null) ?? []);
-    await tx.deleteFrom('acl_grantees').where('acl_uuid', '=', acl).execute();
-    if (grantees.length)
-      await tx
-        .insertInto('acl_grantees')
-        .values(grantees.map((grantee_uuid, position) => ({ acl_uuid: acl, grantee_uuid, position })))
-        .execute();
+    await ctx.store.resources.acls.setGrantees(tx, acl, await resolveGrantees(tx, ctx, (values.grantees as unknown[] | null) ?? []));
   }
   if (values.tags !== undefined) {
-    const tags = await resolveTags(tx, ctx, (values.tags as unknown[] | null) ?? []);
-    await tx.deleteFrom('acl_tags').where('acl_uuid', '=', acl).execute();
-    if (tags.length)
-      await tx
-        .insertInto('acl_tags')
-        .values(tags.map((tag_uuid, position) => ({ acl_uuid: acl, tag_uuid, position })))
-        .execute();
+    await ctx.store.resources.acls.setTags(tx, acl, await resolveTags(tx, ctx, (values.tags as unknown[] | null) ?? []));
   }
 }
 
 /** Grantees and tags for a page of ACLs: two queries for the page. */
 async function attachRelations(ctx: Ctx, acls: Obj[]): Promise<void> {
   const ids = acls.map((a) => a.uuid as string);
-  const db: Db = ctx.store.db;
-  const [grantees, tags] = await Promise.all([
-    db
-      .selectFrom('acl_grantees as g')
-      .innerJoin('users as u', 'u.uuid', 'g.grantee_uuid')
-      .select(['g.acl_uuid', 'g.grantee_uuid', 'u.email'])
-      .where('g.acl_uuid', 'in', ids)
-      .orderBy('g.position')
-      .execute(),
-    db.selectFrom('acl_tags').select(['acl_uuid', 'tag_uuid']).where('acl_uuid', 'in', ids).orderBy('position').execute(),
-  ]);
+  const { grantees, tags } = await ctx.store.resources.acls.relationsOf(ctx.store.db, ids);
   for (const acl of acls) {
     const own = (acl.owner as { uuid: string }).uuid === ctx.caller.uuid;
     acl.grantees = grantees
@@ -157,10 +133,10 @@ export const acls: CollectionDecl = storedDecl(
     async afterWrite(tx, ctx, uuid, values) {
       await writeRelations(tx, ctx, uuid, values);
     },
-    async beforeDelete(tx, _ctx, uuid) {
-      for (const table of ['acl_grantees', 'acl_rules', 'acl_tags'] as const) await tx.deleteFrom(table).where('acl_uuid', '=', uuid).execute();
+    async beforeDelete(tx, ctx, uuid) {
+      await ctx.store.resources.acls.drop(tx, uuid);
     },
-    alsoVisible: (ctx, db) => db.selectFrom('acl_grantees').select('acl_uuid as uuid').where('grantee_uuid', '=', ctx.caller.uuid),
+    alsoVisible: (ctx, db) => ctx.store.resources.acls.namingGrantee(db, ctx.caller.uuid),
     decorate: attachRelations,
   },
 );

@@ -4,7 +4,7 @@ import { STOCK_FILTERS } from './balance.js';
 import { measure } from '../../billing/engine.js';
 import { CYCLE_MS, cycleOf } from '../../billing/cycle.js';
 import { ledgerAmount } from '../../billing/money.js';
-import { subscribedAt } from '../../billing/subscriptions.js';
+import { subscribedAt } from '../../billing/subscription-cover.js';
 import { f } from '../../core/fields.js';
 import type { Meter } from '../../core/metering.js';
 import type { SingletonDecl } from '../../core/resource.js';
@@ -45,7 +45,7 @@ export function currentUsage(meters: () => readonly Meter[]): SingletonDecl {
             [
               await measure(ctx, db, meters(), at, owner, new Date(cycleOf(at) * CYCLE_MS)),
               await accountOf(db, ctx, owner),
-              await subscribedAt(db, at, owner),
+              await subscribedAt(db, ctx, at, owner),
             ] as const,
         );
         const subscribed = subs.get(owner) ?? new Map<string, number>();

@@ -3,7 +3,6 @@ import { notFound, permission } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { validateFields, type Obj } from '../../core/input.js';
 import { schedule } from '../../core/timers.js';
-import { allocateDrive, cloneMs, copyData, copySnapshotData } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import { ref, resourceUri } from '../../store/repository.js';
 import { startJob } from '../jobs/jobs.js';
@@ -83,13 +82,13 @@ export async function cloneWithin(
     },
   });
   if (source.kind === 'drives') {
-    await copyData(tx, ctx, { uuid: source.uuid, size: source.body.size as number }, uuid, size);
+    await ctx.sim.storage.copyData(tx, { uuid: source.uuid, size: source.body.size as number }, uuid, size);
     await ctx.store.resources.patch(tx, now, 'drives', source.uuid, (b) => ({ ...b, jobs: [...((b.jobs as string[]) ?? []), job] }));
   }
   // The snapshot's data is copied now: deleting the snapshot (or its drive) mid-clone leaves the clone whole.
-  if (source.kind === 'snapshots') await copySnapshotData(tx, source.uuid, uuid, size);
-  await allocateDrive(tx, ctx, uuid);
-  const duration = cloneMs(ctx, size);
+  if (source.kind === 'snapshots') await ctx.sim.storage.copySnapshotData(tx, source.uuid, uuid, size);
+  await ctx.sim.storage.allocateDrive(tx, uuid);
+  const duration = ctx.sim.storage.cloneMs(size);
   await startJob(tx, ctx, ctx.caller.uuid, {
     uuid: job,
     operation: 'drive_clone',
@@ -135,8 +134,9 @@ function libraryMeta(body: Obj): Obj {
 
 /** The caller's clone naming strategy (profile `clone_naming`). */
 export async function cloneNaming(tx: Tx, ctx: Ctx): Promise<CloneNaming> {
-  const profile = await tx.selectFrom('users').select('profile').where('uuid', '=', ctx.caller.uuid).executeTakeFirstOrThrow();
-  return ((JSON.parse(profile.profile) as Obj).clone_naming ?? 'NONE') as CloneNaming;
+  const row = await ctx.store.accounts.users.profileOf(tx, ctx.caller.uuid);
+  if (!row) throw new Error(`no user ${ctx.caller.uuid}`);
+  return ((JSON.parse(row.profile) as Obj).clone_naming ?? 'NONE') as CloneNaming;
 }
 
 async function nameFor(tx: Tx, ctx: Ctx, source: string): Promise<string> {

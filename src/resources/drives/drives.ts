@@ -6,7 +6,6 @@ import { validateFields, type Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
 import { cancelTimers, pendingTimerPayloads, schedule, type TimerHandler } from '../../core/timers.js';
 import { availabilityGroups } from '../placement/availability-groups.js';
-import { allocateDrive, createMs, forgetDrive, resizeMs, takeCloneFailure } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { existingJobs, finishJob } from '../jobs/jobs.js';
@@ -111,7 +110,7 @@ export const drives = storedDecl(
       'drive.cloned': {
         async run(s, tx, timer, payload: { job: string; source?: string }) {
           // A fault injected through the admin plane: the copy fails as a storage failure would.
-          if (payload.source && (await takeCloneFailure(tx, payload.source))) {
+          if (payload.source && (await s.sim.storage.takeCloneFailure(tx, payload.source))) {
             await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) => ({ ...b, status: 'unavailable' }));
             await finishJob(tx, s, payload.job, 'failed', 'the simulated storage failed to copy the drive (injected fault)');
             return;
@@ -140,8 +139,8 @@ export const drives = storedDecl(
         const type = (values.storage_type as string | undefined) ?? defaultStorageType(ctx);
         const size = checkSize(checkStorage(ctx, type), values.size as number);
         await ctx.store.resources.patch(tx, ctx.clock.now(), 'drives', uuid, (b) => ({ ...b, storage_type: type, size }));
-        await allocateDrive(tx, ctx, uuid);
-        await schedule(tx, ctx, { kind: 'drive.created', subject: uuid, inMs: createMs(ctx) });
+        await ctx.sim.storage.allocateDrive(tx, uuid);
+        await schedule(tx, ctx, { kind: 'drive.created', subject: uuid, inMs: ctx.sim.storage.createMs() });
       }
       const owner = (await ctx.store.resources.get(tx, 'drives', uuid))?.owner_uuid ?? '';
       // `details` of a create is the call's parameters (spec "Events", rule 1).
@@ -186,7 +185,7 @@ export const drives = storedDecl(
         });
       await dropSnapshotsOf(tx, ctx, row);
       await cancelTimers(tx, uuid);
-      await forgetDrive(tx, uuid);
+      await ctx.sim.storage.forgetDrive(tx, uuid);
       await record(tx, ctx, { action: 'delete', category: 'Drives', uuid, owner: row.owner_uuid ?? ctx.caller.uuid, actor: ctx.caller.uuid });
     },
     presentStatic,
@@ -200,7 +199,7 @@ export const drives = storedDecl(
 /** Start a resize: status resizing until the timer restores the previous status. */
 async function beginResize(tx: Tx, ctx: Ctx, uuid: string, body: Obj, size: number): Promise<Obj> {
   if (BUSY.has(body.status as string)) throw permission(`Cannot resize drive in state "${body.status}"`);
-  await schedule(tx, ctx, { kind: 'drive.resized', subject: uuid, inMs: resizeMs(ctx), payload: { resume: body.status } });
+  await schedule(tx, ctx, { kind: 'drive.resized', subject: uuid, inMs: ctx.sim.storage.resizeMs(), payload: { resume: body.status } });
   return { size, status: 'resizing' };
 }
 

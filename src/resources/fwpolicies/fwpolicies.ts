@@ -6,8 +6,7 @@ import { f } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
 import type { TimerHandler } from '../../core/timers.js';
-import { forgetPolicy, policyVersions, propagate, PROPAGATION_MS, rulesChanged } from '../../sim/firewall-apply.js';
-import { evaluate, parsePacket, restrictionLevelOf, type FwRule } from '../../sim/firewall.js';
+import { evaluate, parsePacket, restrictionLevelOf, type FwRule } from '../../core/firewall.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { normaliseRules } from './rules.js';
@@ -66,7 +65,7 @@ async function evaluatePacket(ctx: Ctx, uuid: string, body: Obj): Promise<Obj> {
   // The action route has checked LIST; the rules and their version are read together.
   const { rules, version } = await ctx.store.snapshot(async (db) => ({
     rules: ((await ctx.store.resources.get(db, 'fwpolicies', uuid))?.body.rules as FwRule[] | undefined) ?? [],
-    version: (await policyVersions(db, [uuid])).get(uuid) ?? 1,
+    version: (await ctx.sim.firewall.policyVersions(db, [uuid])).get(uuid) ?? 1,
   }));
   const result = evaluate(rules, restrictionLevelOf(ctx.caller.state), packet);
   return { ...result, packet, policy: ref('fwpolicies', uuid), version };
@@ -95,9 +94,9 @@ export const fwpolicies = storedDecl(
     timers: {
       // Spec "Limits" 2: changes reach running servers every 30 seconds (one tick across all processes).
       'firewall.propagate': {
-        everyMs: () => PROPAGATION_MS,
+        everyMs: (s) => s.sim.firewall.propagationMs(),
         async run(s, tx) {
-          await propagate(tx, (servers) => s.store.resources.lockMany(tx, 'servers', servers));
+          await s.sim.firewall.propagate(tx, (servers) => s.store.resources.lockMany(tx, 'servers', servers));
         },
       },
     } satisfies Record<string, TimerHandler>,
@@ -107,8 +106,9 @@ export const fwpolicies = storedDecl(
       if (values.rules !== undefined) values.rules = normaliseRules(values.rules);
       return values;
     },
-    async beforeUpdate(tx, _ctx, row, values) {
-      if (values.rules !== undefined && JSON.stringify(values.rules) !== JSON.stringify(row.body.rules ?? [])) await rulesChanged(tx, row.uuid);
+    async beforeUpdate(tx, ctx, row, values) {
+      if (values.rules !== undefined && JSON.stringify(values.rules) !== JSON.stringify(row.body.rules ?? []))
+        await ctx.sim.firewall.rulesChanged(tx, row.uuid);
       return values;
     },
     async afterWrite(tx, ctx, uuid, _values, mode, input) {
@@ -131,7 +131,7 @@ export const fwpolicies = storedDecl(
         const still = [...new Set(nics.map((n) => n.firewall_policy).filter((p): p is string => typeof p === 'string'))];
         await setServerPolicies(tx, server.uuid, still);
       }
-      await forgetPolicy(tx, uuid);
+      await ctx.sim.firewall.forgetPolicy(tx, uuid);
       await record(tx, ctx, { action: 'delete', category: CATEGORY, uuid, owner: row.owner_uuid ?? '', actor: ctx.caller.uuid });
     },
     presentStatic: (p) => ({ ...p, rules: p.rules ?? [], servers: [] }),

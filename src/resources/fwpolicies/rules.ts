@@ -1,6 +1,6 @@
 import { validation } from '../../core/errors.js';
 import { isPlainObject, type Obj } from '../../core/input.js';
-import { parseIpCondition, parsePortCondition, type FwRule } from '../../sim/firewall.js';
+import { parseIpCondition, parsePortCondition, type FwRule } from '../../core/firewall.js';
 
 /**
  * A firewall policy's `rules` as the API takes them in: validated and brought to the form the real service

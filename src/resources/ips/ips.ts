@@ -7,14 +7,14 @@ import type { Obj } from '../../core/input.js';
 import { lockAttachable } from '../../core/permissions.js';
 import { storedDecl } from '../../core/stored.js';
 import type { Tx } from '../../store/db.js';
+import { ipsSharedOrLeasedTo, serverOfIp, serversOfIps, setStaticIps, usesOfIps } from '../../store/network.js';
 import { ref } from '../../store/repository.js';
-import { isIpv4 } from '../../sim/ip-pool.js';
-import { claimAddresses } from '../../sim/network.js';
+import { isIpv4 } from '../../core/ip-pool.js';
 
 /**
  * Public IPs (reference §13.1). The address is the uuid. An IP is a row of `resources` (kind `ips`) only
  * while someone has it: an account it is assigned to (owner = the account; by the operator now, by
- * subscriptions later) or a running server's DHCP lease (owner null; see sim/network.ts). Free pool addresses
+ * subscriptions later) or a running server's DHCP lease (owner null; the simulator's network, sim/network.ts). Free pool addresses
  * are computed from the configured pool minus those rows, never stored: the pool can grow or shrink
  * with the configuration, a /16 costs no 65 000 rows, and two processes claiming the same address
  * are kept apart by the unique (uuid, kind) index (INSERT … ON CONFLICT DO NOTHING, then the next one).
@@ -45,16 +45,10 @@ export function mirrorMetaName(values: Obj): Obj {
 
 /** `server` refs for a page of IPs, one query; the hidden name mirror goes. */
 async function decorate(ctx: Ctx, ips: Obj[]): Promise<void> {
-  const rows = await ctx.store.db
-    .selectFrom('ip_servers')
-    .select(['address', 'server_uuid'])
-    .where(
-      'address',
-      'in',
-      ips.map((o) => o.uuid as string),
-    )
-    .execute();
-  const byAddress = new Map(rows.map((r) => [r.address, r.server_uuid]));
+  const byAddress = await serversOfIps(
+    ctx.store.db,
+    ips.map((o) => o.uuid as string),
+  );
   for (const ip of ips) {
     const server = byAddress.get(ip.uuid as string);
     ip.server = server ? ref('servers', server) : null;
@@ -79,26 +73,12 @@ export const ips = storedDecl(
   {
     prepare: (values) => mirrorMetaName(values),
     // Besides owned and ACL-shared IPs, a user sees the DHCP leases of their servers (reference §13.1).
-    alsoVisible: (ctx, db) =>
-      db
-        .selectFrom('acl_grantees as g')
-        .innerJoin('acl_rules as r', (j) => j.onRef('r.acl_uuid', '=', 'g.acl_uuid').on('r.permission', '=', 'LIST'))
-        .innerJoin('acl_tags as t', 't.acl_uuid', 'g.acl_uuid')
-        .innerJoin('tag_members as tm', (j) => j.onRef('tm.tag_uuid', '=', 't.tag_uuid').on('tm.res_type', '=', 'ips'))
-        .select('tm.res_uuid as uuid')
-        .where('g.grantee_uuid', '=', ctx.caller.uuid)
-        .union(
-          db
-            .selectFrom('ip_servers as l')
-            .select('l.address as uuid')
-            .where('l.dynamic', '=', 1)
-            .where('l.server_uuid', 'in', ctx.store.resources.ownedUuids(db, 'servers', ctx.caller.uuid)),
-        ),
+    alsoVisible: (ctx, db) => ipsSharedOrLeasedTo(db, ctx.caller.uuid, ctx.store.resources.ownedUuids(db, 'servers', ctx.caller.uuid)),
     decorate,
   },
 );
 
-type NetServices = Pick<Services, 'clock' | 'config' | 'store'>;
+type NetServices = Pick<Services, 'sim'>;
 
 /**
  * Assign `count` free pool addresses to an account (the operator's `stratus ips assign`; subscriptions
@@ -106,7 +86,7 @@ type NetServices = Pick<Services, 'clock' | 'config' | 'store'>;
  */
 export async function assignIps(tx: Tx, s: NetServices, ownerUuid: string, count: number, opts: { subscription?: number } = {}): Promise<string[]> {
   const subscription = opts.subscription === undefined ? null : { id: opts.subscription, resource_uri: `/api/2.0/subscriptions/${opts.subscription}/` };
-  const got = await claimAddresses(tx, s, count, ownerUuid, { subscription });
+  const got = await s.sim.network.claimAddresses(tx, count, ownerUuid, { subscription });
   if (got.length < count) throw new ApiError('concurrency', `The public IP pool has only ${got.length} free address(es), ${count} asked`, 'count');
   return got;
 }
@@ -115,8 +95,8 @@ export async function assignIps(tx: Tx, s: NetServices, ownerUuid: string, count
 export async function releaseIp(tx: Tx, s: Pick<Services, 'store'>, address: string): Promise<{ owner: string }> {
   const row = await s.store.resources.lock(tx, 'ips', address);
   if (!row || row.owner_uuid === null) throw new ApiError('notexist', `IP ${address} is not assigned to any account`, 'address');
-  const use = await tx.selectFrom('ip_servers').select('server_uuid').where('address', '=', address).executeTakeFirst();
-  if (use) throw permission(`IP ${address} is in use by server ${use.server_uuid}; remove it from the server first`, 'address');
+  const user = await serverOfIp(tx, address);
+  if (user) throw permission(`IP ${address} is in use by server ${user}; remove it from the server first`, 'address');
   await s.store.resources.remove(tx, 'ips', address);
   return { owner: row.owner_uuid };
 }
@@ -143,38 +123,21 @@ export async function assertUsableStaticIp(
   const held = await s.store.resources.lock(tx, 'ips', address);
   if (!held || held.owner_uuid === null) throw validation(point, missing);
   await lockAttachable(tx, s, { caller: opts.caller ?? ownerUuid, serverOwner: ownerUuid, kind: 'ips', uuid: address, point, label: 'IP', missing });
-  const use = await tx.selectFrom('ip_servers').select('server_uuid').where('address', '=', address).executeTakeFirst();
-  if (use && use.server_uuid !== opts.server) throw permission(`IP ${address} is in use by another server`, point);
+  const user = await serverOfIp(tx, address);
+  if (user && user !== opts.server) throw permission(`IP ${address} is in use by another server`, point);
 }
 
 /** Replace the set of statically configured IPs of a server (its NICs changed). */
-export async function setServerStaticIps(tx: Tx, serverUuid: string, addresses: string[], opts: { created?: boolean } = {}): Promise<void> {
-  // A server created in this transaction has no rows yet.
-  if (!opts.created) await tx.deleteFrom('ip_servers').where('server_uuid', '=', serverUuid).where('dynamic', '=', 0).execute();
-  const unique = [...new Set(addresses)];
-  if (unique.length) {
-    await tx.deleteFrom('ip_servers').where('address', 'in', unique).where('dynamic', '=', 0).execute();
-    await tx
-      .insertInto('ip_servers')
-      .values(unique.map((address) => ({ address, server_uuid: serverUuid, dynamic: 0 })))
-      .execute();
-  }
-}
+export const setServerStaticIps = (tx: Tx, serverUuid: string, addresses: string[], opts: { created?: boolean } = {}): Promise<void> =>
+  setStaticIps(tx, serverUuid, addresses, opts);
 
 /** Every IP row (assigned or leased) with its owner's e-mail and server, for `stratus ips list`. */
 export async function listIpRows(s: Pick<Services, 'store'>, ownerUuid?: string) {
   const rows = await s.store.resources.listWithOwnerEmail(s.store.db, 'ips', ownerUuid);
-  const uses = rows.length
-    ? await s.store.db
-        .selectFrom('ip_servers')
-        .select(['address', 'server_uuid', 'dynamic'])
-        .where(
-          'address',
-          'in',
-          rows.map((r) => r.uuid),
-        )
-        .execute()
-    : [];
+  const uses = await usesOfIps(
+    s.store.db,
+    rows.map((r) => r.uuid),
+  );
   const byAddress = new Map(uses.map((u) => [u.address, u]));
   return rows.map((r) => ({
     address: r.uuid,

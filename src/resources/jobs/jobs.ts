@@ -5,7 +5,6 @@ import type { Ctx, Services } from '../../core/context.js';
 import type { Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
 import { schedule } from '../../core/timers.js';
-import { dropState, readStates, writeState } from '../../sim/state.js';
 import type { Tx } from '../../store/db.js';
 
 /**
@@ -29,18 +28,12 @@ const fields = {
 };
 
 /** Fill `data.progress` of running jobs and nest `children` (full job objects), for a page. */
-interface JobTiming {
-  started_at: number;
-  ends_at: number;
-}
-
 async function present(ctx: Ctx, jobs: Obj[]): Promise<void> {
   const now = ctx.clock.now().getTime();
   const childIds = jobs.flatMap((j) => (j.children as string[] | undefined) ?? []).filter((c) => typeof c === 'string');
   const children = childIds.length ? await jobService.presentUuids(ctx, childIds) : [];
-  const timing = await readStates<JobTiming>(
+  const timing = await ctx.sim.jobs.timings(
     ctx.store.db,
-    'jobs',
     jobs.filter((j) => j.state === 'started').map((j) => j.uuid as string),
   );
   for (const j of jobs) {
@@ -96,7 +89,7 @@ export async function startJob(
     resources: job.resources,
     state: 'started',
   });
-  await writeState(tx, 'jobs', job.uuid, { started_at: now.getTime(), ends_at: now.getTime() + job.durationMs });
+  await s.sim.jobs.begin(tx, job.uuid, now, job.durationMs);
 }
 
 /** Finish a job (success or failure) and schedule its removal after three days. */
@@ -107,7 +100,7 @@ export async function finishJob(tx: Tx, s: Services, uuid: string, state: 'succe
     last_modified: isoTimestamp(s.clock.now()),
     data: { ...(b.data as Obj), progress: 100, ...(error ? { error } : {}) },
   }));
-  await dropState(tx, 'jobs', uuid);
+  await s.sim.jobs.forget(tx, uuid);
   if (body) await schedule(tx, s, { kind: 'job.expire', subject: uuid, inMs: JOB_KEEP_MS });
 }
 

@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { permission } from '../../core/errors.js';
 import { storedDecl, type StoredFilter } from '../../core/stored.js';
 import { cloneDrive } from '../drives/clone.js';
@@ -16,7 +15,7 @@ import { libdriveFields } from './fields.js';
 const exact =
   (key: string): StoredFilter =>
   (_eb, values, ctx) =>
-    sql<boolean>`${ctx.store.resources.bodyText(key)} in (${sql.join(values)})`;
+    ctx.store.resources.bodyTextIn(key, values);
 
 const filters: Record<string, StoredFilter> = {
   arch: exact('arch'),

@@ -13,7 +13,8 @@ import type { Tx } from '../../store/db.js';
 export interface EmailContent {
   subject: string;
   text: string;
-  html: string;
+  /** The HTML alternative (notifications have one; account mail such as sign-up links is plain text). */
+  html?: string;
 }
 
 export interface WebhookContent {
@@ -33,6 +34,11 @@ export interface Delivery {
   message_id: string;
   content: string;
   attempts: number;
+}
+
+/** The domain of Message-IDs: the From address's. */
+export function mailDomain(from: string): string {
+  return /@([^>\s]+)/.exec(from)?.[1] ?? 'stratus.local';
 }
 
 /** How long a claimed delivery is left to its sender before another process may try it (injected clock). */

@@ -1,11 +1,10 @@
 import type { Ctx } from '../../core/context.js';
 import type { Obj } from '../../core/input.js';
 import type { CollectionDecl } from '../../core/resource.js';
-import { groupOf, groupsOf } from '../../sim/placement.js';
 
 /**
  * `GET /<kind>/availability_groups/` and `…/availability_groups/<uuid>/` (reference §5.1, §6.1): the
- * caller's objects grouped by the simulated host or storage node they share (sim/placement.ts), as the
+ * caller's objects grouped by the simulated host or storage node they share (`services.sim.placement`), as the
  * recorded answers have them: bare lists of uuids, `[[uuid, uuid], [uuid]]` and `[uuid, …]`.
  * Only objects that are on a host count (running servers; every drive); one that is not answers `[]`.
  */
@@ -19,7 +18,7 @@ export function availabilityGroups(opts: {
 }): NonNullable<CollectionDecl['collectionViews']>[string] {
   return {
     async all(ctx) {
-      return groupsOf(ctx.store.db, ctx, await opts.members(ctx));
+      return ctx.sim.placement.groupsOf(ctx.store.db, await opts.members(ctx));
     },
     async of(ctx, uuid) {
       const obj = await opts.get(ctx, uuid);
@@ -27,7 +26,7 @@ export function availabilityGroups(opts: {
       const own = obj.uuid as string;
       const members = await opts.members(ctx);
       // An object shared with the caller groups with the caller's own.
-      return groupOf(ctx.store.db, ctx, own, members.includes(own) ? members : [...members, own]);
+      return ctx.sim.placement.groupOf(ctx.store.db, own, members.includes(own) ? members : [...members, own]);
     },
   };
 }

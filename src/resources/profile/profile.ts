@@ -5,7 +5,8 @@ import { validateFields, type Obj } from '../../core/input.js';
 import { money16 } from '../../core/money.js';
 import type { Ctx } from '../../core/context.js';
 import type { SingletonDecl } from '../../core/resource.js';
-import { restrictionLevelOf } from '../../sim/firewall.js';
+import { restrictionLevelOf } from '../../core/firewall.js';
+import type { ProfileRow } from '../../store/accounts/index.js';
 
 const text = (help?: string) => f.string({ default: '', maxLength: 1024, ...(help ? { help } : {}) });
 const money = () => f.decimal({ default: 0 });
@@ -70,7 +71,7 @@ export function profileDefaults(uuid: string, now: Date, currency: string): Obj 
 }
 
 async function load(ctx: Ctx) {
-  const row = await ctx.store.db.selectFrom('users').select(['uuid', 'email', 'state', 'profile']).where('uuid', '=', ctx.caller.uuid).executeTakeFirst();
+  const row = await ctx.store.accounts.users.profileOf(ctx.store.db, ctx.caller.uuid);
   if (!row) throw notFound(ctx.caller.uuid);
   return row;
 }
@@ -84,7 +85,7 @@ const networkRestrictions = (state: string): string | null => {
   return level === 'regular' ? null : level;
 };
 
-const present = (row: { uuid: string; email: string; state: string; profile: string }): Obj => ({
+const present = (row: ProfileRow): Obj => ({
   ...JSON.parse(row.profile),
   email: row.email,
   network_restrictions: networkRestrictions(row.state),
@@ -108,14 +109,10 @@ export const profile: SingletonDecl = {
       const values = validateFields(profileFields, input, 'update');
       for (const k of MONEY_FIELDS) if (values[k] !== undefined) values[k] = money16(values[k] as string);
       await ctx.store.transaction(async (tx) => {
-        const row = await ctx.store.locking(tx.selectFrom('users').select('profile').where('uuid', '=', ctx.caller.uuid)).executeTakeFirst();
-        if (!row) throw notFound(ctx.caller.uuid);
-        const next = { ...JSON.parse(row.profile), ...values };
-        await tx
-          .updateTable('users')
-          .set({ profile: JSON.stringify(next) })
-          .where('uuid', '=', ctx.caller.uuid)
-          .execute();
+        const stored = await ctx.store.accounts.users.lockProfile(tx, ctx.caller.uuid);
+        if (stored === undefined) throw notFound(ctx.caller.uuid);
+        const next = { ...JSON.parse(stored), ...values };
+        await ctx.store.accounts.users.setProfile(tx, ctx.caller.uuid, JSON.stringify(next));
       });
       return present(await load(ctx));
     },

@@ -1,7 +1,7 @@
 import type { Ctx } from '../../core/context.js';
 import { ApiError, permission, validation } from '../../core/errors.js';
 import { isPlainObject, relatedId, type Obj } from '../../core/input.js';
-import { grantedUuids, lockAttachable } from '../../core/permissions.js';
+import { lockAttachable } from '../../core/permissions.js';
 import type { Tx } from '../../store/db.js';
 
 /** A drive attachment as stored: the drive by uuid, and where it sits on the virtual bus. */
@@ -101,16 +101,15 @@ async function checkDrives(tx: Tx, ctx: Ctx, serverOwner: string, serverUuid: st
     const row = own.get(uuid);
     if (!row) throw validation('drives', `Drive ${uuid} does not exist`);
     // The caller must at least see the drive (a stranger's drive "does not exist").
-    if (row.owner_uuid !== ctx.caller.uuid && row.owner_uuid !== serverOwner && !(await holdsList(tx, ctx.caller.uuid, uuid)))
+    if (
+      row.owner_uuid !== ctx.caller.uuid &&
+      row.owner_uuid !== serverOwner &&
+      !(await ctx.store.resources.acls.isGranted(tx, ctx.caller.uuid, 'drives', 'LIST', uuid))
+    )
       throw validation('drives', `Drive ${uuid} does not exist`);
     await lockAttachable(tx, ctx, { caller: ctx.caller.uuid, serverOwner, kind: 'drives', uuid, point: 'drives', label: 'Drive' });
     const mounts = ((row.body.mounted_on as { uuid: string }[] | undefined) ?? []).filter((m) => m.uuid !== serverUuid);
     if (mounts.length && row.body.media !== 'cdrom' && !row.body.allow_multimount)
       throw new ApiError('permission', `Drive ${uuid} is already mounted on another server and does not allow multimount`, 'drives');
   }
-}
-
-async function holdsList(tx: Tx, user: string, uuid: string): Promise<boolean> {
-  const row = await grantedUuids(tx, user, 'drives', 'LIST').where('tm.res_uuid', '=', uuid).executeTakeFirst();
-  return row !== undefined;
 }

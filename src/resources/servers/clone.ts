@@ -5,8 +5,6 @@ import type { Obj } from '../../core/input.js';
 import { assertCanCloneServer } from '../../core/permissions.js';
 import type { ActionDecl } from '../../core/resource.js';
 import { schedule, type TimerHandler } from '../../core/timers.js';
-import { newMac } from '../../sim/network.js';
-import { cloneMs } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import { resourceUri } from '../../store/repository.js';
 import { cloneNaming, cloneWithin } from '../drives/clone.js';
@@ -52,12 +50,12 @@ export async function cloneServer(ctx: Ctx, uuid: string, input: Obj): Promise<s
       }
       const made = await cloneWithin(tx, ctx, { uuid: d.uuid, kind: 'drives', owner: d.owner_uuid, body: d.body }, {}, { mountedOn: newUuid });
       children.push(made.job);
-      longest = Math.max(longest, cloneMs(ctx, Number(d.body.size)));
+      longest = Math.max(longest, ctx.sim.storage.cloneMs(Number(d.body.size)));
       newAttachments.push({ ...a, drive: made.uuid });
     }
     const nics = ((body.nics as Nic[]) ?? []).map((n) => ({
       ...n,
-      mac: newMac(),
+      mac: ctx.sim.network.newMac(),
       ip_v4_conf: n.ip_v4_conf ? { conf: n.ip_v4_conf.conf === 'manual' ? 'manual' : 'dhcp', ip: null } : null,
       ip_v6_conf: n.ip_v6_conf ? { conf: n.ip_v6_conf.conf === 'manual' ? 'manual' : 'dhcp', ip: null } : null,
     }));

@@ -2,7 +2,7 @@ import type { Ctx } from '../../core/context.js';
 import type { Obj } from '../../core/input.js';
 import type { ActionDecl } from '../../core/resource.js';
 import { ACTION_RESULT } from '../../core/contract.js';
-import { closeTunnel, openTunnel, type Tunnel } from '../../sim/hypervisor.js';
+import type { Tunnel } from '../../core/sim.js';
 import { accepted, lockServer, logServer, requireState } from './power.js';
 
 /**
@@ -17,7 +17,7 @@ async function open(ctx: Ctx, uuid: string, which: Tunnel): Promise<Obj> {
   const url = await ctx.store.transaction(async (tx) => {
     const row = await lockServer(tx, ctx, uuid);
     requireState(row.body, VERB[which], ['running'], "['started', 'running_legacy']");
-    const address = await openTunnel(tx, ctx, uuid, which);
+    const address = await ctx.sim.hypervisor.openTunnel(tx, uuid, which);
     if (AUDITED[which]) await logServer(tx, ctx, row, `open_${which}`, ctx.caller.uuid);
     return address;
   });
@@ -27,7 +27,7 @@ async function open(ctx: Ctx, uuid: string, which: Tunnel): Promise<Obj> {
 async function close(ctx: Ctx, uuid: string, which: Tunnel): Promise<Obj> {
   await ctx.store.transaction(async (tx) => {
     const row = await lockServer(tx, ctx, uuid);
-    await closeTunnel(tx, uuid, which);
+    await ctx.sim.hypervisor.closeTunnel(tx, uuid, which);
     if (AUDITED[which]) await logServer(tx, ctx, row, `close_${which}`, ctx.caller.uuid);
   });
   return accepted(`close_${which}`, uuid);

@@ -1,6 +1,4 @@
 import type { Meter, Usage } from '../../core/metering.js';
-import { allGuestStates, guestStates } from '../../sim/hypervisor.js';
-import { sentBetween } from '../../sim/traffic.js';
 import { licencesOf } from '../drives/meter.js';
 import { attachedDrives } from './mounts.js';
 
@@ -36,13 +34,7 @@ export const serverUsage: Meter = async (s, db, at, owner, from) => {
   const out: Usage[] = [];
   if (rows.length) {
     // Every account's poll reads every guest's state in one statement; one account's, by uuid.
-    const guests =
-      owner === undefined
-        ? await allGuestStates(db)
-        : await guestStates(
-            db,
-            rows.map((r) => r.uuid),
-          );
+    const guests = await s.sim.hypervisor.guestStates(db, owner === undefined ? undefined : rows.map((r) => r.uuid));
     const attached = [...new Set(rows.flatMap((r) => attachedDrives(r.body)))];
     const drives = new Map((await s.store.resources.getMany(db, 'drives', attached)).map((d) => [d.uuid, d.body]));
     for (const r of rows) {
@@ -72,7 +64,7 @@ export const serverUsage: Meter = async (s, db, at, owner, from) => {
     theirs = [];
     for await (const r of s.store.resources.ownedFields(db, 'servers', [], { owner })) theirs.push(r.uuid);
   }
-  const sent = await sentBetween(db, s, since, at.getTime(), theirs);
+  const sent = await s.sim.traffic.sentBetween(db, since, at.getTime(), theirs);
   if (sent.size) {
     const senders = await s.store.resources.existing(db, 'servers', [...sent.keys()]);
     for (const r of [...senders.values()].sort((a, b) => a.seq - b.seq)) {

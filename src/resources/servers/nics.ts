@@ -3,7 +3,6 @@ import { validation } from '../../core/errors.js';
 import { isPlainObject, relatedId } from '../../core/input.js';
 import { lockAttachable } from '../../core/permissions.js';
 import type { Tx } from '../../store/db.js';
-import { newMac } from '../../sim/network.js';
 import { assertUsableStaticIp, setServerStaticIps } from '../ips/ips.js';
 import { setServerVlans } from '../vlans/vlans.js';
 import { setServerPolicies } from '../fwpolicies/servers.js';
@@ -36,7 +35,7 @@ export async function normaliseNics(tx: Tx, ctx: Ctx, current: Nic[], items: unk
     let mac = typeof item.mac === 'string' && item.mac ? item.mac.toLowerCase() : undefined;
     if (mac && !known.has(mac)) throw validation('nics', `The server has no NIC with MAC ${mac}`);
     if (mac && seen.has(mac)) throw validation('nics', `MAC ${mac} is listed twice`);
-    mac ??= newMac();
+    mac ??= ctx.sim.network.newMac();
     seen.add(mac);
     const vlan = item.vlan === undefined || item.vlan === null ? null : relatedId(item.vlan, 'nics');
     const v4 = conf(item.ip_v4_conf);

@@ -6,11 +6,9 @@ import { avoidList, type Obj } from '../../core/input.js';
 import type { ActionDecl } from '../../core/resource.js';
 import { ACTION_RESULT } from '../../core/contract.js';
 import { cancelTimers, schedule, type TimerHandler } from '../../core/timers.js';
-import * as hypervisor from '../../sim/hypervisor.js';
 import type { Tx } from '../../store/db.js';
 import type { Resource } from '../../store/repository.js';
 import { attachedDrives } from './mounts.js';
-import { dhcpGetsThrough } from '../fwpolicies/dhcp.js';
 import { dhcpMacs, publicNicCount, publicPolicies, type Nic } from './nics.js';
 
 /**
@@ -61,7 +59,7 @@ async function start(ctx: Ctx, uuid: string, avoid: readonly string[] = []): Pro
     const row = await lockServer(tx, ctx, uuid);
     requireState(row.body, 'start', ['stopped'], 'stopped');
     await requireFunds(tx, ctx, row.owner_uuid!, row.body);
-    const boot = await hypervisor.beginBoot(tx, ctx, uuid, avoid);
+    const boot = await ctx.sim.hypervisor.beginBoot(tx, uuid, avoid);
     await saveServer(tx, ctx, row, { ...row.body, status: 'starting' });
     await logServer(tx, ctx, row, 'start_send', ctx.caller.uuid);
     await schedule(tx, ctx, { kind: 'server.booted', subject: uuid, inMs: boot.inMs, payload: { fail: boot.fail } });
@@ -77,7 +75,7 @@ async function stop(ctx: Ctx, uuid: string): Promise<Obj> {
     await cancelTimers(tx, uuid, ['server.acpi']);
     await saveServer(tx, ctx, row, { ...row.body, status: 'stopping' });
     await logServer(tx, ctx, row, 'stop_send', ctx.caller.uuid);
-    await schedule(tx, ctx, { kind: 'server.stopped', subject: uuid, inMs: hypervisor.stopMs(ctx) });
+    await schedule(tx, ctx, { kind: 'server.stopped', subject: uuid, inMs: ctx.sim.hypervisor.stopMs() });
   });
   return accepted('stop', uuid);
 }
@@ -86,7 +84,7 @@ async function shutdown(ctx: Ctx, uuid: string): Promise<Obj> {
   await ctx.store.transaction(async (tx) => {
     const row = await lockServer(tx, ctx, uuid);
     requireState(row.body, 'shutdown', ['running'], "['started', 'running_legacy']");
-    const acpi = await hypervisor.acpiShutdown(tx, ctx, uuid);
+    const acpi = await ctx.sim.hypervisor.acpiShutdown(tx, uuid);
     await saveServer(tx, ctx, row, { ...row.body, status: 'stopping' });
     await logServer(tx, ctx, row, 'shutdown_ACPI_send', ctx.caller.uuid);
     await schedule(tx, ctx, { kind: 'server.acpi', subject: uuid, inMs: acpi.inMs, payload: { obeys: acpi.obeys } });
@@ -116,18 +114,13 @@ async function disksOf(tx: Tx, s: Pick<Services, 'store'>, body: Obj): Promise<{
   return drives.filter((d) => d.body.media === 'disk').map((d) => ({ uuid: d.uuid, size: Number(d.body.size) }));
 }
 
-/** Enter `running`: the hypervisor powers the guest on (DHCP leases, the power-on clock). */
+/** Enter `running`: the hypervisor powers the guest on (DHCP leases through the firewall, the power-on clock). */
 async function enterRunning(tx: Tx, s: Services, row: Resource): Promise<void> {
   const nics = (row.body.nics as Nic[] | undefined) ?? [];
   const dhcp = new Set(dhcpMacs(nics));
-  const asking = await dhcpGetsThrough(
-    tx,
-    s,
-    row.owner_uuid,
-    nics.filter((n) => dhcp.has(n.mac)),
-  );
-  await hypervisor.powerOn(tx, s, row.uuid, {
-    dhcpMacs: asking,
+  await s.sim.hypervisor.powerOn(tx, row.uuid, {
+    owner: row.owner_uuid,
+    dhcpNics: nics.filter((n) => dhcp.has(n.mac)),
     disks: await disksOf(tx, s, row.body),
     firewallPolicies: publicPolicies(nics),
     publicNics: publicNicCount(nics),
@@ -137,7 +130,7 @@ async function enterRunning(tx: Tx, s: Services, row: Resource): Promise<void> {
 
 /** Leave `running`: the hypervisor powers the guest off (its writes land, leases and tunnels go). */
 export async function enterStopped(tx: Tx, s: Services, row: Resource): Promise<void> {
-  await hypervisor.powerOff(tx, s, row.uuid, await disksOf(tx, s, row.body));
+  await s.sim.hypervisor.powerOff(tx, row.uuid, await disksOf(tx, s, row.body));
   await saveServer(tx, s, row, { ...row.body, status: 'stopped' });
 }
 
@@ -184,23 +177,23 @@ async function guestEvent(tx: Tx, s: Services, row: Resource, event: SimEvent): 
       return;
     case 'crash': {
       if (status !== 'running') return;
-      await hypervisor.powerOff(tx, s, row.uuid, await disksOf(tx, s, row.body));
+      await s.sim.hypervisor.powerOff(tx, row.uuid, await disksOf(tx, s, row.body));
       await logServer(tx, s, row, 'stop', null, { error: new ApiError('backend', 'The guest crashed', null) });
       await saveServer(tx, s, row, { ...row.body, status: 'starting' });
-      await schedule(tx, s, { kind: 'server.booted', subject: row.uuid, inMs: hypervisor.bootMs(s), payload: {} });
+      await schedule(tx, s, { kind: 'server.booted', subject: row.uuid, inMs: s.sim.hypervisor.bootMs(), payload: {} });
       return;
     }
     case 'fail_next_boot':
-      await hypervisor.setGuestBehaviour(tx, row.uuid, { fail_next_boot: true });
+      await s.sim.hypervisor.setGuestBehaviour(tx, row.uuid, { fail_next_boot: true });
       return;
     case 'acpi_ignore':
     case 'acpi_obey':
-      await hypervisor.setGuestBehaviour(tx, row.uuid, { acpi_ignore: event === 'acpi_ignore' });
+      await s.sim.hypervisor.setGuestBehaviour(tx, row.uuid, { acpi_ignore: event === 'acpi_ignore' });
       return;
     case 'host_failure':
       if (status !== 'running' && status !== 'starting') return;
       await saveServer(tx, s, row, { ...row.body, status: 'unavailable' });
-      await schedule(tx, s, { kind: 'server.recovered', subject: row.uuid, inMs: hypervisor.hostRecoveryMs(s), payload: { resume: status } });
+      await schedule(tx, s, { kind: 'server.recovered', subject: row.uuid, inMs: s.sim.hypervisor.hostRecoveryMs(), payload: { resume: status } });
       return;
   }
 }

@@ -1,7 +1,5 @@
 import type { Obj } from '../../core/input.js';
-import { appliedOf } from '../../sim/firewall-apply.js';
-import type { GuestState } from '../../sim/hypervisor.js';
-import { driveCounters, nicCounters } from '../../sim/runtime.js';
+import { appliedOf, type GuestState, type SimHypervisor } from '../../core/sim.js';
 import { ref } from '../../store/repository.js';
 import type { Attachment } from './attachments.js';
 import type { Nic } from './nics.js';
@@ -14,7 +12,13 @@ const noMicros = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/,
  * NIC with a firewall policy also shows the policy's rules version and the one the NIC has applied
  * (`pending` until the next propagation tick): beyond the recorded API, so a client can wait for it.
  */
-export function presentRuntime(server: Obj, guest: Partial<GuestState>, now: Date, policyVersions: ReadonlyMap<string, number> = new Map()) {
+export function presentRuntime(
+  hypervisor: Pick<SimHypervisor, 'nicCounters' | 'driveCounters'>,
+  server: Obj,
+  guest: Partial<GuestState>,
+  now: Date,
+  policyVersions: ReadonlyMap<string, number> = new Map(),
+) {
   const applied = appliedOf(guest);
   const firewall = (n: Nic) => {
     if (n.vlan || !n.firewall_policy) return {};
@@ -26,7 +30,13 @@ export function presentRuntime(server: Obj, guest: Partial<GuestState>, now: Dat
   const leases = guest.leases ?? {};
   const nicRuntime = (n: Nic) => {
     const ip = n.vlan ? null : n.ip_v4_conf?.conf === 'static' ? n.ip_v4_conf.ip : n.ip_v4_conf?.conf === 'dhcp' ? (leases[n.mac] ?? null) : null;
-    return { interface_type: n.vlan ? 'private' : 'public', io: nicCounters(since, now), ip_v4: ip ? ref('ips', ip) : null, ip_v6: null, ...firewall(n) };
+    return {
+      interface_type: n.vlan ? 'private' : 'public',
+      io: hypervisor.nicCounters(since, now),
+      ip_v4: ip ? ref('ips', ip) : null,
+      ip_v6: null,
+      ...firewall(n),
+    };
   };
   const nics = (server.nics as Nic[] | undefined) ?? [];
   const drives = (server.drives as Attachment[] | undefined) ?? [];
@@ -36,6 +46,6 @@ export function presentRuntime(server: Obj, guest: Partial<GuestState>, now: Dat
       const n = nics.find((x) => x.mac === mac);
       return n ? nicRuntime(n) : null;
     },
-    drive: (uuid: string) => (drives.some((d) => d.drive === uuid) ? { io: driveCounters(since, now) } : null),
+    drive: (uuid: string) => (drives.some((d) => d.drive === uuid) ? { io: hypervisor.driveCounters(since, now) } : null),
   };
 }

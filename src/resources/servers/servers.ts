@@ -4,7 +4,6 @@ import { permission, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import type { Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
-import { guestStates, forgetServer } from '../../sim/hypervisor.js';
 import { availabilityGroups } from '../placement/availability-groups.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
@@ -18,7 +17,6 @@ import { serverFields } from './fields.js';
 import { checkHardware, defaultSmp } from './hardware.js';
 import { attachedDrives, syncMounts } from './mounts.js';
 import { forgetNics, normaliseNics, publicPolicies, recordNics, type Nic } from './nics.js';
-import { policyVersions } from '../../sim/firewall-apply.js';
 import { powerActions, powerTimers, stopForBilling } from './power.js';
 import { reconcileTimers } from './reconcile.js';
 import { presentRuntime } from './runtime.js';
@@ -72,18 +70,18 @@ async function presentServers(ctx: Ctx, servers: Obj[], rows: { body: Obj }[]): 
   for (const s of withJobs) s.jobs = (s.jobs as Ref[]).filter((j) => live.has(j.uuid));
   const running = servers.flatMap((s, i) => (RUNNING.has(s.status as string) ? [i] : []));
   if (!running.length) return;
-  const guests = await guestStates(
+  const guests = await ctx.sim.hypervisor.guestStates(
     ctx.store.db,
     running.map((i) => servers[i].uuid as string),
   );
-  const versions = await policyVersions(
+  const versions = await ctx.sim.firewall.policyVersions(
     ctx.store.db,
     running.flatMap((i) => publicPolicies((rows[i].body.nics as Nic[] | undefined) ?? [])),
   );
   const now = ctx.clock.now();
   for (const i of running) {
     const s = servers[i];
-    const rt = presentRuntime(rows[i].body, guests.get(s.uuid as string) ?? {}, now, versions);
+    const rt = presentRuntime(ctx.sim.hypervisor, rows[i].body, guests.get(s.uuid as string) ?? {}, now, versions);
     s.runtime = rt.server;
     s.drives = (s.drives as (Obj & { drive: Ref })[]).map((d) => ({ ...d, runtime: rt.drive(d.drive.uuid) }));
     s.nics = (s.nics as Obj[]).map((n) => ({ ...n, runtime: rt.nic(n.mac as string) }));
@@ -176,7 +174,7 @@ export const servers = storedDecl(
       const attached = attachedDrives(body);
       await syncMounts(tx, ctx, uuid, attached, []);
       await forgetNics(tx, uuid);
-      await forgetServer(tx, ctx, uuid);
+      await ctx.sim.hypervisor.forgetServer(tx, uuid);
       if (recurse) {
         // The server's own drives of the chosen media go with it (library cdroms are never deleted).
         for (const d of await ctx.store.resources.getMany(tx, 'drives', attached)) {

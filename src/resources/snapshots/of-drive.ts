@@ -3,7 +3,6 @@ import type { Meter, Usage } from '../../core/metering.js';
 import { record } from '../../core/events.js';
 import type { Obj } from '../../core/input.js';
 import { cancelTimers } from '../../core/timers.js';
-import { forgetSnapshots, snapshotSizes } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import type { Resource } from '../../store/repository.js';
 
@@ -16,12 +15,11 @@ import type { Resource } from '../../store/repository.js';
 export const snapshotsOf = (drive: Obj): string[] => (drive.snapshots as string[] | undefined) ?? [];
 
 /** `runtime.snapshots_allocated_size` of a page of presented drives: one storage read for all. */
-export async function showSnapshotSizes(ctx: Pick<Services, 'store' | 'clock' | 'config'>, drives: Obj[]): Promise<void> {
+export async function showSnapshotSizes(ctx: Pick<Services, 'store' | 'sim'>, drives: Obj[]): Promise<void> {
   const withSnapshots = drives.filter((d) => (d.snapshots as unknown[]).length);
   if (!withSnapshots.length) return;
-  const sizes = await snapshotSizes(
+  const sizes = await ctx.sim.storage.snapshotSizes(
     ctx.store.db,
-    ctx,
     withSnapshots.flatMap((d) => (d.snapshots as { uuid: string }[]).map((s) => s.uuid)),
   );
   for (const d of withSnapshots) {
@@ -47,7 +45,7 @@ export async function dropSnapshotsOf(tx: Tx, ctx: Ctx, drive: Resource): Promis
     'snapshots',
     rows.map((r) => r.uuid),
   );
-  await forgetSnapshots(tx, uuids);
+  await ctx.sim.storage.forgetSnapshots(tx, uuids);
 }
 
 /**
@@ -68,10 +66,10 @@ export const snapshotUsage: Meter = async (s, db, at, owner) => {
       )
     ).map((d) => [d.uuid, String(d.body.storage_type)]),
   );
-  const sizes = await snapshotSizes(
+  const sizes = await s.sim.storage.snapshotSizes(
     db,
-    { ...s, clock: { now: () => at } },
     snapshots.map((r) => r.uuid),
+    at,
   );
   const out: Usage[] = [];
   for (const snap of snapshots) {

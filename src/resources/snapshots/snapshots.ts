@@ -5,7 +5,6 @@ import { f } from '../../core/fields.js';
 import { relatedId, type Obj } from '../../core/input.js';
 import { storedDecl, type Row, type StoredFilter } from '../../core/stored.js';
 import { cancelTimers, schedule, type TimerHandler } from '../../core/timers.js';
-import { snapshotMs, snapshotSizes, takeSnapshot, forgetSnapshots } from '../../sim/storage.js';
 import type { Tx } from '../../store/db.js';
 import { ref } from '../../store/repository.js';
 import { drives } from '../drives/drives.js';
@@ -93,9 +92,8 @@ async function checkSnapshotable(tx: Tx, ctx: Ctx, drive: Row): Promise<void> {
 /** `allocated_size`: null while creating, then what the drive changed since, from the simulated storage. */
 async function showSizes(ctx: Ctx, snapshots: Obj[]): Promise<void> {
   const ready = snapshots.filter((s) => s.status !== 'creating');
-  const sizes = await snapshotSizes(
+  const sizes = await ctx.sim.storage.snapshotSizes(
     ctx.store.db,
-    ctx,
     ready.map((s) => s.uuid as string),
   );
   for (const s of snapshots) s.allocated_size = s.status === 'creating' ? null : (sizes.get(s.uuid as string) ?? 0);
@@ -165,8 +163,8 @@ export const snapshots = storedDecl(
       if (mode === 'create') {
         const drive = row.body.drive as string;
         const body = await ctx.store.resources.patch(tx, ctx.clock.now(), 'drives', drive, (b) => ({ ...b, snapshots: [...snapshotsOf(b), uuid] }));
-        await takeSnapshot(tx, ctx, { uuid: drive, size: Number(body?.size ?? 0) }, uuid);
-        await schedule(tx, ctx, { kind: 'snapshot.created', subject: uuid, inMs: snapshotMs(ctx) });
+        await ctx.sim.storage.takeSnapshot(tx, { uuid: drive, size: Number(body?.size ?? 0) }, uuid);
+        await schedule(tx, ctx, { kind: 'snapshot.created', subject: uuid, inMs: ctx.sim.storage.snapshotMs() });
       }
       const details = mode === 'create' ? JSON.stringify(input) : '';
       await record(tx, ctx, { action: mode, category: CATEGORY, uuid, owner: row.owner_uuid ?? '', actor: ctx.caller.uuid, details });
@@ -185,7 +183,7 @@ export const snapshots = storedDecl(
       const drive = row.body.drive as string;
       await ctx.store.resources.patch(tx, ctx.clock.now(), 'drives', drive, (b) => ({ ...b, snapshots: snapshotsOf(b).filter((s) => s !== uuid) }));
       await cancelTimers(tx, uuid);
-      await forgetSnapshots(tx, [uuid]);
+      await ctx.sim.storage.forgetSnapshots(tx, [uuid]);
       await record(tx, ctx, { action: 'delete', category: CATEGORY, uuid, owner: row.owner_uuid ?? '', actor: ctx.caller.uuid });
     },
     presentStatic: (s) => ({ ...s, allocated_size: null, drive: ref('drives', s.drive as string) }),

@@ -1,6 +1,5 @@
 import { openAccount } from '../../billing/accounts.js';
-import type { Selectable } from 'kysely';
-import type { UsersTable } from '../../store/schema.js';
+import type { UserRow } from '../../store/accounts/index.js';
 import type { Services } from '../../core/context.js';
 import { isoTimestamp } from '../../core/clock.js';
 import { ApiError, validation } from '../../core/errors.js';
@@ -10,12 +9,15 @@ import { endUserSessions } from '../accounts/sessions.js';
 
 export const USER_STATES = ['REGULAR', 'TRIAL', 'GUEST', 'NEW_USER'] as const;
 
-export type UserRow = Selectable<UsersTable>;
+export type { UserRow };
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+$/;
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 /** Whether a string is an acceptable account e-mail (after normalizing). */
 export const isValidEmail = (email: string) => EMAIL_RE.test(normalizeEmail(email)) && normalizeEmail(email).length <= 254;
+
+/** The setting that keeps the demo login printed at every start. */
+const DEMO_LOGIN = 'demo_login';
 
 const isUserState = (state: string) => (USER_STATES as readonly string[]).includes(state);
 
@@ -43,18 +45,18 @@ export async function createUser(s: Services, input: { email: string; password?:
   if (existing) throw new ApiError('conflict', `A user with e-mail ${email} already exists`, 'email');
   // The account's money starts with it (the opening balance), in one transaction.
   await s.store.transaction(async (tx) => {
-    await tx.insertInto('users').values(row).execute();
+    await s.store.accounts.users.insert(tx, row);
     await openAccount(tx, s, uuid);
   });
   return row;
 }
 
 export function findUserByEmail(s: Services, email: string): Promise<UserRow | undefined> {
-  return s.store.db.selectFrom('users').selectAll().where('email', '=', normalizeEmail(email)).executeTakeFirst();
+  return s.store.accounts.users.byEmail(s.store.db, normalizeEmail(email));
 }
 
 export function findUser(s: Services, uuid: string): Promise<UserRow | undefined> {
-  return s.store.db.selectFrom('users').selectAll().where('uuid', '=', uuid).executeTakeFirst();
+  return s.store.accounts.users.byUuid(s.store.db, uuid);
 }
 
 /**
@@ -67,11 +69,11 @@ export async function setPassword(s: Services, email: string, password: string, 
   if (state !== undefined && !isUserState(state)) throw validation('state', `State must be one of ${USER_STATES.join(', ')}`);
   const values = { password_hash: await hashPassword(password), digest_ha1: digestHa1(user.email, password), ...(state ? { state } : {}) };
   await s.store.transaction(async (tx) => {
-    await tx.updateTable('users').set(values).where('uuid', '=', user.uuid).execute();
+    await s.store.accounts.users.update(tx, user.uuid, values);
     // A new password ends the account's sessions (browser and event stream), in every process.
     await endUserSessions(tx, s, user.uuid);
     // A changed password retires the demo login printed at start-up.
-    await tx.deleteFrom('settings').where('key', '=', 'demo_login').where('value', 'like', `%"${user.email}"%`).execute();
+    await s.store.settings.deleteIfContains(tx, DEMO_LOGIN, `"${user.email}"`);
   });
   for (const fn of passwordListeners) fn(user.email);
 }
@@ -81,13 +83,13 @@ export async function setState(s: Services, email: string, state: string): Promi
   if (!isUserState(state)) throw validation('state', `State must be one of ${USER_STATES.join(', ')}`);
   const user = await findUserByEmail(s, email);
   if (!user) throw new ApiError('notexist', `No user with e-mail ${email}`, 'email');
-  await s.store.db.updateTable('users').set({ state }).where('uuid', '=', user.uuid).execute();
+  await s.store.accounts.users.update(s.store.db, user.uuid, { state });
   for (const fn of passwordListeners) fn(user.email); // cached callers carry the old state
   return { ...user, state };
 }
 
 export function listUsers(s: Services): Promise<UserRow[]> {
-  return s.store.db.selectFrom('users').selectAll().orderBy('created_at').orderBy('email').execute();
+  return s.store.accounts.users.list(s.store.db);
 }
 
 /**
@@ -102,23 +104,16 @@ export async function ensureDemoLogin(
   configured?: { email: string; password: string } | null,
 ): Promise<{ email: string; password: string } | null> {
   if (configured) return ensureConfiguredLogin(s, configured);
-  const saved = await s.store.db.selectFrom('settings').select('value').where('key', '=', 'demo_login').executeTakeFirst();
-  if (saved) {
-    const login = JSON.parse(saved.value) as { email: string; password: string };
+  const saved = await s.store.settings.get(s.store.db, DEMO_LOGIN);
+  if (saved !== undefined) {
+    const login = JSON.parse(saved) as { email: string; password: string };
     // Databases from before Digest support: give the demo user its HA1 (its password is known here).
-    await s.store.db
-      .updateTable('users')
-      .set({ digest_ha1: digestHa1(normalizeEmail(login.email), login.password) })
-      .where('email', '=', normalizeEmail(login.email))
-      .where('digest_ha1', 'is', null)
-      .where('password_hash', 'is not', null)
-      .execute();
+    await s.store.accounts.users.fillMissingHa1(s.store.db, normalizeEmail(login.email), digestHa1(normalizeEmail(login.email), login.password));
     // Its scrypt runs now, while src/serve.ts builds the app, not on the first request (the printed curl line).
     await checkAhead(login.password, (await findUserByEmail(s, login.email))?.password_hash ?? null);
     return login;
   }
-  const anyUser = await s.store.db.selectFrom('users').select('uuid').limit(1).executeTakeFirst();
-  if (anyUser) return null;
+  if (await s.store.accounts.users.any(s.store.db)) return null;
   const login = { email: 'demo@stratus.local', password: generated };
   await createUser(s, login);
   await saveDemoLogin(s, login);
@@ -127,8 +122,8 @@ export async function ensureDemoLogin(
 
 /** The demo login kept in settings (printed at every start), or null. */
 export async function savedDemoLogin(s: Services): Promise<{ email: string; password: string } | null> {
-  const saved = await s.store.db.selectFrom('settings').select('value').where('key', '=', 'demo_login').executeTakeFirst();
-  return saved ? (JSON.parse(saved.value) as { email: string; password: string }) : null;
+  const saved = await s.store.settings.get(s.store.db, DEMO_LOGIN);
+  return saved !== undefined ? (JSON.parse(saved) as { email: string; password: string }) : null;
 }
 
 async function ensureConfiguredLogin(s: Services, login: { email: string; password: string }): Promise<{ email: string; password: string }> {
@@ -142,9 +137,5 @@ async function ensureConfiguredLogin(s: Services, login: { email: string; passwo
 
 async function saveDemoLogin(s: Services, login: { email: string; password: string }): Promise<void> {
   const value = JSON.stringify({ email: normalizeEmail(login.email), password: login.password });
-  await s.store.db
-    .insertInto('settings')
-    .values({ key: 'demo_login', value })
-    .onConflict((oc) => oc.column('key').doUpdateSet({ value }))
-    .execute();
+  await s.store.settings.put(s.store.db, DEMO_LOGIN, value);
 }

@@ -6,6 +6,7 @@ import { f, SUBSCRIPTION_REF } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
 import { storedDecl } from '../../core/stored.js';
 import type { Tx } from '../../store/db.js';
+import { aServerInVlan, serversOfVlans, setVlansOf } from '../../store/network.js';
 import { mirrorMetaName } from '../ips/ips.js';
 
 /**
@@ -27,21 +28,12 @@ export const vlanFields = {
 
 /** `servers` refs for a page of VLANs, one query; the hidden name mirror goes. */
 async function decorate(ctx: Ctx, vlans: Obj[]): Promise<void> {
-  const rows = await ctx.store.db
-    .selectFrom('vlan_servers')
-    .select(['vlan_uuid', 'server_uuid'])
-    .where(
-      'vlan_uuid',
-      'in',
-      vlans.map((v) => v.uuid as string),
-    )
-    .orderBy('server_uuid')
-    .execute();
-  const byVlan = new Map<string, Obj[]>();
-  for (const r of rows)
-    byVlan.set(r.vlan_uuid, [...(byVlan.get(r.vlan_uuid) ?? []), { resource_uri: `/api/2.0/servers/${r.server_uuid}/`, uuid: r.server_uuid }]);
+  const byVlan = await serversOfVlans(
+    ctx.store.db,
+    vlans.map((v) => v.uuid as string),
+  );
   for (const v of vlans) {
-    v.servers = byVlan.get(v.uuid as string) ?? [];
+    v.servers = (byVlan.get(v.uuid as string) ?? []).map((server) => ({ resource_uri: `/api/2.0/servers/${server}/`, uuid: server }));
     v.subscription ??= null;
     v.bottom_vlan_tag ??= null;
     delete v.name;
@@ -86,39 +78,22 @@ export async function assignVlans(
 export async function releaseVlan(tx: Tx, s: Pick<Services, 'store'>, uuid: string): Promise<{ owner: string | null }> {
   const row = await s.store.resources.lock(tx, 'vlans', uuid);
   if (!row) throw new ApiError('notexist', `No VLAN ${uuid}`, 'uuid');
-  const used = await tx.selectFrom('vlan_servers').select('server_uuid').where('vlan_uuid', '=', uuid).executeTakeFirst();
-  if (used) throw permission(`VLAN ${uuid} still has server ${used.server_uuid} in it; remove the NIC first`, 'uuid');
+  const member = await aServerInVlan(tx, uuid);
+  if (member) throw permission(`VLAN ${uuid} still has server ${member} in it; remove the NIC first`, 'uuid');
   await s.store.resources.remove(tx, 'vlans', uuid);
   return { owner: row.owner_uuid };
 }
 
 /** Replace the set of VLANs a server has NICs in (its NICs changed); an empty list takes it out of all. */
-export async function setServerVlans(tx: Tx, serverUuid: string, vlanUuids: string[], opts: { created?: boolean } = {}): Promise<void> {
-  // A server created in this transaction has no rows yet.
-  if (!opts.created) await tx.deleteFrom('vlan_servers').where('server_uuid', '=', serverUuid).execute();
-  const unique = [...new Set(vlanUuids)];
-  if (unique.length)
-    await tx
-      .insertInto('vlan_servers')
-      .values(unique.map((vlan_uuid) => ({ vlan_uuid, server_uuid: serverUuid })))
-      .execute();
-}
+export const setServerVlans = (tx: Tx, serverUuid: string, vlanUuids: string[], opts: { created?: boolean } = {}): Promise<void> =>
+  setVlansOf(tx, serverUuid, vlanUuids, opts);
 
 /** Every VLAN with its owner's e-mail and server count, for `stratus vlans list`. */
 export async function listVlanRows(s: Pick<Services, 'store'>, ownerUuid?: string) {
   const rows = await s.store.resources.listWithOwnerEmail(s.store.db, 'vlans', ownerUuid);
-  const members = rows.length
-    ? await s.store.db
-        .selectFrom('vlan_servers')
-        .select(['vlan_uuid'])
-        .where(
-          'vlan_uuid',
-          'in',
-          rows.map((r) => r.uuid),
-        )
-        .execute()
-    : [];
-  const count = new Map<string, number>();
-  for (const m of members) count.set(m.vlan_uuid, (count.get(m.vlan_uuid) ?? 0) + 1);
-  return rows.map((r) => ({ uuid: r.uuid, email: r.email, servers: count.get(r.uuid) ?? 0 }));
+  const members = await serversOfVlans(
+    s.store.db,
+    rows.map((r) => r.uuid),
+  );
+  return rows.map((r) => ({ uuid: r.uuid, email: r.email, servers: members.get(r.uuid)?.length ?? 0 }));
 }

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { validation } from '../../core/errors.js';
 import { isPlainObject, type Obj } from '../../core/input.js';
-import { parseIpCondition, parsePortCondition } from '../../sim/firewall.js';
+import { parseIpCondition, parsePortCondition } from '../../core/firewall.js';
 import { ACTIONS, ICMP_TYPES, PROTOCOLS } from './fields.js';
 
 /**

@@ -2,7 +2,7 @@ import type { Services } from '../../core/context.js';
 import { record } from '../../core/events.js';
 import type { Obj } from '../../core/input.js';
 import { schedule, type TimerHandler } from '../../core/timers.js';
-import { enforce, enforcedFor, enforcedForMany, routerMs, type Enforced } from '../../sim/vrouter.js';
+import type { Enforced } from '../../core/sim.js';
 import type { Db, Tx } from '../../store/db.js';
 import { ref, resourceUri } from '../../store/repository.js';
 import { finishJob, startJob } from '../jobs/jobs.js';
@@ -70,10 +70,10 @@ export function routerChanged(before: { active: boolean; view: Applied }, after:
 }
 
 /** What the router enforces for a policy now (null: nothing). */
-export const appliedOf = (db: Db | Tx, policy: string) => enforcedFor<Rule>(db, policy);
+export const appliedOf = (s: Pick<Services, 'sim'>, db: Db | Tx, policy: string) => s.sim.vrouter.enforcedFor<Rule>(db, policy);
 
 /** The same for many policies (one query). */
-export const appliedOfMany = (db: Db | Tx, policies: readonly string[]) => enforcedForMany<Rule>(db, policies);
+export const appliedOfMany = (s: Pick<Services, 'sim'>, db: Db | Tx, policies: readonly string[]) => s.sim.vrouter.enforcedForMany<Rule>(db, policies);
 
 /**
  * Start a router job for a policy in the caller's transaction (the policy, if it still exists, is locked by
@@ -81,7 +81,7 @@ export const appliedOfMany = (db: Db | Tx, policies: readonly string[]) => enfor
  */
 export async function startRouterJob(tx: Tx, s: Services, job: { policy: string; owner: string; operation: string; filter?: string }): Promise<string> {
   const uuid = s.ids.uuid();
-  const durationMs = routerMs(s);
+  const durationMs = s.sim.vrouter.firewallMs();
   await startJob(tx, s, job.owner, {
     uuid,
     operation: job.operation,
@@ -114,7 +114,7 @@ async function settle(s: Services, tx: Tx, policy: string, payload: Payload): Pr
     const filters = await s.store.resources.getMany(tx, FILTERS, (row.body.filters as string[] | undefined) ?? []);
     applied = ruleView(row.body, filters);
   }
-  await enforce(tx, policy, applied);
+  await s.sim.vrouter.enforce(tx, policy, applied);
   await finishJob(tx, s, payload.job, 'success');
   await record(tx, s, {
     action: applied ? 'firewall_applied' : 'firewall_removed',

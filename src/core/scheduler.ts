@@ -1,9 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { isoTimestamp } from '../core/clock.js';
-import type { Services } from '../core/context.js';
-import { PassLoop } from '../core/pass-loop.js';
-import { dueMs, type TimerHandler, type TimerRow } from '../core/timers.js';
+import { isoTimestamp } from './clock.js';
+import type { Services } from './context.js';
+import { PassLoop } from './pass-loop.js';
+import { dueMs, type TimerHandler, type TimerRow } from './timers.js';
 import type { Tx } from '../store/db.js';
+import { deleteTimer, dueBacklog, dueTimers, failTimer, insertTimer, insertTimerOnce, pendingAttempts, retryTimer } from '../store/timers.js';
 
 const MAX_ATTEMPTS = 5;
 /** Due timers read per claim attempt: the first not claimed by another process is run. */
@@ -50,14 +51,8 @@ export class Scheduler {
    */
   async backlog(): Promise<{ due: number; lagMs: number }> {
     const now = this.s.clock.now();
-    const row = await this.s.store.db
-      .selectFrom('timers')
-      .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.min('due_ms').as('oldest')])
-      .where('state', '=', 'pending')
-      .where('due_ms', '<=', now.getTime())
-      .executeTakeFirst();
-    const oldest = row?.oldest === null || row?.oldest === undefined ? NaN : Number(row.oldest);
-    return { due: Number(row?.n ?? 0), lagMs: Number.isNaN(oldest) ? 0 : Math.max(0, now.getTime() - oldest) };
+    const { due, oldest } = await dueBacklog(this.s.store.db, now.getTime());
+    return { due, lagMs: oldest === null ? 0 : Math.max(0, now.getTime() - oldest) };
   }
 
   /** Stop polling and wait for the pass in progress, so the database can close cleanly. */
@@ -76,11 +71,7 @@ export class Scheduler {
     const now = clock.now();
     for (const [kind, h] of Object.entries(this.handlers)) {
       if (!h.everyMs) continue;
-      await store.db
-        .insertInto('timers')
-        .values(this.recurringRow(kind, h.firstAt ? h.firstAt(now) : new Date(now.getTime() + h.everyMs(this.s)), isoTimestamp(now)))
-        .onConflict((oc) => oc.column('unique_key').doNothing())
-        .execute();
+      await insertTimerOnce(store.db, this.recurringRow(kind, h.firstAt ? h.firstAt(now) : new Date(now.getTime() + h.everyMs(this.s)), isoTimestamp(now)));
     }
     this.recurringEnsured = true;
   }
@@ -107,10 +98,7 @@ export class Scheduler {
     // Never at or before the run it follows: a successor due in the past of its predecessor would loop.
     if (next <= timer.due_ms) next = timer.due_ms + every;
     if (!handler.catchUp && next <= now) next = now + every;
-    await tx
-      .insertInto('timers')
-      .values(this.recurringRow(timer.kind, new Date(next), isoTimestamp(new Date(now))))
-      .execute();
+    await insertTimer(tx, this.recurringRow(timer.kind, new Date(next), isoTimestamp(new Date(now))));
   }
 
   private async pass(): Promise<number> {
@@ -138,22 +126,14 @@ export class Scheduler {
     let failure: { timer: TimerRow; error: Error } | undefined;
     const outcome = await store
       .transaction(async (tx) => {
-        const candidates = await tx
-          .selectFrom('timers')
-          .select(['id', 'kind', 'subject', 'due_ms', 'payload', 'attempts'])
-          .where('state', '=', 'pending')
-          .where('due_ms', '<=', now)
-          .orderBy('due_ms')
-          .orderBy('id')
-          .limit(CLAIM_CANDIDATES)
-          .execute();
+        const candidates = await dueTimers(tx, now, CLAIM_CANDIDATES);
         let timer: TimerRow | undefined;
         for (const c of candidates) {
-          if (!(await store.tryClaim(tx, Number(c.id)))) continue;
+          if (!(await store.tryClaim(tx, c.id))) continue;
           // Claimed: still there and pending (another process may have run it since it was read)?
-          const still = await tx.selectFrom('timers').select(['attempts']).where('id', '=', c.id).where('state', '=', 'pending').executeTakeFirst();
-          if (!still) continue;
-          timer = { ...c, id: Number(c.id), due_ms: Number(c.due_ms), attempts: Number(still.attempts) };
+          const attempts = await pendingAttempts(tx, c.id);
+          if (attempts === undefined) continue;
+          timer = { ...c, attempts };
           break;
         }
         if (!timer) return candidates.length ? ('busy' as const) : ('none' as const);
@@ -162,8 +142,7 @@ export class Scheduler {
           if (!handler) throw new Error(`no handler for timer kind ${timer.kind}`);
           // A failing handler rolls the whole transaction back; the failure is recorded in a new one below.
           const outcome = await handler.run(this.s, tx, timer, JSON.parse(timer.payload));
-          const done = await tx.deleteFrom('timers').where('id', '=', timer.id).executeTakeFirst();
-          if (Number(done.numDeletedRows) === 0) throw new Cancelled();
+          if (!(await deleteTimer(tx, timer.id))) throw new Cancelled();
           if (handler.everyMs) await this.reschedule(tx, timer, handler, outcome?.nextAt);
         } catch (error) {
           if (!(error instanceof Cancelled)) failure = { timer, error: error as Error };
@@ -190,11 +169,11 @@ export class Scheduler {
     await store.transaction(async (tx) => {
       if (attempts < MAX_ATTEMPTS) {
         const retryAt = dueMs(new Date(clock.now().getTime() + 1000 * 2 ** attempts));
-        await tx.updateTable('timers').set({ attempts, due_ms: retryAt, last_error: error.message }).where('id', '=', timer.id).execute();
+        await retryTimer(tx, timer.id, attempts, retryAt, error.message);
         return;
       }
       // Kept as `failed` for diagnosis; recurring work gives up its key and goes on at the next period.
-      await tx.updateTable('timers').set({ attempts, state: 'failed', last_error: error.message, unique_key: null }).where('id', '=', timer.id).execute();
+      await failTimer(tx, timer.id, attempts, error.message);
       const handler = this.handlers[timer.kind];
       await handler?.failed?.(this.s, tx, timer, JSON.parse(timer.payload), error);
       if (handler?.everyMs) await this.reschedule(tx, timer, handler);

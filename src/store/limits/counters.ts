@@ -1,7 +1,7 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import type pg from 'pg';
-import { loadPg, type Db } from '../../store/db.js';
-import type { Database } from '../../store/schema.js';
+import { loadPg, type Db } from '../db.js';
+import type { Database } from '../schema.js';
 
 /** One fixed window of one rule for one subject (user or client address). */
 export interface Bucket {

@@ -1,13 +1,14 @@
 import type { Services } from '../../core/context.js';
 import { isoTimestamp } from '../../core/clock.js';
 import { ApiError } from '../../core/errors.js';
-import { findUserByEmail } from '../../resources/users/users.js';
-import { formatRules, parseRuleList, RuleError, type OverrideRule } from './rules.js';
+import { formatRules, parseRuleList, RuleError, type OverrideRule } from '../../core/rate-rules.js';
+import { findUserByEmail } from '../users/users.js';
 
 /**
  * An account's own rate limits, set by an operator (`stratus users limits`): `off` (exempt), or rules that
  * replace (or, with `=off`, remove) the deployment's rules of the same METHOD[:PATH]. No row: the
- * deployment's rules. Stored as the canonical rule text, so it reads the same in SQL as on the CLI.
+ * deployment's rules. Stored as the canonical rule text, so it reads the same in SQL as on the CLI. The
+ * limiter (http/ratelimit/limiter.ts) applies them; the admin plane and seeds set them without HTTP.
  */
 export type AccountLimits = 'off' | OverrideRule[] | null;
 
@@ -22,8 +23,7 @@ export function decodeAccountLimits(text: string): Exclude<AccountLimits, null> 
 
 /** Stored override text for a user, or undefined (no override). */
 export async function getAccountLimitsText(s: Services, userUuid: string): Promise<string | undefined> {
-  const row = await s.store.db.selectFrom('rate_limit_overrides').select('rules').where('user_uuid', '=', userUuid).executeTakeFirst();
-  return row?.rules;
+  return s.store.limits.overrides.of(s.store.db, userUuid);
 }
 
 /**
@@ -41,15 +41,11 @@ export async function setAccountLimits(s: Services, email: string, limits: Accou
     throw e;
   }
   if (value === null) {
-    await s.store.db.deleteFrom('rate_limit_overrides').where('user_uuid', '=', user.uuid).execute();
+    await s.store.limits.overrides.clear(s.store.db, user.uuid);
   } else {
     const text = value === 'off' ? 'off' : formatRules(value);
     const updated_at = isoTimestamp(s.clock.now());
-    await s.store.db
-      .insertInto('rate_limit_overrides')
-      .values({ user_uuid: user.uuid, rules: text, updated_at })
-      .onConflict((oc) => oc.column('user_uuid').doUpdateSet({ rules: text, updated_at }))
-      .execute();
+    await s.store.limits.overrides.set(s.store.db, user.uuid, text, updated_at);
   }
   for (const fn of listeners) fn(user.uuid);
   return { uuid: user.uuid, email: user.email };

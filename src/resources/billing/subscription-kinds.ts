@@ -1,47 +1,26 @@
 import Type from 'typebox';
-import { lockAccounts, post } from '../../billing/accounts.js';
+import { lockAccounts } from '../../billing/accounts.js';
 import { ledgerAmount, Money } from '../../billing/money.js';
-import {
-  chainOf,
-  consumingNow,
-  extensionOf,
-  insertSubscription,
-  ownSubscription,
-  presentQuote,
-  presentSubscription,
-  purchaseCharge,
-  quote,
-  requirePayable,
-  subscriptionRow,
-  type Quote,
-  type SubscriptionRow,
-} from '../../billing/subscriptions.js';
-import type { Ctx, Services } from '../../core/context.js';
-import { ApiError, notFound, validation } from '../../core/errors.js';
+import { timedeltaText } from '../../billing/periods.js';
+import { consumingNow } from '../../billing/subscription-cover.js';
+import { extensionOf, quote, statusOf, type Quote } from '../../billing/subscription-terms.js';
+import { isoTimestamp } from '../../core/clock.js';
+import type { Ctx } from '../../core/context.js';
+import { notFound, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { f } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
 import { Outcome, type ActionDecl, type CollectionDecl, type ListQuery } from '../../core/resource.js';
-import { schedule, type TimerHandler } from '../../core/timers.js';
-import type { Tx } from '../../store/db.js';
-import { assignIps } from '../ips/ips.js';
-import { assignVlans } from '../vlans/vlans.js';
+import { subscriptionRow, type SubscriptionRow } from '../../store/billing/index.js';
+import type { Db, Tx } from '../../store/db.js';
+import { buy, endTimer, MAX_PER_REQUEST, noticeTimer } from './subscription-lifecycle.js';
 
 /**
- * `/subscriptions/`, `/subscriptioncalculator/` and `/groupedsubscriptions/` (reference §16.8). Buying
- * charges the balance at once (402 without funds; up to 500 per request, all or nothing); an `ip` or
- * `vlan` subscription of amount N is N subscriptions, each with a new IP or VLAN (`subscribed_object`).
- * Only `auto_renew` changes after purchase (its action); `extend` buys the next window of a chain. On the
- * clock: notices 7 days and 1 day before the end (`*_soon`, `*_very_soon` events), and at the end a renewal
- * (when `auto_renew` and not extended already; `renewal_success` / `renewal_failure`) or `expire`.
+ * `/subscriptions/`, `/subscriptioncalculator/` and `/groupedsubscriptions/` (reference §16.8): the kinds
+ * and their wire form. Only `auto_renew` changes after purchase (its action); `extend` buys the next window
+ * of a chain. Buying, notices and renewal are subscription-lifecycle.ts; prices and windows
+ * billing/subscription-terms.ts.
  */
-const MAX_PER_REQUEST = 500;
-const DAY_MS = 86_400_000;
-const NOTICES = [
-  { before: 7 * DAY_MS, kind: 'soon' },
-  { before: DAY_MS, kind: 'very_soon' },
-] as const;
-
 const fields = {
   amount: f.string({ default: 1, help: 'Subscription amount' }),
   auto_renew: f.boolean({ default: true, help: 'States if the subscription will auto renew on expire' }),
@@ -71,87 +50,39 @@ const fields = {
 
 const STATUSES = ['active', 'inactive', 'expired', 'all', 'notexpired'];
 
-/** The renewal and notice timers of a subscription, in the transaction that bought it. */
-async function scheduleLifecycle(tx: Tx, s: Pick<Services, 'clock'>, row: SubscriptionRow): Promise<void> {
-  const now = s.clock.now().getTime();
-  const end = Number(row.end_ms);
-  for (const n of NOTICES)
-    if (end - n.before > now)
-      await schedule(tx, s, { kind: 'subscription.notice', subject: String(row.id), inMs: end - n.before - now, payload: { kind: n.kind } });
-  await schedule(tx, s, { kind: 'subscription.end', subject: String(row.id), inMs: end - now });
-}
-
 function autoRenewOf(raw: unknown): boolean {
   if (raw === undefined || raw === null) return true;
   if (typeof raw !== 'boolean') throw validation('auto_renew', 'auto_renew is true or false');
   return raw;
 }
 
-/** Buy quoted subscriptions for an account: one charge each, the IPs and VLANs they bring, their timers. */
-async function buy(
-  tx: Tx,
-  ctx: Ctx,
-  owner: string,
-  wanted: { q: Quote; autoRenew: boolean; parent?: SubscriptionRow }[],
-): Promise<{ rows: SubscriptionRow[]; total: Money }> {
-  // An ip or vlan subscription of amount N is N subscriptions of one object each: counted before any is made.
-  const perObject = (w: (typeof wanted)[number]) => (w.q.resource === 'ip' || w.q.resource === 'vlan') && !w.parent && w.q.amount > 1;
-  if (wanted.reduce((n, w) => n + (perObject(w) ? w.q.amount : 1), 0) > MAX_PER_REQUEST)
-    throw validation('objects', `At most ${MAX_PER_REQUEST} subscriptions per request (an ip or vlan subscription of amount N counts N)`);
-  const units = wanted.flatMap((w) =>
-    perObject(w)
-      ? Array.from({ length: w.q.amount }, () => ({ ...w, q: { ...w.q, amount: 1, gross: w.q.gross.div(w.q.amount), price: w.q.price.div(w.q.amount) } }))
-      : [w],
-  );
-  const account = (await lockAccounts(tx, ctx, [owner])).get(owner)!;
-  const total = units.reduce((sum, w) => sum.plus(ledgerAmount(w.q.price)), new Money(0));
-  requirePayable(account, total);
-  const rows: SubscriptionRow[] = [];
-  const now = ctx.clock.now();
-  for (const w of units) {
-    let object: string | null = w.parent?.subscribed_object ?? null;
-    const row = await insertSubscription(tx, ctx, owner, w.q, { autoRenew: w.autoRenew, parent: w.parent });
-    if (!w.parent && w.q.resource === 'ip') object = (await assignIps(tx, ctx, owner, 1, { subscription: row.id }))[0]!;
-    if (!w.parent && w.q.resource === 'vlan') object = (await assignVlans(tx, ctx, owner, 1, { subscription: row.id }))[0]!;
-    if (object) {
-      await tx.updateTable('subscriptions').set({ subscribed_object: object }).where('id', '=', row.id).execute();
-      row.subscribed_object = object;
-    }
-    await post(tx, ctx, account, [purchaseCharge(ctx, w.q, row.id, now)]);
-    await scheduleLifecycle(tx, ctx, row);
-    await record(tx, ctx, {
-      action: w.parent ? 'extend' : 'create',
-      category: 'Subscriptions',
-      uuid: row.uuid,
-      owner,
-      actor: ctx.caller.uuid,
-      details: `${row.resource} ${row.amount} until ${row.end_time}`,
-    });
-    rows.push(row);
-  }
-  return { rows, total };
+async function currencyOf(ctx: Ctx): Promise<string> {
+  return (await ctx.store.billing.accounts.currency(ctx.store.db, ctx.caller.uuid)) ?? ctx.config.currency;
 }
 
-async function currencyOf(ctx: Ctx): Promise<string> {
-  const row = await ctx.store.db.selectFrom('billing_accounts').select('currency').where('owner_uuid', '=', ctx.caller.uuid).executeTakeFirst();
-  return row?.currency ?? ctx.config.currency;
+/** A subscription of the caller, or undefined (an id that cannot be one included). */
+async function ownSubscription(ctx: Ctx, db: Db | Tx, id: string): Promise<SubscriptionRow | undefined> {
+  return /^\d{1,15}$/.test(id) ? ctx.store.billing.subscriptions.own(db, ctx.caller.uuid, Number(id)) : undefined;
 }
+
+/** The chain a subscription belongs to, first to last (the first and its extensions). */
+const chainOf = (ctx: Ctx, db: Db | Tx, row: SubscriptionRow) => ctx.store.billing.subscriptions.chain(db, row.root_id ?? row.id);
 
 /** The last subscription of the chain `row` belongs to (what an extension extends). */
-async function lastOfChain(db: Parameters<typeof chainOf>[0], row: SubscriptionRow): Promise<SubscriptionRow> {
-  const chain = await chainOf(db, row);
+async function lastOfChain(ctx: Ctx, db: Db | Tx, row: SubscriptionRow): Promise<SubscriptionRow> {
+  const chain = await chainOf(ctx, db, row);
   return chain[chain.length - 1]!;
 }
 
 async function mine(ctx: Ctx, id: string): Promise<SubscriptionRow> {
-  const row = await ownSubscription(ctx.store.db, ctx.caller.uuid, id);
+  const row = await ownSubscription(ctx, ctx.store.db, id);
   if (!row) throw notFound(id);
   return row;
 }
 
 async function listFilters(ctx: Ctx, q: ListQuery) {
   const now = ctx.clock.now().getTime();
-  const consuming = [...(await consumingNow(ctx.store.db, ctx.clock.now(), ctx.caller.uuid))];
+  const consuming = [...(await consumingNow(ctx.store.db, ctx, ctx.clock.now(), ctx.caller.uuid))];
   let base = ctx.store.db.selectFrom('subscriptions').where('owner_uuid', '=', ctx.caller.uuid);
   for (const values of q.filters.get('status') ?? []) {
     for (const v of values) if (!STATUSES.includes(v)) throw validation('status', `status is one of ${STATUSES.join(', ')}`);
@@ -187,12 +118,12 @@ async function listFilters(ctx: Ctx, q: ListQuery) {
 
 async function descendantsOf(ctx: Ctx, rows: SubscriptionRow[]): Promise<Map<number, SubscriptionRow[]>> {
   const out = new Map<number, SubscriptionRow[]>();
-  const ids = rows.map((r) => r.id);
-  if (!ids.length) return out;
-  const kids = await ctx.store.db.selectFrom('subscriptions').selectAll().where('parent_id', 'in', ids).orderBy('id').execute();
-  for (const k of kids) {
+  for (const k of await ctx.store.billing.subscriptions.children(
+    ctx.store.db,
+    rows.map((r) => r.id),
+  )) {
     const parent = Number(k.parent_id);
-    out.set(parent, [...(out.get(parent) ?? []), subscriptionRow(k)]);
+    out.set(parent, [...(out.get(parent) ?? []), k]);
   }
   return out;
 }
@@ -206,7 +137,7 @@ async function listSubscriptions(ctx: Ctx, q: ListQuery) {
   const total = short ? q.offset + rows.length : Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
   const kids = await descendantsOf(ctx, rows);
   const now = ctx.clock.now();
-  const consuming = await consumingNow(ctx.store.db, now, ctx.caller.uuid);
+  const consuming = await consumingNow(ctx.store.db, ctx, now, ctx.caller.uuid);
   // The recorded list carries the listed subscriptions' total price beside them.
   const price = rows.reduce((sum, r) => sum.plus(r.price), new Money(0));
   return { total, objects: rows.map((r) => presentSubscription(r, now, kids.get(r.id), consuming)), extra: { price: ledgerAmount(price) } };
@@ -222,9 +153,9 @@ const extendAction: ActionDecl = {
       // The chain's end is read under the account's lock that the charge is written under: concurrent
       // extends queue there and each extends the window the one before it bought.
       await lockAccounts(tx, ctx, [ctx.caller.uuid]);
-      const row = await ownSubscription(tx, ctx.caller.uuid, id);
+      const row = await ownSubscription(ctx, tx, id);
       if (!row) throw notFound(id);
-      const last = await lastOfChain(tx, row);
+      const last = await lastOfChain(ctx, tx, row);
       return buy(tx, ctx, ctx.caller.uuid, [{ q: extensionOf(ctx, currency, last, body), autoRenew: Number(last.auto_renew) === 1, parent: last }]);
     });
     const now = ctx.clock.now();
@@ -240,11 +171,7 @@ const autoRenewAction: ActionDecl = {
     const row = await mine(ctx, id);
     const next = body.auto_renew === undefined || body.auto_renew === null ? Number(row.auto_renew) !== 1 : autoRenewOf(body.auto_renew);
     await ctx.store.transaction(async (tx) => {
-      await tx
-        .updateTable('subscriptions')
-        .set({ auto_renew: next ? 1 : 0 })
-        .where('id', '=', row.id)
-        .execute();
+      await ctx.store.billing.subscriptions.setAutoRenew(tx, row.id, next);
       await record(tx, ctx, {
         action: 'auto_renew',
         category: 'Subscriptions',
@@ -263,60 +190,6 @@ async function authorize(ctx: Ctx, id: string) {
   const row = await mine(ctx, id);
   return { uuid: String(row.id), owner_uuid: row.owner_uuid };
 }
-
-/** A notice before the end: `renewal_soon` when it will renew, `expire_soon` when it will not (nothing when extended). */
-const noticeTimer: TimerHandler = {
-  async run(s, tx, timer, payload) {
-    const row = await tx.selectFrom('subscriptions').selectAll().where('id', '=', Number(timer.subject)).executeTakeFirst();
-    if (!row) return;
-    const extended = await tx.selectFrom('subscriptions').select('id').where('parent_id', '=', row.id).executeTakeFirst();
-    if (extended) return;
-    const kind = (payload as { kind: string }).kind;
-    const action = Number(row.auto_renew) === 1 ? `renewal_${kind}` : `expire_${kind}`;
-    await record(tx, s, {
-      action,
-      category: 'Subscriptions',
-      uuid: row.uuid,
-      owner: row.owner_uuid,
-      actor: null,
-      details: `${row.resource} ${row.amount} ends ${row.end_time}`,
-    });
-  },
-};
-
-/** The end of a window: renew (auto_renew, not extended yet) or expire. A renewal without funds fails and expires. */
-const endTimer: TimerHandler = {
-  async run(s, tx, timer) {
-    const owner = await tx.selectFrom('subscriptions').select('owner_uuid').where('id', '=', Number(timer.subject)).executeTakeFirst();
-    if (!owner) return;
-    // The account's lock first, then what it guards (as `extend` does): read under it, no extension slips in.
-    const account = (await lockAccounts(tx, s, [owner.owner_uuid])).get(owner.owner_uuid)!;
-    const found = await tx.selectFrom('subscriptions').selectAll().where('id', '=', Number(timer.subject)).executeTakeFirst();
-    if (!found) return;
-    const row = subscriptionRow(found);
-    const extended = await tx.selectFrom('subscriptions').select('id').where('parent_id', '=', row.id).executeTakeFirst();
-    if (extended) return;
-    const event = (action: string, details: string) =>
-      record(tx, s, { action, category: 'Subscriptions', uuid: row.uuid, owner: row.owner_uuid, actor: null, details });
-    if (Number(row.auto_renew) !== 1) return event('expire', `${row.resource} ${row.amount} expired ${row.end_time}`);
-    let q: Quote;
-    try {
-      q = extensionOf(s, account.currency, row, {}, s.clock.now());
-    } catch (err) {
-      if (!(err instanceof ApiError)) throw err;
-      await event('renewal_failure', `${row.resource} ${row.amount}: ${err.message}`);
-      return event('expire', `${row.resource} ${row.amount} expired ${row.end_time}`);
-    }
-    if (account.balance.lt(ledgerAmount(q.price))) {
-      await event('renewal_failure', `${row.resource} ${row.amount}: ${ledgerAmount(q.price)} ${account.currency} needed`);
-      return event('expire', `${row.resource} ${row.amount} expired ${row.end_time}`);
-    }
-    const renewed = await insertSubscription(tx, s, row.owner_uuid, q, { autoRenew: true, parent: row, subscribedObject: row.subscribed_object });
-    await post(tx, s, account, [purchaseCharge(s, q, renewed.id, s.clock.now())]);
-    await scheduleLifecycle(tx, s, renewed);
-    await event('renewal_success', `${row.resource} ${row.amount} renewed until ${renewed.end_time}`);
-  },
-};
 
 export const subscriptions: CollectionDecl = {
   shape: 'collection',
@@ -337,7 +210,7 @@ export const subscriptions: CollectionDecl = {
       const row = await mine(ctx, id);
       const kids = await descendantsOf(ctx, [row]);
       const now = ctx.clock.now();
-      return presentSubscription(row, now, kids.get(row.id), await consumingNow(ctx.store.db, now, ctx.caller.uuid));
+      return presentSubscription(row, now, kids.get(row.id), await consumingNow(ctx.store.db, ctx, now, ctx.caller.uuid));
     },
     async create(ctx, inputs) {
       if (inputs.length > MAX_PER_REQUEST) throw validation('objects', `At most ${MAX_PER_REQUEST} subscriptions per request`);
@@ -377,7 +250,7 @@ export const subscriptionCalculator: CollectionDecl = {
       answer: { object: 'subscriptioncalculator' },
       async run(ctx, id, body) {
         const row = await mine(ctx, id);
-        return presentQuote(extensionOf(ctx, await currencyOf(ctx), await lastOfChain(ctx.store.db, row), body));
+        return presentQuote(extensionOf(ctx, await currencyOf(ctx), await lastOfChain(ctx, ctx.store.db, row), body));
       },
     },
   },
@@ -420,9 +293,9 @@ export const groupedSubscriptions: CollectionDecl = {
       const total = Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
       const now = ctx.clock.now();
       const objects: Obj[] = [];
-      const consuming = await consumingNow(ctx.store.db, now, ctx.caller.uuid);
+      const consuming = await consumingNow(ctx.store.db, ctx, now, ctx.caller.uuid);
       for (const root of roots) {
-        const chain = await chainOf(ctx.store.db, root);
+        const chain = await chainOf(ctx, ctx.store.db, root);
         const last = chain[chain.length - 1]!;
         objects.push({ ...presentSubscription(root, now, chain.slice(1), consuming), end_time: last.end_time });
       }
@@ -433,3 +306,56 @@ export const groupedSubscriptions: CollectionDecl = {
     },
   },
 };
+
+const decimalText = (d: Money) => (d.isZero() ? '0' : d.toFixed(10));
+
+/** A quote as the calculator prints it (recorded `subscriptioncalculator`). */
+export function presentQuote(q: Quote): Record<string, unknown> {
+  const discount = q.gross.times(q.discountPercent);
+  return {
+    amount: String(q.amount),
+    discount_amount: ledgerAmount(discount),
+    discount_percent: decimalText(q.discountPercent),
+    discounts: q.discountPercent.isZero() ? {} : { period: q.discountPercent.toFixed(10) },
+    end_time: isoTimestamp(q.end),
+    free_tier: false,
+    period: timedeltaText(q.end.getTime() - q.start.getTime()),
+    price: ledgerAmount(q.price),
+    resource: q.resource,
+    start_time: isoTimestamp(q.start),
+    was_billed: true,
+  };
+}
+
+export const subscriptionUri = (id: number | string) => `/api/2.0/subscriptions/${id}/`;
+
+/** A stored subscription as the API shows it (recorded `subscription_list`). */
+export function presentSubscription(
+  row: SubscriptionRow,
+  now: Date,
+  descendants: readonly SubscriptionRow[] = [],
+  consuming?: ReadonlySet<number>,
+): Record<string, unknown> {
+  const percent = new Money(row.discount_percent);
+  return {
+    amount: String(row.amount),
+    auto_renew: Number(row.auto_renew) === 1,
+    descendants: descendants.map((d) => subscriptionUri(d.id)),
+    discount_amount: row.discount_amount,
+    discount_percent: decimalText(percent),
+    discounts: percent.isZero() ? {} : { period: percent.toFixed(10) },
+    end_time: row.end_time,
+    free_tier: false,
+    id: String(row.id),
+    period: timedeltaText(Number(row.end_ms) - Number(row.start_ms)),
+    price: row.price,
+    remaining: String(Math.max(0, Number(row.amount) - Number(row.consumed ?? 0))),
+    resource: row.resource,
+    resource_uri: subscriptionUri(row.id),
+    start_time: row.start_time,
+    status: statusOf(row, now, consuming, row.id),
+    subscribed_object: row.subscribed_object,
+    uuid: row.uuid,
+    was_billed: true,
+  };
+}

@@ -1,8 +1,8 @@
-import type { Db, Tx } from '../store/db.js';
+import type { Db, Tx } from './db.js';
 
 /**
- * What the simulated infrastructure holds about an object, keyed by (kind, uuid): a server's power-on
- * time and leases, a drive's written bytes, a job's planned end. It lives in its own table, never in
+ * The SQL of the simulator's own table, `sim_state` (sim/ reads and writes it only through here). What the
+ * simulated infrastructure holds about an object, keyed by (kind, uuid): a server's power-on time and leases, a drive's written bytes, a job's planned end. It lives in its own table, never in
  * the API body, so the API side cannot depend on it by accident and a real driver could replace it.
  * Writers hold the object's row lock (the API transaction that caused the change), so a plain
  * read-modify-write here does not lose updates.
@@ -65,4 +65,14 @@ export async function writeState(tx: Tx, kind: string, uuid: string, state: SimS
 export async function dropState(tx: Tx, kind: string, uuids: string | readonly string[]): Promise<void> {
   const list = typeof uuids === 'string' ? [uuids] : [...uuids];
   if (list.length) await tx.deleteFrom('sim_state').where('kind', '=', kind).where('uuid', 'in', list).execute();
+}
+
+/** States of one kind with the exact text stored (a tick that must clear only what it read compares it). */
+export async function readStateTexts(db: Db | Tx, kind: string): Promise<{ uuid: string; state: string }[]> {
+  return db.selectFrom('sim_state').select(['uuid', 'state']).where('kind', '=', kind).execute();
+}
+
+/** Drop a state only if it is still the text read (a newer write since then stays). */
+export async function dropStateIfUnchanged(tx: Tx, kind: string, uuid: string, text: string): Promise<void> {
+  await tx.deleteFrom('sim_state').where('kind', '=', kind).where('uuid', '=', uuid).where('state', '=', text).execute();
 }

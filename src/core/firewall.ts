@@ -1,11 +1,12 @@
 import { isIPv4, isIPv6 } from 'node:net';
-import { validation } from '../core/errors.js';
-import { isPlainObject } from '../core/input.js';
+import { validation } from './errors.js';
+import { isPlainObject } from './input.js';
 
 /**
- * The simulated firewall: what a policy's rules and the account's network restriction level do to one
- * packet on a server's public NIC. Pure functions, no store: the API side (resources/fwpolicies) validates
- * rules with the parsers here and records them; the network asks `evaluate` about packets.
+ * Firewall evaluation: what a policy's rules and the account's network restriction level do to one packet
+ * on a server's public NIC. Pure functions, no store, no hardware (so in core/): the API side
+ * (resources/fwpolicies) validates rules with the parsers here and records them; the simulated network
+ * (sim/dhcp.ts) asks `evaluate` about packets, and so does a policy's `evaluate` action.
  *
  * A policy is an ordered rule list; the first rule that matches decides (`accept` or `drop`); no match
  * accepts. A rule matches when its direction is the packet's (or `both`), its `ip_proto` is null or the

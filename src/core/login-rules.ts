@@ -1,7 +1,7 @@
 /**
  * The `--login-protection` setting: `off`, `default`, or rules over the defaults, e.g.
  * `pair=10,address=off,window=5m,lock=1m`. `pair`, `address` and `account` are failure counts (or `off`
- * for no such counter; see login-guard.ts for what each counts); `window` and `lock` are durations
+ * for no such counter; see resources/accounts/login-guard.ts for what each counts); `window` and `lock` are durations
  * (`90s`, `15m`, `1h`).
  */
 export interface LoginProtection {

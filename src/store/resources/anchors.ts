@@ -1,0 +1,136 @@
+import { sql, type SqlBool } from 'kysely';
+import type { Db, Tx } from '../db.js';
+import { COLUMNS, relKey, withRelated, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
+import type { ResourceCounts } from './counts.js';
+import type { ResourceRelations } from './relations.js';
+import type { ResourceSql } from './sql.js';
+
+/**
+ * Deep pages of an owner's list without walking to them: the seq at every `step`-th position of the
+ * owner's rows of a kind (an anchor), kept per count version, so a page at any depth starts from the
+ * nearest anchor and walks at most one step. Lists reach here through pages.ts (`pagesInSteps`).
+ */
+export class OwnAnchors {
+  /** Per (kind, owner): the seq at every `step`-th position of the owner's list, for one count version. */
+  private readonly anchors = new Map<string, { version: number; seqs: Promise<number[]> }>();
+
+  constructor(
+    private readonly sql: ResourceSql,
+    private readonly counts: ResourceCounts,
+    private readonly relations: ResourceRelations,
+    /** Positions between anchors; small in tests, so deep pages are exercised on small lists. */
+    readonly step = 1000,
+  ) {}
+
+  /**
+   * `count` seqs of the owner's rows of a kind from position `from`, in creation order. OFFSET walks the
+   * index one entry at a time, so a deep page would cost its depth; the walk starts instead from the
+   * nearest anchor (the seq at a multiple of `step`), so it is never longer than one step. Anchors
+   * are picked by the database in one pass over the owner's index (only they are sent: 100 seqs for 100k
+   * rows, where every seq sent was 100k rows held by the driver) and kept until the owner's count changes
+   * (its version). Concurrent requests for a page share one pass: the same count version is the same rows,
+   * whatever the snapshot.
+   */
+  private async ownWindow(db: Db | Tx, kind: string, owner: string, version: number, from: number, count: number): Promise<number[]> {
+    const key = `${kind}/${owner}`;
+    let anchors = this.anchors.get(key);
+    if (anchors?.version !== version) {
+      const seqs = this.sql
+        .shaped<{ seq: number }, 'kind' | 'owner' | 'step'>(
+          db,
+          'own.anchors',
+          (arg) =>
+            db
+              .selectFrom((eb) =>
+                eb
+                  .selectFrom('resources')
+                  .select(['seq', sql<number>`row_number() over (order by seq)`.as('rn')])
+                  .where('kind', '=', arg('kind'))
+                  .where('owner_uuid', '=', arg('owner'))
+                  .as('a'),
+              )
+              .select('a.seq')
+              .where(sql<SqlBool>`(a.rn - 1) % ${arg('step')} = 0`)
+              .orderBy('a.seq'),
+          { kind, owner, step: this.step },
+        )
+        .then((rows) => rows.map((r) => Number(r.seq)));
+      anchors = { version, seqs };
+      this.anchors.delete(key);
+      if (this.anchors.size >= 1000) this.anchors.delete(this.anchors.keys().next().value!);
+      this.anchors.set(key, anchors);
+      // A failed pass is not kept (the next request tries again); its own request still sees the error.
+      const entry = anchors;
+      seqs.catch(() => this.anchors.get(key) === entry && this.anchors.delete(key));
+    }
+    const seqs = await anchors.seqs;
+    const a = Math.floor(from / this.step);
+    if (a >= seqs.length || count <= 0) return [];
+    const rows = await this.sql.shaped<{ seq: number }, 'kind' | 'owner' | 'from' | 'count' | 'skip'>(
+      db,
+      'own.window',
+      (arg) =>
+        db
+          .selectFrom('resources')
+          .select('seq')
+          .where('kind', '=', arg('kind'))
+          .where('owner_uuid', '=', arg('owner'))
+          .where('seq', '>=', arg('from'))
+          .orderBy('seq')
+          .limit(arg('count'))
+          .offset(arg('skip')),
+      { kind, owner, from: seqs[a], count, skip: from - a * this.step },
+    );
+    return rows.map((r) => Number(r.seq));
+  }
+
+  /**
+   * A deep page of an unfiltered list in creation order: own rows found from the anchors, merged in memory
+   * with the shared rows (all of them are in hand, and they are bounded by what is shared), then read by seq
+   * with their relations. The own window starts where the page can start at the earliest (every shared row
+   * before it) and ends where it can end at the latest, so it is at most (shared rows + limit) long.
+   * Several statements: the caller runs it in one snapshot.
+   */
+  async deepPage(set: VisibleSet, shared: readonly number[], offset: number, limit: number, rel: Relations): Promise<{ rows: Resource[]; total: number }> {
+    const db = set.db;
+    const count = await this.counts.row(db, set.kind, set.owner);
+    const theirs = [...shared].sort((a, b) => a - b);
+    const total = count.n + theirs.length;
+    const start = Math.min(Math.max(0, offset - theirs.length), Math.max(0, count.n - 1));
+    const own = await this.ownWindow(db, set.kind, set.owner, count.version, start, Math.min(count.n, offset + limit) - start);
+    // Shared rows before the window sit at positions below `offset` (the window starts early enough), except
+    // when the window starts at the very beginning: then every shared row takes part in the merge.
+    let j = own.length && start > 0 ? lowerBound(theirs, own[0]) : 0;
+    let pos = start + j;
+    const page: number[] = [];
+    for (let i = 0; page.length < limit && (i < own.length || j < theirs.length); pos++) {
+      const next = i < own.length && (j >= theirs.length || own[i] < theirs[j]) ? own[i++] : theirs[j++];
+      if (pos >= offset) page.push(next);
+    }
+    if (!page.length) return { rows: [], total };
+    const rows = await this.sql.shaped<RelRow, 'seqs' | 'me'>(
+      db,
+      `resources.by-seq:${relKey(rel)}`,
+      (arg) =>
+        db
+          .selectFrom('resources')
+          .select([...COLUMNS, ...this.relations.columns(rel, arg('me'))])
+          .where(this.sql.inList('seq', arg('seqs')))
+          .orderBy('seq'),
+      { seqs: this.sql.listArg(page), me: set.owner },
+    );
+    return { rows: rows.map((r) => withRelated(r)), total };
+  }
+}
+
+/** The index of the first element of ascending `sorted` that is not below `value`. */
+function lowerBound(sorted: readonly number[], value: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (sorted[mid] < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}

@@ -1,0 +1,142 @@
+import type { Expression, ExpressionBuilder, SelectQueryBuilder, SqlBool } from 'kysely';
+import type { Db, Tx } from '../db.js';
+import type { Database } from '../schema.js';
+
+/**
+ * The data of the `resources` family: a stored row as callers get it, the relations a read can bring
+ * along, the visible set a list is built from, and the row mapping every module of the family shares.
+ * Types only callers need (conditions, subqueries) are named here so nothing outside the store imports Kysely.
+ */
+
+export type Obj = Record<string, unknown>;
+
+/* Kysely types a builder by the tables joined so far; the few helpers that take any builder say so here, once. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyQuery = SelectQueryBuilder<any, any, any>;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyExpressions = ExpressionBuilder<any, any>;
+
+/** A stored resource: the indexed columns plus the body as data. */
+export interface Resource {
+  seq: number;
+  kind: string;
+  uuid: string;
+  owner_uuid: string | null;
+  /** Parsed on first use (a presented object cached for this version never needs it). */
+  body: Obj;
+  version: number;
+  created_at: string;
+  updated_at: string;
+  /** The relations a read brought along with the row (see `Relations`), when it asked for any. */
+  related?: Related;
+}
+
+/**
+ * Which relations of its rows a read brings along, each as a JSON column of the same statement: one
+ * statement is one snapshot and, on PostgreSQL, one round trip.
+ */
+export interface Relations {
+  /** The caller's tags on each row (another user's tags on it are never read). */
+  tags?: boolean;
+  /** The ACL grants on the rows the caller owns (their `grantees`), the permissions the caller holds on the others. */
+  sharing?: boolean;
+  /** A tag's members with their owners. */
+  members?: boolean;
+}
+
+/** A row's relations as read with it; those not asked for are empty. */
+export interface Related {
+  /** Tag uuids, in tagging order. */
+  tags: string[];
+  /** Repeats allowed: one per ACL and tag that gives the grant. Only on rows the caller owns. */
+  grants: { grantee_uuid: string; email: string | null; permission: string }[];
+  /** Permissions the caller's grants give (repeats allowed). Only on rows the caller does not own. */
+  held: string[];
+  /** In tagging order. */
+  members: { res_type: string; res_uuid: string; owner_uuid: string | null }[];
+}
+
+/** A key naming which relations a shape reads (part of its shape key). */
+export const relKey = (rel: Relations): string => (rel.tags ? 't' : '') + (rel.sharing ? 's' : '') + (rel.members ? 'm' : '') || 'none';
+
+/** A row of `resources` as read (the body still JSON text). */
+export type Row = { seq: number; kind: string; uuid: string; owner_uuid: string | null; body: string; version: number; created_at: string; updated_at: string };
+export const COLUMNS = ['seq', 'kind', 'uuid', 'owner_uuid', 'body', 'version', 'created_at', 'updated_at'] as const;
+/** A row with the JSON columns of its relations (those a shape reads). */
+export type RelRow = Row & { rel_tags?: string; rel_grants?: string; rel_held?: string; rel_members?: string };
+
+/** The relations of a row read with `relationColumns`. */
+function relatedOf(r: RelRow): Related {
+  const list = (text: string | undefined): unknown[] => (text ? (JSON.parse(text) as unknown[]) : []);
+  return {
+    tags: list(r.rel_tags) as string[],
+    grants: (list(r.rel_grants) as [string, string | null, string][]).map(([grantee_uuid, email, permission]) => ({ grantee_uuid, email, permission })),
+    held: list(r.rel_held) as string[],
+    members: (list(r.rel_members) as [string, string, string | null][]).map(([res_type, res_uuid, owner_uuid]) => ({ res_type, res_uuid, owner_uuid })),
+  };
+}
+
+/** A row read with relation columns, as data with its relations. */
+export const withRelated = (r: RelRow): Resource => Object.assign(toResource(r), { related: relatedOf(r) });
+
+/** A row as data; the body is parsed when first read. */
+export function toResource(r: Row): Resource {
+  const text = r.body;
+  let parsed: Obj | undefined;
+  return {
+    seq: r.seq,
+    kind: r.kind,
+    uuid: r.uuid,
+    owner_uuid: r.owner_uuid,
+    version: Number(r.version),
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    get body(): Obj {
+      return (parsed ??= JSON.parse(text) as Obj);
+    },
+    set body(value: Obj) {
+      parsed = value;
+    },
+  };
+}
+
+/** The indexed mirrors of a body: `name` and `status` (jobs keep theirs as `state`). */
+export function mirrors(body: Obj): { name: string | null; status: string | null } {
+  const status = typeof body.status === 'string' ? body.status : typeof body.state === 'string' ? body.state : null;
+  return { name: typeof body.name === 'string' ? body.name : null, status };
+}
+
+/** The API's timestamp form (microseconds, `+00:00`), as every other stored time. */
+export const stamp = (now: Date) => now.toISOString().replace(/\.(\d{3})Z$/, '.$1000+00:00');
+
+/** Rows by uuid in the order the uuids were asked for (missing ones left out). */
+export function inOrderOf<T extends { uuid: string }>(rows: T[], uuids: readonly string[]): T[] {
+  const order = new Map(uuids.map((u, i) => [u, i]));
+  return rows.sort((a, b) => order.get(a.uuid)! - order.get(b.uuid)!);
+}
+
+/** A list's order: creation order, or most recently changed first (jobs). */
+export type Order = 'created' | 'recent';
+/** A condition on a `resources` row (a filter), and what a filter builds it from. */
+export type ResourceExpressions = ExpressionBuilder<Database, 'resources'>;
+export type SqlCondition = Expression<SqlBool>;
+export type Condition = (eb: ResourceExpressions) => SqlCondition;
+
+/**
+ * The uuids of other users' rows a caller sees, as a subquery of the caller's uuid. `key` names its shape
+ * (one per kind's rule), so the queries built on it are compiled once; the subquery must take the caller
+ * as a parameter, never spelled into its SQL.
+ */
+export interface SharedRows {
+  key: string;
+  (me: string): AnyQuery;
+}
+
+/** The rows of a kind a caller may see, with the conditions filters put on them; not yet SQL. */
+export interface VisibleSet {
+  db: Db | Tx;
+  kind: string;
+  owner: string;
+  shared?: SharedRows;
+  where: Condition[];
+}

@@ -1,0 +1,194 @@
+import { sql, type RawBuilder, type SqlBool } from 'kysely';
+import type { Db } from '../db.js';
+import { totalOfPage } from '../paging.js';
+import type { ArgOf } from '../shapes.js';
+import { COLUMNS, relKey, withRelated, type AnyQuery, type Order, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
+import type { OwnAnchors } from './anchors.js';
+import type { ResourceRelations } from './relations.js';
+import type { ResourceSql } from './sql.js';
+import type { VisibleSets } from './visible.js';
+
+/**
+ * A page of a visible set and its total (`total_count`), in the list's order, with the relations the
+ * caller will see: usually one statement, bounded by the page's end and what is shared with the caller,
+ * never by the size of the account. The API's paging rule is paging.ts's (`totalOfPage`, `pageShape`).
+ */
+
+type Page = { order: Order; limit: number; offset: number };
+
+/** The columns of each list order, the last one unique (a stable order for paging). */
+const ORDER_BY: Record<Order, readonly (readonly [string, 'asc' | 'desc'])[]> = {
+  created: [['seq', 'asc']],
+  recent: [
+    ['updated_at', 'desc'],
+    ['seq', 'desc'],
+  ],
+};
+
+/** The list orders, for rows already in memory. */
+const JS_ORDER: Record<Order, (a: { seq: number; updated_at: string }, b: { seq: number; updated_at: string }) => number> = {
+  created: (a, b) => a.seq - b.seq,
+  recent: (a, b) => (a.updated_at === b.updated_at ? b.seq - a.seq : a.updated_at < b.updated_at ? 1 : -1),
+};
+
+/** How a page's statement gets the rows shared with the caller (see `pageQuery`). */
+type SharedIn = 'none' | 'list' | 'cte';
+
+export class ResourcePages {
+  constructor(
+    private readonly sql: ResourceSql,
+    private readonly sets: VisibleSets,
+    private readonly relations: ResourceRelations,
+    private readonly anchors: OwnAnchors,
+  ) {}
+
+  /** Whether `listPage` reads this page in several statements (a deep page, from anchors): then it needs one snapshot. */
+  pagesInSteps(set: VisibleSet, p: Page): boolean {
+    return p.limit > 0 && p.order === 'created' && !set.where.length && p.offset >= this.anchors.step;
+  }
+
+  /**
+   * A page of a visible set, in creation order (or most recently changed first), with the relations `rel`
+   * asks for, and its total.
+   *
+   * On PostgreSQL one statement (see `pageQuery`): every statement is a round trip there. SQLite has none,
+   * and there the shared rows (bounded by what others share with the caller, usually none) are read first:
+   * the page is then a plain index range of the caller's own rows, which SQLite runs several times faster
+   * than the merge of both halves in one statement. A deep page (`pagesInSteps`) starts from anchors
+   * (`deepPage`). Either way the work is bounded by the page's end and by what is shared, never by the size
+   * of the account.
+   */
+  async listPage(set: VisibleSet, p: Page, rel: Relations = {}): Promise<{ rows: Resource[]; total: number }> {
+    const db = set.db;
+    const args = { kind: set.kind, me: set.owner, end: p.offset + p.limit, limit: p.limit, offset: p.offset };
+    type A = keyof typeof args;
+    const deep = this.pagesInSteps(set, p);
+    // No ORDER BY/LIMIT here: SQLite sorts with a bound LIMIT at a fixed cost of tens of microseconds.
+    const first =
+      set.shared && (deep || this.sql.dialect === 'sqlite')
+        ? await this.sql.run<{ seq: number; updated_at: string }, A>(
+            this.sets.shapeKey('visible.theirs', set),
+            db,
+            (arg) => this.sets.theirHalf(set, arg),
+            args,
+          )
+        : undefined;
+    if (deep)
+      return this.anchors.deepPage(
+        set,
+        (first ?? []).map((r) => Number(r.seq)),
+        p.offset,
+        p.limit,
+        rel,
+      );
+    // Only the shared rows that can reach the page take part in the merge.
+    const theirs = first && p.limit > 0 ? first.sort(JS_ORDER[p.order]).slice(0, args.end) : first;
+    const mode: SharedIn = !set.shared ? 'none' : !theirs ? 'cte' : theirs.length ? 'list' : 'none';
+    const found = await this.sql.run<RelRow & { rel_own: number | null; rel_theirs?: number | null }, A | 'theirs'>(
+      this.sets.shapeKey('visible.page-with', set, p.order, p.limit > 0, p.offset > 0, relKey(rel), mode),
+      db,
+      (arg) => this.pageQuery(set, p, rel, arg, mode),
+      { ...args, theirs: this.sql.listArg((theirs ?? []).map((t) => t.seq)) },
+    );
+    const rows = found.map((r) => withRelated(r));
+    // A page that is not full holds everything from the offset on (paging.ts).
+    const shown = totalOfPage(rows.length, p.limit, p.offset);
+    if (shown !== undefined) return { rows, total: shown };
+    const shared = (counted: { rel_theirs?: number | null } | undefined) => (first ? first.length : Number(counted?.rel_theirs ?? 0));
+    if (found.length) return { rows, total: Number(found[0].rel_own ?? 0) + shared(found[0]) };
+    // Past the end: only the totals.
+    const totals = await this.sql.run<{ rel_own: number | null; rel_theirs?: number | null }, A>(
+      this.sets.shapeKey('visible.total', set, first !== undefined),
+      db,
+      (arg) => db.selectNoFrom(this.totalColumns(set, arg, first ? undefined : 'half')) as unknown as AnyQuery,
+      args,
+    );
+    return { rows, total: Number(totals[0]?.rel_own ?? 0) + shared(totals[0]) };
+  }
+
+  /**
+   * A page as one statement: the page's seqs, then its rows by seq with their relation columns and the
+   * set's totals (`rel_own`, and `rel_theirs` when the statement reads the shared rows itself) as columns
+   * computed once for the statement.
+   *
+   * The seqs come from one index range of the caller's own rows (the index alone: PostgreSQL's plan for any
+   * owner stays on it), merged in order, up to the page's end, with the shared rows: `none` (there are
+   * none), `list` (read first, their seqs as the argument `theirs`), or `cte` (read by this statement once,
+   * in a materialised CTE, and counted).
+   */
+  private pageQuery(set: VisibleSet, p: Page, rel: Relations, arg: ArgOf<'kind' | 'me' | 'end' | 'limit' | 'offset' | 'theirs'>, shared: SharedIn) {
+    const db = set.db;
+    const limit = p.limit > 0 ? 'limit' : undefined;
+    const offset = p.offset > 0 ? 'offset' : undefined;
+    // Only the order's columns: in creation order the own half is then read from the index alone.
+    const cols = ORDER_BY[p.order].map(([col]) => col);
+    const own = this.sorted(
+      this.sets
+        .ownHalf(set, arg)
+        .clearSelect()
+        .select(cols.map((c) => `resources.${c}`) as never[]) as AnyQuery,
+      p.order,
+      'resources.',
+    );
+    const rowsOf = (q: Db, seqs: AnyQuery, totals: ReturnType<ResourcePages['totalColumns']>) =>
+      this.sorted(
+        q
+          .selectFrom('resources')
+          .select([...COLUMNS, ...this.relations.columns(rel, arg('me')), ...totals])
+          .where(this.seqIn(seqs)),
+        p.order,
+        'resources.',
+      );
+    if (shared === 'none')
+      return rowsOf(db as Db, this.sql.pageArgs(own, arg, limit, offset).clearSelect().select('resources.seq'), this.totalColumns(set, arg));
+    const theirs =
+      shared === 'cte'
+        ? (db.selectFrom(sql<{ seq: number; updated_at: string }>`theirs`.as('t')).select(['t.seq', 't.updated_at']) as AnyQuery)
+        : (db
+            .selectFrom('resources as t')
+            .select(['t.seq', 't.updated_at'])
+            .where(this.sql.inList('t.seq', arg('theirs'))) as AnyQuery);
+    const end = p.limit > 0 ? 'end' : undefined;
+    // Both sides ordered and cut at the page's end: SQLite merges them without sorting.
+    const merged = db
+      .selectFrom(this.sql.pageArgs(own, arg, end, undefined).as('a'))
+      .select(cols.map((c) => `a.${c}`) as never[])
+      .unionAll(
+        db
+          .selectFrom(this.sql.pageArgs(this.sorted(theirs, p.order, 't.'), arg, shared === 'cte' ? end : undefined, undefined).as('b'))
+          .select(cols.map((c) => `b.${c}`) as never[]),
+      ) as unknown as AnyQuery;
+    const seqs = db.selectFrom(this.sql.pageArgs(this.sorted(merged, p.order, ''), arg, limit, offset).as('m')).select('m.seq') as unknown as AnyQuery;
+    if (shared === 'list') return rowsOf(db as Db, seqs, this.totalColumns(set, arg));
+    const withTheirs = db.with(
+      (cte) => cte('theirs').materialized(),
+      () => this.sets.theirHalf(set, arg),
+    );
+    return rowsOf(withTheirs as unknown as Db, seqs, this.totalColumns(set, arg, 'cte'));
+  }
+
+  /**
+   * `resources.seq` is one of the seqs `seqs` selects. On PostgreSQL as an array: each row is then looked up
+   * by its key, where a plan made once for any caller could choose to merge against the whole table.
+   */
+  private seqIn(seqs: AnyQuery): RawBuilder<SqlBool> {
+    return this.sql.dialect === 'postgres' ? sql<SqlBool>`resources.seq = any(array(${seqs}))` : sql<SqlBool>`resources.seq in (${seqs})`;
+  }
+
+  /**
+   * The set's totals as columns: `rel_own` the caller's own rows (the kept count; counted when filtered),
+   * and `rel_theirs` the shared ones, counted from the statement's `theirs` CTE or from the shared half itself.
+   */
+  private totalColumns(set: VisibleSet, arg: ArgOf<'kind' | 'me'>, theirs?: 'cte' | 'half') {
+    const own = set.where.length
+      ? sql<number>`(select count(*) from (${this.sets.ownHalf(set, arg)}) as c)`
+      : sql<number>`(select n from resource_counts where kind = ${arg('kind')} and owner_uuid = ${arg('me')})`;
+    if (!set.shared || !theirs) return [own.as('rel_own')];
+    const shared = theirs === 'cte' ? sql<number>`(select count(*) from theirs)` : sql<number>`(select count(*) from (${this.sets.theirHalf(set, arg)}) as c)`;
+    return [own.as('rel_own'), shared.as('rel_theirs')];
+  }
+
+  private sorted<Q extends AnyQuery>(q: Q, order: Order, prefix: string): Q {
+    return ORDER_BY[order].reduce((acc, [col, dir]) => acc.orderBy(`${prefix}${col}`, dir) as Q, q);
+  }
+}
