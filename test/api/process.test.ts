@@ -64,7 +64,7 @@ describe('stratus command', { concurrency: true }, () => {
       [['serve', '--port', '70000'], {}, /port must be between/],
       [['serve'], { STRATUS_LOG_LEVEL: 'loud' }, /log-level must be one of/],
       [['serve', '--capabilities', '/nonexistent.json'], {}, /cannot read capabilities file/],
-      [['serve', '--bogus'], {}, /Unknown option/],
+      [['serve', '--bogus'], {}, /unknown option "--bogus": stratus serve/],
       [['frobnicate'], {}, /unknown command/],
     ] as const) {
       const res = await cli([...args], env);
