@@ -27,6 +27,29 @@ import { LimitQueries } from './limits/index.js';
 import { SettingQueries } from './settings.js';
 import { OperatorReads } from './operator.js';
 
+/** The advisory-lock key (with 0) that serialises migrations across a PostgreSQL database: 'STMG'. */
+const MIGRATION_LOCK = 1398033735;
+
+/**
+ * PostgreSQL (`pgUrl` given): one migration at a time in the whole database, not only per schema. Kysely's
+ * migrator lists every schema's tables and columns (its introspector) before it takes its own lock, and that
+ * listing fails ("column … of relation … does not exist") when another schema's migration drops a column
+ * meanwhile: several deployments or test schemas starting side by side on one database. Held on a connection
+ * of its own, outside the pool, so a pool of one still has its connection for the migrator.
+ */
+export async function migrationsAlone<T>(pgUrl: string | null, fn: () => Promise<T>): Promise<T> {
+  if (!pgUrl) return fn();
+  const { Client } = loadPg();
+  const lock = new Client({ connectionString: pgUrl });
+  await lock.connect();
+  try {
+    await lock.query('select pg_advisory_lock($1, 0)', [MIGRATION_LOCK]);
+    return await fn();
+  } finally {
+    await lock.end().catch(() => undefined); // ending the session releases the lock
+  }
+}
+
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
 export const DEFAULT_CACHE_MIB = 32;
 /** SQLite prepared statements kept (`--statement-cache`). */
@@ -299,7 +322,7 @@ export class Store {
 
   /** Creates or upgrades the schema; returns the names of the migrations it applied (none: it was current). */
   async migrate(): Promise<string[]> {
-    const { error, results } = await (await this.migrator()).migrateToLatest();
+    const { error, results } = await migrationsAlone(this.dialect === 'postgres' ? this.pgUrl : null, async () => (await this.migrator()).migrateToLatest());
     if (error) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
       // The engine's code (a permission, a full disk) stays on the error, for databaseOpenError.

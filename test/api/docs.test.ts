@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../../src/cli/index.js';
 import { freshDatabase } from '../helpers/db.js';
 import { serveProcess } from '../helpers/process.js';
+import { needs } from '../helpers/skips.js';
 
 /**
  * Every command and code block of README.md and docs/*.md is run here, or checked where it cannot run, so a doc
@@ -130,8 +131,7 @@ describe('the docs', () => {
     });
   }
 
-  const libcloud = spawnSync('/usr/bin/python3', ['-c', 'import libcloud'], { encoding: 'utf8' }).status === 0;
-  test('the libcloud recipe runs with the real client', { skip: libcloud ? false : 'libcloud is not importable by /usr/bin/python3' }, async () => {
+  test('the libcloud recipe runs with the real client', { skip: needs('python3-libcloud') }, async () => {
     const recipe = blocks('README.md').find((b) => b.lang === 'python' && b.tags.includes('libcloud'));
     assert.ok(recipe, 'README.md has a python libcloud block');
     const db = await freshDatabase();

@@ -13,6 +13,7 @@ export const onlyOn = (store: 'sqlite' | 'postgres'): false | string => engine !
 /** The tools tests shell out to, each with the command that tells whether it is there (.ci/run installs them). */
 const TOOLS = {
   curl: ['curl', '--version'],
+  jq: ['jq', '--version'],
   'ssh-keygen': ['ssh-keygen', '-?'],
   'python3-libcloud': ['/usr/bin/python3', '-c', 'import libcloud'],
   'python3-requests': ['/usr/bin/python3', '-c', 'import requests'],
