@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -50,23 +50,47 @@ function blocks(file: string): Block[] {
 const KNOWN = new Set(['sh', 'json', 'python', 'text', 'ini', 'go', 'hcl']);
 const runs = (b: Block) => !b.tags.includes('norun');
 
-/** Runs a bash script in `cwd` with `npx stratus` meaning this checkout's command; resolves with its output. */
+/**
+ * Runs a bash script in `cwd` with `npx stratus` meaning this checkout's command; resolves with its output.
+ * `npx` is a script on PATH that execs node, so `npx stratus serve … &` then `kill $!` stops the server itself,
+ * as a reader's shell does; servers a recipe leaves behind are stopped with its process group when bash exits.
+ */
 function bash(script: string, cwd: string, ms: number): Promise<{ status: number | null; out: string }> {
-  const prelude = `set -euo pipefail\nnpx() { if [ "$1" = stratus ]; then shift; node ${JSON.stringify(BIN)} "$@"; else command npx "$@"; fi; }\n`;
+  const bin = mkdtempSync(join(tmpdir(), 'stratus-docs-bin-'));
+  const realNpx = spawnSync('bash', ['-c', 'command -v npx'], { encoding: 'utf8' }).stdout.trim() || 'npx';
+  writeFileSync(
+    join(bin, 'npx'),
+    `#!/bin/sh\nif [ "$1" = stratus ]; then shift; exec ${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} "$@"; fi\nexec ${JSON.stringify(realNpx)} "$@"\n`,
+    { mode: 0o755 },
+  );
   return new Promise((resolve) => {
     // Its own process group: the recipes start servers in the background, and whatever is left is stopped.
-    const child = spawn('bash', ['-c', prelude + script], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', ['-c', `set -euo pipefail\n${script}`], {
+      cwd,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` },
+    });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
-    const timer = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), ms);
-    child.on('close', (status) => {
-      clearTimeout(timer);
+    const stopGroup = (signal: NodeJS.Signals) => {
       try {
-        process.kill(-child.pid!, 'SIGTERM');
+        process.kill(-child.pid!, signal);
       } catch {
         // the group is gone already
       }
+    };
+    const timer = setTimeout(() => stopGroup('SIGKILL'), ms);
+    let status: number | null = null;
+    // bash is done when it exits; a server it left running would hold the pipes open until the timeout.
+    child.on('exit', (code) => {
+      status = code;
+      stopGroup('SIGTERM');
+    });
+    child.on('close', () => {
+      clearTimeout(timer);
+      rmSync(bin, { recursive: true, force: true });
       resolve({ status, out });
     });
   });
