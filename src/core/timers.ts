@@ -1,18 +1,10 @@
 import { isoTimestamp, representable } from './clock.js';
 import type { Services } from './context.js';
 import type { Tx } from '../store/db.js';
-import { deleteTimersOf, insertTimer, nextDueExcept, pendingKindsOf, pendingPayloadsOf } from '../store/timers.js';
+import { deleteTimersOf, insertTimer, nextDueExcept, pendingKindsOf, pendingPayloadsOf, type DueTimer } from '../store/timers.js';
 
-/** A durable follow-up as the scheduler hands it to its handler. */
-export interface TimerRow {
-  id: number;
-  kind: string;
-  subject: string;
-  /** Epoch ms of the injected clock. */
-  due_ms: number;
-  payload: string;
-  attempts: number;
-}
+/** A durable follow-up as the scheduler hands it to its handler: the row store/timers.ts reads (due_ms: epoch ms of the injected clock). */
+export type TimerRow = DueTimer;
 
 /**
  * What runs when a timer of a kind falls due. `run` executes inside the transaction that also removes
