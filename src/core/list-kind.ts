@@ -1,6 +1,6 @@
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
-import type { CollectionDecl, ListQuery, ListResult } from './resource.js';
+import type { CollectionDecl, CollectionService, ListQuery, ListResult } from './resource.js';
 import { pageOfItems } from '../store/paging.js';
 
 /**
@@ -16,10 +16,12 @@ export interface ListKindDecl<Item> extends Omit<CollectionDecl, 'shape' | 'serv
   /** An item's id for `GET /<kind>/<id>/`; absent: no item is found by id (404). */
   idOf?: (item: Item) => string;
   present(item: Item): Record<string, unknown>;
+  /** Writes the kind serves besides the list and detail (the subscription calculator's quotes: `create`). */
+  service?: Omit<CollectionService, 'list' | 'get'>;
 }
 
 export function listKind<Item>(d: ListKindDecl<Item>): CollectionDecl {
-  const { items, filterValues = {}, idOf, present, ...rest } = d;
+  const { items, filterValues = {}, idOf, present, service, ...rest } = d;
   const matches = (item: Item, q: ListQuery): boolean =>
     [...q.filters].every(([name, groups]) => {
       const read = filterValues[name];
@@ -29,6 +31,7 @@ export function listKind<Item>(d: ListKindDecl<Item>): CollectionDecl {
     ...rest,
     shape: 'collection',
     service: {
+      ...service,
       async list(ctx: Ctx, q: ListQuery): Promise<ListResult> {
         const made = await items(ctx);
         const { rows, total } = pageOfItems(

@@ -1,6 +1,6 @@
 import type { Ctx } from './context.js';
 import { ApiError, notFound, validation } from './errors.js';
-import type { CollectionDecl, ListQuery, ListResult } from './resource.js';
+import type { CollectionDecl, CollectionService, ListQuery, ListResult } from './resource.js';
 import type { Criterion, PagedTable, Span, TablePage } from '../store/table-pages.js';
 
 /**
@@ -23,7 +23,13 @@ export type TableFilter =
    */
   | { column: string; op: 'set' }
   /** A value names a moment or a span of time (a day: its 00:00 to the next), as `parse` reads it. */
-  | { column: string; op: 'span'; parse: (raw: string, point: string) => Span };
+  | { column: string; op: 'span'; parse: (raw: string, point: string) => Span }
+  /**
+   * Each value names a condition computed per request (a status read from several columns and the time);
+   * a name mapped to null sets none (`all`); any other value is a 400 listing the names, in their order.
+   * Columns in the conditions are the table's, unqualified.
+   */
+  | { op: 'named'; conditions(ctx: Ctx): Promise<Record<string, Criterion | null>> };
 
 /** A condition on one column that a list holds to unless a filter says otherwise (the last 30 days). */
 export interface DefaultCondition {
@@ -32,8 +38,10 @@ export interface DefaultCondition {
   value: (ctx: Ctx) => unknown;
 }
 
-export interface TableKindDecl<Row> extends Omit<CollectionDecl, 'shape' | 'service' | 'unlistedFilters' | 'ordering' | 'filtering'> {
+export interface TableKindDecl<Row, Aux = undefined> extends Omit<CollectionDecl, 'shape' | 'service' | 'unlistedFilters' | 'ordering' | 'filtering'> {
   table: PagedTable;
+  /** Conditions every list holds to (columns unqualified): the rows of the table this kind shows. */
+  scope?: readonly Criterion[];
   /** The column holding the owner's uuid (default `owner_uuid`). */
   ownerColumn?: string;
   /** Every filter the list accepts; `filtering` says which of them `schema/` prints (the rest are accepted unlisted). */
@@ -55,7 +63,30 @@ export interface TableKindDecl<Row> extends Omit<CollectionDecl, 'shape' | 'serv
    * rows' unique column.
    */
   packed?: { key: string; count: string; items(stored: Record<string, unknown>): Row[] };
-  present(row: Row): Record<string, unknown>;
+  /** A stored row as the kind works with it (numbers for bigint columns PostgreSQL hands back as strings). */
+  row?: (stored: Record<string, unknown>) => Row;
+  /** What showing these rows needs beyond each row, read once per page or detail (their extensions, the time). */
+  context?: (ctx: Ctx, rows: readonly Row[]) => Promise<Aux>;
+  present(row: Row, aux: Aux): Record<string, unknown>;
+  /** Keys the list answer carries beside its objects (their schema in `wire.listBeside`). */
+  beside?: (rows: readonly Row[], aux: Aux) => Record<string, unknown>;
+  /** Writes the kind serves besides the list and detail (buying: `create`; actions: `authorize`). */
+  service?: Omit<CollectionService, 'list' | 'get'>;
+}
+
+/** A condition with the table's columns qualified by its name. */
+function qualified(c: Criterion, column: (c: string) => string): Criterion {
+  switch (c.op) {
+    case 'and':
+    case 'or':
+      return { op: c.op, of: c.of.map((x) => qualified(x, column)) };
+    case 'not':
+      return { op: 'not', of: qualified(c.of, column) };
+    case 'columns':
+      return { ...c, left: column(c.left), right: column(c.right) };
+    default:
+      return { ...c, column: column(c.column) };
+  }
 }
 
 const sameOp = { '=': '=', '<': '<', '<=': '<=', '>': '>', '>=': '>=' } as const;
@@ -74,10 +105,30 @@ export function comparisons(name: string, column: string, parse: (raw: string, p
   return out;
 }
 
-export function tableKind<Row>(d: TableKindDecl<Row>): CollectionDecl {
-  const { table, ownerColumn = 'owner_uuid', filters, order, detail, columns, unfiltered, packed, present, ...rest } = d;
+export function tableKind<Row, Aux = undefined>(d: TableKindDecl<Row, Aux>): CollectionDecl {
+  const {
+    table,
+    ownerColumn = 'owner_uuid',
+    scope = [],
+    filters,
+    order,
+    detail,
+    columns,
+    unfiltered,
+    packed,
+    row: rowOf = (stored) => stored as Row,
+    context = async () => undefined as Aux,
+    present,
+    beside,
+    service,
+    ...rest
+  } = d;
   const column = (c: string) => `${table}.${c}`;
-  const orderParam = Array.isArray(order) ? undefined : (order as Exclude<TableKindDecl<Row>['order'], Order>);
+  const orderParam = Array.isArray(order) ? undefined : (order as Exclude<TableKindDecl<Row, Aux>['order'], Order>);
+  const shown = async (ctx: Ctx, rows: readonly Row[]) => {
+    const aux = await context(ctx, rows);
+    return { objects: rows.map((r) => present(r, aux)), ...(beside ? { extra: beside(rows, aux) } : {}) };
+  };
 
   const orderOf = (q: ListQuery): Order => {
     if (!orderParam) return order as Order;
@@ -87,13 +138,19 @@ export function tableKind<Row>(d: TableKindDecl<Row>): CollectionDecl {
     return orderParam.choices[asked.at(-1) ?? orderParam.byDefault];
   };
 
-  const criteria = (ctx: Ctx, q: ListQuery): Criterion[] => {
-    const out: Criterion[] = [];
+  const criteria = async (ctx: Ctx, q: ListQuery): Promise<Criterion[]> => {
+    const out: Criterion[] = scope.map((c) => qualified(c, column));
     for (const [name, groups] of q.filters) {
       const f = filters[name];
       if (!f) continue;
+      const named = f.op === 'named' ? await f.conditions(ctx) : {};
       for (const values of groups) {
-        if (f.op === 'ownTag') out.push({ column: column(f.column), op: 'ownTag', owner: ctx.caller.uuid, values });
+        if (f.op === 'named') {
+          const names = Object.keys(named);
+          for (const v of values) if (!names.includes(v)) throw validation(name, `${name} is one of ${names.join(', ')}`);
+          if (values.some((v) => named[v] === null)) continue;
+          out.push({ op: 'or', of: values.map((v) => qualified(named[v]!, column)) });
+        } else if (f.op === 'ownTag') out.push({ column: column(f.column), op: 'ownTag', owner: ctx.caller.uuid, values });
         else if (f.op === 'set') {
           const wanted = new Set(values.map((v) => v.toLowerCase()));
           const set = wanted.has('true') || wanted.has('1');
@@ -121,8 +178,9 @@ export function tableKind<Row>(d: TableKindDecl<Row>): CollectionDecl {
     ordering: d.ordering,
     unlistedFilters: [...Object.keys(filters).filter((k) => !(k in d.filtering)), ...(orderParam ? [orderParam.param] : [])],
     service: {
+      ...service,
       async list(ctx: Ctx, q: ListQuery): Promise<ListResult> {
-        const where = criteria(ctx, q);
+        const where = await criteria(ctx, q);
         const by = orderOf(q).map(([c, dir]) => [column(c), dir] as const);
         if (packed) {
           const store = ctx.store;
@@ -135,23 +193,21 @@ export function tableKind<Row>(d: TableKindDecl<Row>): CollectionDecl {
           );
           return {
             total,
-            objects: rows.flatMap(({ row, skip, take }) =>
-              packed
-                .items(row)
-                .slice(skip, skip + take)
-                .map(present),
-            ),
+            ...(await shown(
+              ctx,
+              rows.flatMap(({ row, skip, take }) => packed.items(row).slice(skip, skip + take)),
+            )),
           };
         }
         const { rows, total } = await ctx.store.tablePages.page(ctx.store.db, { ...pageOf(ctx), where, order: by }, q.limit, q.offset);
-        return { total, objects: rows.map((r) => present(r as Row)) };
+        return { total, ...(await shown(ctx, rows.map(rowOf))) };
       },
       async get(ctx: Ctx, id: string): Promise<Record<string, unknown>> {
         if (!detail) throw new ApiError('method', `${d.kind} entries have no detail view; list them with GET /${d.kind}/`);
         const key = detail.parse(id);
         const row = key === undefined ? undefined : await ctx.store.tablePages.one(ctx.store.db, pageOf(ctx), column(detail.column), key);
         if (!row) throw notFound(id);
-        return present(row as Row);
+        return (await shown(ctx, [rowOf(row)])).objects[0]!;
       },
     },
   };

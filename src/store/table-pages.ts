@@ -12,9 +12,18 @@ import { page, totalOfPage } from './paging.js';
  */
 export type PagedTable = keyof Database;
 
-/** One condition: the column compared with any of `values` (OR); the conditions of a page all hold (AND). */
+/**
+ * One condition: the column compared with any of `values` (OR; none: false); the conditions of a page all
+ * hold (AND). Conditions nest (`and`, `or`, `not`) and compare two columns of the row (`columns`).
+ */
 export type Criterion =
   | { column: string; op: '=' | '<>' | '<' | '<=' | '>' | '>='; values: readonly unknown[] }
+  /** The column matches one of the SQL LIKE patterns as written (`tx_%`). */
+  | { column: string; op: 'like'; values: readonly string[] }
+  /** Two columns of the row compared (`consumed >= amount`). */
+  | { op: 'columns'; left: string; cmp: '=' | '<>' | '<' | '<=' | '>' | '>='; right: string }
+  | { op: 'and' | 'or'; of: readonly Criterion[] }
+  | { op: 'not'; of: Criterion }
   /** The column contains one of the strings, case-insensitively, `%` and `_` matching themselves. */
   | { column: string; op: 'contains'; values: readonly string[] }
   /** The resource whose uuid is in the column carries one of `owner`'s tags (by tag uuid). */
@@ -45,6 +54,16 @@ export class TablePages {
 
   private condition(eb: AnyEb, c: Criterion): Expression<SqlBool> {
     switch (c.op) {
+      case 'and':
+        return eb.and(c.of.map((x) => this.condition(eb, x)));
+      case 'or':
+        return eb.or(c.of.map((x) => this.condition(eb, x)));
+      case 'not':
+        return eb.not(this.condition(eb, c.of));
+      case 'columns':
+        return eb(c.left, c.cmp, eb.ref(c.right));
+      case 'like':
+        return eb.or(c.values.map((v) => eb(c.column, 'like', v)));
       case 'contains':
         return eb.or(c.values.map((v) => this.resources.like(c.column, v, { contains: true, caseInsensitive: true })));
       case 'ownTag':
@@ -54,13 +73,14 @@ export class TablePages {
       case 'span':
         return eb.or(c.values.map((v) => ('at' in v ? eb(c.column, '=', v.at) : eb.and([eb(c.column, '>=', v.from), eb(c.column, '<', v.to)]))));
       case '=':
+        if (!c.values.length) return eb.lit(false);
         return c.values.length === 1 ? eb(c.column, '=', c.values[0]) : eb(c.column, 'in', c.values);
       default:
         return eb.or(c.values.map((v) => eb(c.column, c.op, v)));
     }
   }
 
-  private filtered(db: Db | Tx, p: TablePage) {
+  private filtered(db: Db | Tx, p: Pick<TablePage, 'table' | 'owner' | 'where'>) {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see AnyEb
     let q = (db as Db).selectFrom(p.table as any).where(p.owner.column, '=', p.owner.value);
     for (const c of p.where) q = q.where((eb) => this.condition(eb, c));
@@ -118,7 +138,7 @@ export class TablePages {
 
   /** The owner's row whose `column` is `value`, or undefined. */
   async one(db: Db | Tx, p: Pick<TablePage, 'table' | 'owner' | 'columns'>, column: string, value: unknown): Promise<Row | undefined> {
-    const base = this.filtered(db, { ...p, where: [], order: [] }).where(column, '=', value);
+    const base = this.filtered(db, { ...p, where: [] }).where(column, '=', value);
     return (await (p.columns ? base.select(p.columns as string[]) : base.selectAll()).executeTakeFirst()) as Row | undefined;
   }
 }

@@ -9,15 +9,18 @@ import type { Ctx } from '../../core/context.js';
 import { notFound, validation } from '../../core/errors.js';
 import { record } from '../../core/events.js';
 import { f } from '../../core/fields.js';
-import type { Obj } from '../../core/input.js';
-import { Outcome, type ActionDecl, type CollectionDecl, type ListQuery } from '../../core/resource.js';
+import { listKind } from '../../core/list-kind.js';
+import { Outcome, type ActionDecl } from '../../core/resource.js';
+import { tableKind, type TableFilter } from '../../core/table-kind.js';
 import { subscriptionRow, type SubscriptionRow } from '../../store/billing/index.js';
 import type { Db, Tx } from '../../store/db.js';
+import type { Criterion } from '../../store/table-pages.js';
 import { buy, endTimer, MAX_PER_REQUEST, noticeTimer } from './subscription-lifecycle.js';
 
 /**
  * `/subscriptions/`, `/subscriptioncalculator/` and `/groupedsubscriptions/` (reference §16.8): the kinds
- * and their wire form. Only `auto_renew` changes after purchase (its action); `extend` buys the next window
+ * and their wire form, declared over the `subscriptions` table (core/table-kind.ts; the calculator is a
+ * list kind with nothing listed). Only `auto_renew` changes after purchase (its action); `extend` buys the next window
  * of a chain. Buying, notices and renewal are subscription-lifecycle.ts; prices and windows
  * billing/subscription-terms.ts.
  */
@@ -48,7 +51,55 @@ const fields = {
   was_billed: f.boolean({ default: false }),
 };
 
-const STATUSES = ['active', 'inactive', 'expired', 'all', 'notexpired'];
+/** Traffic subscriptions (`tx`, `tx_…`): used up, not only ended, and only the oldest in force is consumed. */
+const volume: Criterion = {
+  op: 'or',
+  of: [
+    { column: 'resource', op: '=', values: ['tx'] },
+    { column: 'resource', op: 'like', values: ['tx_%'] },
+  ],
+};
+
+/** `status=`: what statusOf (billing/subscription-terms.ts) says of a row, as conditions on the table at this moment. */
+async function statusConditions(ctx: Ctx): Promise<Record<string, Criterion | null>> {
+  const now = ctx.clock.now().getTime();
+  const consuming = [...(await consumingNow(ctx.store.db, ctx, ctx.clock.now(), ctx.caller.uuid))];
+  const usedUp: Criterion = { op: 'and', of: [volume, { op: 'columns', left: 'consumed', cmp: '>=', right: 'amount' }] };
+  const consumed: Criterion = { column: 'id', op: '=', values: consuming };
+  const inWindow: Criterion = {
+    op: 'and',
+    of: [
+      { column: 'start_ms', op: '<=', values: [now] },
+      { column: 'end_ms', op: '>', values: [now] },
+    ],
+  };
+  // Keys in the order the 400 lists them.
+  return {
+    active: { op: 'and', of: [inWindow, { op: 'or', of: [{ op: 'not', of: volume }, consumed] }] },
+    inactive: {
+      op: 'or',
+      of: [
+        { column: 'start_ms', op: '>', values: [now] },
+        { op: 'and', of: [inWindow, volume, { op: 'columns', left: 'consumed', cmp: '<', right: 'amount' }, { op: 'not', of: consumed }] },
+      ],
+    },
+    expired: { op: 'or', of: [{ column: 'end_ms', op: '<=', values: [now] }, usedUp] },
+    all: null,
+    notexpired: {
+      op: 'and',
+      of: [
+        { column: 'end_ms', op: '>', values: [now] },
+        { op: 'not', of: usedUp },
+      ],
+    },
+  };
+}
+
+const listFilters: Record<string, TableFilter> = {
+  status: { op: 'named', conditions: statusConditions },
+  resource: { column: 'resource', op: '=', parse: (v) => (v === 'hdd' ? 'dssd' : v) },
+  subscribed_object: { column: 'subscribed_object', op: '=' },
+};
 
 function autoRenewOf(raw: unknown): boolean {
   if (raw === undefined || raw === null) return true;
@@ -65,12 +116,9 @@ async function ownSubscription(ctx: Ctx, db: Db | Tx, id: string): Promise<Subsc
   return /^\d{1,15}$/.test(id) ? ctx.store.billing.subscriptions.own(db, ctx.caller.uuid, Number(id)) : undefined;
 }
 
-/** The chain a subscription belongs to, first to last (the first and its extensions). */
-const chainOf = (ctx: Ctx, db: Db | Tx, row: SubscriptionRow) => ctx.store.billing.subscriptions.chain(db, row.root_id ?? row.id);
-
 /** The last subscription of the chain `row` belongs to (what an extension extends). */
 async function lastOfChain(ctx: Ctx, db: Db | Tx, row: SubscriptionRow): Promise<SubscriptionRow> {
-  const chain = await chainOf(ctx, db, row);
+  const chain = await ctx.store.billing.subscriptions.chain(db, row.root_id ?? row.id);
   return chain[chain.length - 1]!;
 }
 
@@ -80,43 +128,7 @@ async function mine(ctx: Ctx, id: string): Promise<SubscriptionRow> {
   return row;
 }
 
-async function listFilters(ctx: Ctx, q: ListQuery) {
-  const now = ctx.clock.now().getTime();
-  const consuming = [...(await consumingNow(ctx.store.db, ctx, ctx.clock.now(), ctx.caller.uuid))];
-  let base = ctx.store.db.selectFrom('subscriptions').where('owner_uuid', '=', ctx.caller.uuid);
-  for (const values of q.filters.get('status') ?? []) {
-    for (const v of values) if (!STATUSES.includes(v)) throw validation('status', `status is one of ${STATUSES.join(', ')}`);
-    if (values.includes('all')) continue;
-    base = base.where((eb) => {
-      // Traffic subscriptions: used up = expired; in their window, active only while being consumed.
-      const volume = eb.or([eb('resource', '=', 'tx'), eb('resource', 'like', 'tx_%')]);
-      const usedUp = eb.and([volume, eb('consumed', '>=', eb.ref('amount'))]);
-      const consumed = consuming.length ? eb('id', 'in', consuming) : eb.lit(false);
-      const inWindow = eb.and([eb('start_ms', '<=', now), eb('end_ms', '>', now)]);
-      return eb.or(
-        values.map((v) =>
-          v === 'active'
-            ? eb.and([inWindow, eb.or([eb.not(volume), consumed])])
-            : v === 'inactive'
-              ? eb.or([eb('start_ms', '>', now), eb.and([inWindow, volume, eb('consumed', '<', eb.ref('amount')), eb.not(consumed)])])
-              : v === 'expired'
-                ? eb.or([eb('end_ms', '<=', now), usedUp])
-                : eb.and([eb('end_ms', '>', now), eb.not(usedUp)]),
-        ),
-      );
-    });
-  }
-  for (const values of q.filters.get('resource') ?? [])
-    base = base.where(
-      'resource',
-      'in',
-      values.map((v) => (v === 'hdd' ? 'dssd' : v)),
-    );
-  for (const values of q.filters.get('subscribed_object') ?? []) base = base.where('subscribed_object', 'in', values);
-  return base;
-}
-
-async function descendantsOf(ctx: Ctx, rows: SubscriptionRow[]): Promise<Map<number, SubscriptionRow[]>> {
+async function descendantsOf(ctx: Ctx, rows: readonly SubscriptionRow[]): Promise<Map<number, SubscriptionRow[]>> {
   const out = new Map<number, SubscriptionRow[]>();
   for (const k of await ctx.store.billing.subscriptions.children(
     ctx.store.db,
@@ -126,21 +138,6 @@ async function descendantsOf(ctx: Ctx, rows: SubscriptionRow[]): Promise<Map<num
     out.set(parent, [...(out.get(parent) ?? []), k]);
   }
   return out;
-}
-
-async function listSubscriptions(ctx: Ctx, q: ListQuery) {
-  const base = await listFilters(ctx, q);
-  const rows = ((await ctx.store.resources.page(base.selectAll().orderBy('id', 'desc'), q.limit, q.offset).execute()) as SubscriptionRow[]).map(
-    subscriptionRow,
-  );
-  const short = (q.offset === 0 || rows.length > 0) && (q.limit === 0 || rows.length < q.limit);
-  const total = short ? q.offset + rows.length : Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
-  const kids = await descendantsOf(ctx, rows);
-  const now = ctx.clock.now();
-  const consuming = await consumingNow(ctx.store.db, ctx, now, ctx.caller.uuid);
-  // The recorded list carries the listed subscriptions' total price beside them.
-  const price = rows.reduce((sum, r) => sum.plus(r.price), new Money(0));
-  return { total, objects: rows.map((r) => presentSubscription(r, now, kids.get(r.id), consuming)), extra: { price: ledgerAmount(price) } };
 }
 
 const extendAction: ActionDecl = {
@@ -191,27 +188,35 @@ async function authorize(ctx: Ctx, id: string) {
   return { uuid: String(row.id), owner_uuid: row.owner_uuid };
 }
 
-export const subscriptions: CollectionDecl = {
-  shape: 'collection',
+/** What showing subscriptions needs beyond each row: the moment, and the traffic subscriptions being consumed. */
+async function statusContext(ctx: Ctx) {
+  const now = ctx.clock.now();
+  return { now, consuming: await consumingNow(ctx.store.db, ctx, now, ctx.caller.uuid) };
+}
+
+const stored = (r: Record<string, unknown>) => subscriptionRow(r as SubscriptionRow);
+
+export const subscriptions = tableKind({
   kind: 'subscriptions',
+  table: 'subscriptions',
   flavour: 'model',
   fields,
   defaultLimit: 20,
   listMethods: ['get', 'post'],
   detailMethods: ['get', 'post'],
+  filters: listFilters,
   filtering: { subscribed_object: ['exact'] } as unknown as Record<string, string>,
-  unlistedFilters: ['status', 'resource'],
+  order: [['id', 'desc']],
+  detail: { column: 'id', parse: (id) => (/^\d{1,15}$/.test(id) ? Number(id) : undefined) },
+  row: stored,
+  context: async (ctx, rows) => ({ kids: await descendantsOf(ctx, rows), ...(await statusContext(ctx)) }),
+  present: (r, { now, kids, consuming }) => presentSubscription(r, now, kids.get(r.id), consuming),
+  // The recorded list carries the listed subscriptions' total price beside them.
+  beside: (rows) => ({ price: ledgerAmount(rows.reduce((sum, r) => sum.plus(r.price), new Money(0))) }),
   wire: { listBeside: { price: Type.String() }, create: { beside: { price: Type.String() } } },
   actions: { extend: extendAction, auto_renew: autoRenewAction },
   timers: { 'subscription.notice': noticeTimer, 'subscription.end': endTimer },
   service: {
-    list: listSubscriptions,
-    async get(ctx, id) {
-      const row = await mine(ctx, id);
-      const kids = await descendantsOf(ctx, [row]);
-      const now = ctx.clock.now();
-      return presentSubscription(row, now, kids.get(row.id), await consumingNow(ctx.store.db, ctx, now, ctx.caller.uuid));
-    },
     async create(ctx, inputs) {
       if (inputs.length > MAX_PER_REQUEST) throw validation('objects', `At most ${MAX_PER_REQUEST} subscriptions per request`);
       const currency = await currencyOf(ctx);
@@ -225,11 +230,10 @@ export const subscriptions: CollectionDecl = {
     },
     authorize,
   },
-};
+});
 
 /** `POST /subscriptioncalculator/`: what buying would cost, nothing bought (200). Its `extend` prices an extension. */
-export const subscriptionCalculator: CollectionDecl = {
-  shape: 'collection',
+export const subscriptionCalculator = listKind<never>({
   kind: 'subscriptioncalculator',
   flavour: 'model',
   fields: Object.fromEntries(
@@ -254,13 +258,10 @@ export const subscriptionCalculator: CollectionDecl = {
       },
     },
   },
+  // Nothing is listed and nothing found by id (404).
+  items: () => ({ items: [] }),
+  present: () => ({}),
   service: {
-    async list() {
-      return { total: 0, objects: [] };
-    },
-    async get(_ctx, id) {
-      throw notFound(id);
-    },
     async create(ctx, inputs) {
       if (inputs.length > MAX_PER_REQUEST) throw validation('objects', `At most ${MAX_PER_REQUEST} subscriptions per request`);
       const currency = await currencyOf(ctx);
@@ -271,41 +272,34 @@ export const subscriptionCalculator: CollectionDecl = {
     },
     authorize,
   },
-};
+});
 
 /** `GET /groupedsubscriptions/`: the first subscription of each chain, its extensions as `descendants`, the chain's end. */
-export const groupedSubscriptions: CollectionDecl = {
-  shape: 'collection',
+export const groupedSubscriptions = tableKind({
   kind: 'groupedsubscriptions',
+  table: 'subscriptions',
   flavour: 'model',
   fields,
   defaultLimit: 20,
   listMethods: ['get'],
   detailMethods: [],
+  scope: [{ column: 'root_id', op: 'set', values: [false] }],
+  filters: listFilters,
   filtering: {},
-  unlistedFilters: ['status', 'resource', 'subscribed_object'],
-  service: {
-    async list(ctx, q) {
-      const base = (await listFilters(ctx, q)).where('root_id', 'is', null);
-      const roots = ((await ctx.store.resources.page(base.selectAll().orderBy('id', 'desc'), q.limit, q.offset).execute()) as SubscriptionRow[]).map(
-        subscriptionRow,
-      );
-      const total = Number((await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
-      const now = ctx.clock.now();
-      const objects: Obj[] = [];
-      const consuming = await consumingNow(ctx.store.db, ctx, now, ctx.caller.uuid);
-      for (const root of roots) {
-        const chain = await chainOf(ctx, ctx.store.db, root);
-        const last = chain[chain.length - 1]!;
-        objects.push({ ...presentSubscription(root, now, chain.slice(1), consuming), end_time: last.end_time });
-      }
-      return { total, objects };
-    },
-    async get(_ctx, id) {
-      throw notFound(id);
-    },
+  order: [['id', 'desc']],
+  row: stored,
+  context: async (ctx, roots) => ({
+    chains: await ctx.store.billing.subscriptions.chains(
+      ctx.store.db,
+      roots.map((r) => r.id),
+    ),
+    ...(await statusContext(ctx)),
+  }),
+  present: (root, { now, chains, consuming }) => {
+    const chain = chains.get(root.id) ?? [root];
+    return { ...presentSubscription(root, now, chain.slice(1), consuming), end_time: chain[chain.length - 1]!.end_time };
   },
-};
+});
 
 const decimalText = (d: Money) => (d.isZero() ? '0' : d.toFixed(10));
 

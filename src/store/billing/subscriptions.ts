@@ -93,6 +93,20 @@ export class SubscriptionQueries {
     return rows.map(subscriptionRow);
   }
 
+  /** The chains whose first subscriptions are `roots`, each first to last, by root. */
+  async chains(db: Db | Tx, roots: readonly number[]): Promise<Map<number, SubscriptionRow[]>> {
+    const out = new Map<number, SubscriptionRow[]>(roots.map((r) => [r, []]));
+    if (!roots.length) return out;
+    const rows = await db
+      .selectFrom('subscriptions')
+      .selectAll()
+      .where((eb) => eb.or([eb('id', 'in', [...roots]), eb('root_id', 'in', [...roots])]))
+      .orderBy('id')
+      .execute();
+    for (const r of rows.map(subscriptionRow)) out.get(r.root_id ?? r.id)?.push(r);
+    return out;
+  }
+
   /** The extensions made directly of these subscriptions, oldest first. */
   async children(db: Db | Tx, ids: readonly number[]): Promise<SubscriptionRow[]> {
     if (!ids.length) return [];
