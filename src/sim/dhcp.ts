@@ -2,7 +2,6 @@ import type { Services } from '../core/context.js';
 import { evaluate, restrictionLevelOf, type FwRule, type Packet } from '../core/firewall.js';
 import type { DhcpNic } from '../core/sim.js';
 import type { Tx } from '../store/db.js';
-import { accountStateForNetwork } from '../store/network.js';
 
 /** A guest's DHCP discover: what a public DHCP NIC sends at boot. */
 const DHCP_DISCOVER: Packet = { direction: 'out', ip_proto: 'udp', src_ip: '0.0.0.0', src_port: 68, dst_ip: '255.255.255.255', dst_port: 67 };
@@ -16,7 +15,7 @@ export async function dhcpGetsThrough(tx: Tx, s: Pick<Services, 'store'>, owner:
   const policies = [...new Set(nics.map((n) => n.firewall_policy).filter((p): p is string => !!p))];
   if (!policies.length) return nics.map((n) => n.mac);
   const rules = new Map((await s.store.resources.getMany(tx, 'fwpolicies', policies)).map((p) => [p.uuid, (p.body.rules as FwRule[] | undefined) ?? []]));
-  const state = owner ? await accountStateForNetwork(tx, owner) : undefined;
+  const state = owner ? await s.store.accounts.users.stateOf(tx, owner) : undefined;
   const level = restrictionLevelOf(state ?? 'REGULAR');
   return nics.filter((n) => !n.firewall_policy || evaluate(rules.get(n.firewall_policy) ?? [], level, DHCP_DISCOVER).verdict === 'accept').map((n) => n.mac);
 }

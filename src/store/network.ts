@@ -140,11 +140,3 @@ export async function usersOfPolicies(
   if (opts.ordered) q = q.orderBy('server_uuid');
   return q.execute();
 }
-
-// ---------------------------------------------------------------------------------------------------------
-// Accounts, as the network sees them (re-homed in the accounts family after the store split)
-
-/** The account state (`REGULAR`, `TRIAL`, ...) that sets a NIC owner's network restriction level; undefined: no such user. */
-export async function accountStateForNetwork(db: Db | Tx, user: string): Promise<string | undefined> {
-  return (await db.selectFrom('users').select('state').where('uuid', '=', user).executeTakeFirst())?.state;
-}

@@ -34,7 +34,7 @@ export function mainContactUuid(userUuid: string): string {
 
 /** Creates the account's main contact if it has none yet (accounts made before notifications, or just now). */
 export async function ensureMainContact(tx: Tx, s: Pick<Services, 'store' | 'clock'>, userUuid: string): Promise<void> {
-  const user = await s.store.notifications.accounts.account(tx, userUuid);
+  const user = await s.store.accounts.users.profileOf(tx, userUuid);
   if (!user) return;
   const profile = JSON.parse(user.profile) as { first_name?: string; last_name?: string };
   const name = [profile.first_name, profile.last_name].filter(Boolean).join(' ');
@@ -77,7 +77,7 @@ const decl = storedDecl(
     },
     async decorate(ctx, objects, rows) {
       const mains = rows.filter((r) => r.body.main === true).map((r) => r.owner_uuid!);
-      const emails = await ctx.store.notifications.accounts.emails(ctx.store.db, mains);
+      const emails = await ctx.store.accounts.users.emails(ctx.store.db, mains);
       objects.forEach((o, i) => {
         if (o.main === true) o.email = emails.get(rows[i].owner_uuid!) ?? o.email;
       });
@@ -126,7 +126,7 @@ export const notificationContacts = { ...decl, service };
 /** An account's contacts (the main one first): uuid and address (the main contact's is the account's). */
 export async function contactsOf(db: Db | Tx, store: Services['store'], owner: string): Promise<{ uuid: string; email: string; main: boolean }[]> {
   const rows = await store.resources.owned(db, CONTACTS, { owner });
-  const account = rows.some((r) => r.body.main === true) ? (await store.notifications.accounts.emails(db, [owner])).get(owner) : undefined;
+  const account = rows.some((r) => r.body.main === true) ? (await store.accounts.users.emails(db, [owner])).get(owner) : undefined;
   return rows.map((r) => ({
     uuid: r.uuid,
     email: r.body.main === true ? (account ?? String(r.body.email)) : String(r.body.email),

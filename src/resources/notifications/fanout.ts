@@ -37,7 +37,7 @@ async function notify(
   e: { seq: number; type: string; owner_uuid: string; payload: string; created_at: string; notification: NotificationType },
 ): Promise<void> {
   const { owner_uuid: owner, notification: type } = e;
-  const account = await s.store.notifications.accounts.email(tx, owner);
+  const account = await s.store.accounts.users.emailOf(tx, owner);
   if (account === undefined) return;
   await ensureMainContact(tx, s, owner);
   const details = String((JSON.parse(e.payload) as { details?: unknown }).details ?? '');

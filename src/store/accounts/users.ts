@@ -67,4 +67,25 @@ export class UserQueries {
   async setProfile(tx: Tx, uuid: string, profile: string): Promise<void> {
     await tx.updateTable('users').set({ profile }).where('uuid', '=', uuid).execute();
   }
+
+  /** A user's e-mail (the notification fan-out's read per event), or undefined when there is no such user. */
+  async emailOf(db: Db | Tx, uuid: string): Promise<string | undefined> {
+    return (await db.selectFrom('users').select('email').where('uuid', '=', uuid).executeTakeFirst())?.email;
+  }
+
+  /** Each user's e-mail, by uuid (the main notification contacts follow it). */
+  async emails(db: Db | Tx, uuids: readonly string[]): Promise<Map<string, string>> {
+    if (!uuids.length) return new Map();
+    const rows = await db
+      .selectFrom('users')
+      .select(['uuid', 'email'])
+      .where('uuid', 'in', [...uuids])
+      .execute();
+    return new Map(rows.map((r) => [r.uuid, r.email]));
+  }
+
+  /** A user's state (`REGULAR`, `TRIAL`, ...: it sets a NIC owner's network restriction level); undefined: no such user. */
+  async stateOf(db: Db | Tx, uuid: string): Promise<string | undefined> {
+    return (await db.selectFrom('users').select('state').where('uuid', '=', uuid).executeTakeFirst())?.state;
+  }
 }

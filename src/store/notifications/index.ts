@@ -1,5 +1,4 @@
 import type { Dialect } from '../db.js';
-import { AccountReads } from './accounts.js';
 import { DeliveryQueries } from './deliveries.js';
 import { FanoutQueries } from './fanout.js';
 import { FeedQueries } from './feed.js';
@@ -7,15 +6,14 @@ import { PreferenceQueries } from './preferences.js';
 
 /**
  * The notifications family's SQL (store/tables.ts family `notifications`), exposed as `store.notifications`:
- * the fan-out's bookkeeping, the delivery queue, the feed, preferences, and what they read of accounts.
- * Contacts and webhooks are resources (`store.resources`).
+ * the fan-out's bookkeeping, the delivery queue, the feed, preferences. Contacts and webhooks are resources
+ * (`store.resources`); what notifications read of accounts is `store.accounts.users`'s.
  */
 export class NotificationQueries {
   readonly fanout: FanoutQueries;
   readonly deliveries: DeliveryQueries;
   readonly feed = new FeedQueries();
   readonly preferences = new PreferenceQueries();
-  readonly accounts = new AccountReads();
 
   constructor(dialect: Dialect) {
     this.fanout = new FanoutQueries(dialect);
