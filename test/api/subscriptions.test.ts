@@ -312,30 +312,6 @@ describe('bounds: times the service represents, amounts counted before work', ()
     assert.equal(last.json.objects[0].end_time, '9999-12-31T12:00:00.000000+00:00');
   });
 
-  test('a renewal that falls due long after its end renews once, from then, into the future (not once per missed window)', async () => {
-    const c = await srv.user();
-    const first = (await c.post('subscriptions/', [{ amount: 1, resource: 'vlan', period: '1 day' }])).json.objects[0];
-    const charges = async () => (await c.get('ledger/?limit=0')).json.objects.filter((e: any) => /^Subscription /.test(e.reason)).length;
-    assert.equal(await charges(), 1);
-    // The service was away for 30 windows.
-    await srv.advance(Date.parse(first.end_time) - srv.clock.now().getTime() + 30 * DAY);
-    const chain = (await c.get(first.resource_uri)).json.descendants;
-    assert.equal(chain.length, 1, 'one renewal');
-    const renewal = (await c.get(chain[0])).json;
-    assert.equal(renewal.status, 'active');
-    assert.ok(Date.parse(renewal.start_time) >= Date.parse(first.end_time));
-    assert.ok(Date.parse(renewal.end_time) > srv.clock.now().getTime(), `${renewal.end_time} is after now`);
-    assert.equal((await c.get(renewal.resource_uri)).json.descendants.length, 0);
-    assert.equal(await charges(), 2, 'two windows, two charges');
-    const due = await srv.services.store.db
-      .selectFrom('timers')
-      .select('due_ms')
-      .where('subject', '=', renewal.id)
-      .where('kind', '=', 'subscription.end')
-      .executeTakeFirstOrThrow();
-    assert.ok(Number(due.due_ms) > srv.clock.now().getTime(), 'its end is ahead');
-  });
-
   test('an ip or vlan subscription of a huge amount is refused before one object is made (the limit counts objects)', async () => {
     const c = await srv.user();
     const before = await traces(c);

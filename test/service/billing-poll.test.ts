@@ -71,6 +71,9 @@ test('a clock moved 3 hours ahead: each of the 36 missed polls is charged once, 
   assert.equal(after37.length, 37);
   assert.equal(after37.at(-1)!.billing_cycle, first + 36);
   assert.equal(await balanceOf(alice), plusSeconds('99.9889', missing));
+  // Running the poll again bills nothing more.
+  await fx.scheduler.runDue();
+  assert.equal((await burstEntries(alice)).length, 37);
 
   // The usage records of those polls: a burst record each, and the day's sum (37 × 0.0003 = 0.0111).
   const bursts = await fx.collection('burstusage').service.list(alice, listQuery());
@@ -99,6 +102,10 @@ test('a clock moved two days ahead: the polls before the last day are billed as 
   // The last day (288 polls) one by one; what came before in one span entry.
   assert.equal(entries.filter((e) => e.interval === 300).length >= 288, true);
   assert.ok(entries.length <= 288 + 2, `${entries.length} entries`);
+  // The span first: one entry for the day before the last (less the real moment the create took), named by its length.
+  assert.ok(entries[0].interval >= 86_399 && entries[0].interval <= 86_400, `${entries[0].interval} s`);
+  assert.equal(entries[0].human_interval, '24 hours');
+  assert.equal(entries.length, 1 + 288);
   const cycles = entries.map((e) => e.billing_cycle);
   assert.equal(new Set(cycles).size, cycles.length, 'no cycle billed twice');
   // The total is exact: 0.0003 per 300 s, i.e. 0.000001 per second.

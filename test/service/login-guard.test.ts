@@ -68,10 +68,20 @@ describe('lockout after N failures', () => {
     await fail(s, email, '203.0.113.1', 1);
     await assert.rejects(loginFailed(s, keys), isLockout);
     fx.clock.advance(LOCK_MS - 1000);
-    await assert.rejects(checkLogin(s, keys), isLockout);
+    // Retry-After counts down to the lock's end: the refused attempts meanwhile did not move it.
+    await assert.rejects(checkLogin(s, keys), (e) => isLockout(e) && (e as ApiError).headers?.['Retry-After'] === '1');
     fx.clock.advance(1000);
     await checkLogin(s, keys);
     await loginSucceeded(s, keys);
+  });
+
+  test('failures older than the window do not add up', async () => {
+    const s = guarded({ pair: 3 });
+    const email = fresh();
+    await fail(s, email, '203.0.113.20', 2);
+    fx.clock.advance(600_000 + 1000);
+    await fail(s, email, '203.0.113.20', 2);
+    await checkLogin(s, loginKeys(email, '203.0.113.20'));
   });
 
   test('off: no counting, no lock', async () => {

@@ -26,7 +26,8 @@ test('a new session is found by its id, with its user and CSRF token; an unknown
   assert.equal(await findSession(fx.services, 'not-a-session-id'), null);
 });
 
-test('a session expires when its lifetime has passed on the injected clock', async () => {
+test('a session expires when its lifetime (14 days) has passed on the injected clock', async () => {
+  assert.equal(SESSION_TTL_MS, 14 * 24 * 3600_000);
   const alice = await fx.user();
   const { id } = await startSession(fx.services, alice.caller.uuid);
   fx.clock.advance(SESSION_TTL_MS - 1000);

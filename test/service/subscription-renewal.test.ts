@@ -104,6 +104,10 @@ test('a clock that jumps 100 days renews once, from when the renewal runs, not o
   const grouped = (await fx.collection('groupedsubscriptions').service.list(alice, listQuery())).objects;
   assert.equal(grouped.length, 1);
   assert.deepEqual([(grouped[0].descendants as unknown[]).length, grouped[0].end_time], [2, last.end_time]);
+  // The renewal is active, and its own end is scheduled: past it, the chain renews again.
+  assert.equal(last.status, 'active');
+  await fx.advance(2 * DAY);
+  assert.equal((await chain()).length, 4);
 });
 
 test('a subscription that does not renew expires at its end, with expire notices before it and no charge', async () => {
