@@ -193,27 +193,6 @@ describe('delivery', () => {
     assert.equal(sink.mails.length, count);
   });
 
-  test('feed: newest first, paged, mark as read', async () => {
-    const u = await srv.user();
-    for (const e of ['billing.payment', 'billing.stop_servers', 'subscriptions.expire']) await produce(u.uuid, e);
-    await deliver();
-    const page = await u.get('notifications/?limit=2');
-    assert.equal(page.status, 200);
-    assert.equal(page.json.meta.total_count, 3);
-    assert.deepEqual(
-      page.json.objects.map((n: any) => n.type),
-      ['subscription_expire', 'stop_servers'],
-    );
-    const first = page.json.objects[0];
-    assert.equal(first.read, false);
-    const put = await u.put(`notifications/${first.uuid}/`, { read: true });
-    assert.equal(put.status, 200);
-    assert.equal(put.json.read, true);
-    assert.equal((await u.get('notifications/?read=false')).json.meta.total_count, 2);
-    expectError(await u.put(`notifications/${first.uuid}/`, { read: 'x' }), 400, 'validation', 'read');
-    expectError(await (await srv.user()).get(`notifications/${first.uuid}/`), 404, 'notexist', null);
-  });
-
   test('webhook failures are retried with backoff, visible to the user; the test action delivers', async () => {
     const u = await srv.user();
     const hook = (await u.post('webhooks/', { url: hooks.url })).json.objects[0];

@@ -211,43 +211,6 @@ describe('after buying: auto_renew, extend, chains, renewal and expiry on the cl
     assert.equal((await c.get('subscriptions/?status=inactive')).json.meta.total_count, 2);
   });
 
-  test('at the end: an auto-renewing subscription renews (charged, in the chain); without funds it fails and expires; events recorded', async () => {
-    const c = await srv.user();
-    const end = new Date(srv.clock.now().getTime() + 2 * DAY).toISOString();
-    const renews = (await c.post('subscriptions/', [{ amount: 1, end_time: end, resource: 'vlan' }])).json.objects[0];
-    const lapses = (await c.post('subscriptions/', [{ amount: 1, end_time: end, resource: 'vlan', auto_renew: false }])).json.objects[0];
-    // Up to shortly before the end (the notices fall due on the way), then across it: the renewal is charged then.
-    await srv.advance(Date.parse(renews.end_time) - srv.clock.now().getTime() - 10 * 60_000);
-    assert.equal((await c.get(renews.resource_uri)).json.descendants.length, 0, 'not renewed before its end');
-    const beforeRenewal = await balanceOf(c);
-    await srv.advance(Date.parse(renews.end_time) - srv.clock.now().getTime() + 1_000);
-    const chain = (await c.get(renews.resource_uri)).json.descendants;
-    assert.equal(chain.length, 1);
-    const renewal = (await c.get(chain[0])).json;
-    assert.equal(renewal.status, 'active');
-    assert.equal(renewal.start_time, renews.end_time);
-    assert.equal(seconds(renewal), seconds(renews));
-    // Charged: the price of its window, one ledger entry for it, the balance down by exactly that.
-    assert.equal(renewal.price, subscriptionPrice('vlan', 1, seconds(renewal)));
-    assert.ok(new D(renewal.price).gt(0), renewal.price);
-    const entries = (await c.get('ledger/?limit=0')).json.objects.filter((e: any) => e.reason.startsWith(`Subscription ${renewal.id}:`));
-    assert.equal(entries.length, 1, 'one ledger entry for the renewal');
-    assert.equal(entries[0].amount, renewal.price);
-    assert.equal((await balanceOf(c)).toFixed(20), beforeRenewal.minus(renewal.price).toFixed(20));
-    assert.equal((await c.get(lapses.resource_uri)).json.status, 'expired');
-    const actions = (await c.get('logs/?limit=0')).json.objects
-      .filter((e: any) => e.category === 'Subscriptions')
-      .map((e: any) => `${e.uuid === renews.uuid ? 'renews' : e.uuid === lapses.uuid ? 'lapses' : 'other'}:${e.action}`);
-    for (const want of ['renews:renewal_very_soon', 'renews:renewal_success', 'lapses:expire_very_soon', 'lapses:expire'])
-      assert.ok(actions.includes(want), `${want} in ${actions}`);
-    // The renewal itself cannot be paid for at its end: failure, then expiry.
-    await srv.services.store.db.updateTable('billing_accounts').set({ balance: '0.00000000000000000000' }).where('owner_uuid', '=', c.uuid).execute();
-    await srv.advance(Date.parse(renewal.end_time) - srv.clock.now().getTime() + 1_000);
-    const after = (await c.get('logs/?limit=0')).json.objects.filter((e: any) => e.uuid === renewal.uuid).map((e: any) => e.action);
-    assert.ok(after.includes('renewal_failure') && after.includes('expire'), String(after));
-    assert.equal((await c.get(renewal.resource_uri)).json.descendants.length, 0);
-  });
-
   test('a top-up is a payment event; operator top-ups are refused for unknown accounts', async () => {
     const c = await srv.user();
     await billingCommand(srv.services, ['topup', c.email, '25.50'], {}, 'usage');

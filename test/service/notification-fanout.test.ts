@@ -100,6 +100,11 @@ test('the feed (a kind over its own table): newest first, `read` and `type` filt
   assert.deepEqual(await texts({ type: 'payment' }), ['third', 'first']);
   const [third] = (await feed.list(alice, listQuery({ limit: 1 }))).objects as { uuid: string }[];
   assert.equal(((await feed.update!(alice, third.uuid, { read: true })) as Record<string, unknown>).read, true);
+  await assert.rejects(feed.update!(alice, third.uuid, { read: 'x' }), (e: { status?: number; point?: string }) => e.status === 400 && e.point === 'read');
+  assert.deepEqual(
+    (await feed.list(alice, listQuery({ limit: 2 }))).objects.map((o) => o.text),
+    ['third', 'second'],
+  );
   assert.deepEqual(await texts({ read: 'true' }), ['third']);
   assert.deepEqual(await texts({ read: ['False'] }), ['second', 'first']);
   assert.deepEqual(await texts({ read: ['1', '0'] }), ['third', 'second', 'first'], 'both read and unread: no condition');

@@ -130,3 +130,24 @@ test('a subscription that does not renew expires at its end, with expire notices
     ['expired'],
   );
 });
+
+test('a renewal the account cannot pay at the end fails, and the subscription expires: no new window, no charge', async () => {
+  const carol = await fx.user();
+  const start = new Date(fx.clock.now().getTime() + DAY);
+  const day = start.toISOString().slice(0, 10);
+  const made = (await fx.collection('subscriptions').service.create!(carol, [
+    { resource: 'dssd', amount: String(GiB), start_time: `${day}T12:00:00+00:00`, period: '30 days' },
+  ])) as Outcome<Record<string, unknown>[]>;
+  // The account is empty when the renewal falls due.
+  await fx.services.store.db.updateTable('billing_accounts').set({ balance: '0.00000000000000000000' }).where('owner_uuid', '=', carol.caller.uuid).execute();
+  const end = Date.parse(String(made.value[0].end_time).slice(0, 23) + 'Z');
+  await fx.advance(end + 60_000 - fx.clock.now().getTime());
+  const actions = (await fx.collection('logs').service.list(carol, listQuery())).objects.filter((e) => e.category === 'Subscriptions').map((e) => e.action);
+  assert.ok(actions.includes('renewal_failure') && actions.includes('expire'), String(actions));
+  const subs = (await fx.collection('subscriptions').service.list(carol, listQuery())).objects;
+  assert.deepEqual(
+    subs.map((s) => [s.status, s.descendants]),
+    [['expired', []]],
+  );
+  assert.equal((await (fx.kind('balance') as SingletonDecl).service.get(carol)).balance, '0.00000000000000000000');
+});

@@ -31,12 +31,15 @@ test('the audit log lists the caller’s entries, filtered, newest first, counte
   const bob = await fx.user();
   // Creating a firewall policy is audited (an entry per policy).
   const made = (await policies.create!(alice, [{ name: 'a' }, { name: 'b' }, { name: 'c' }])) as Record<string, unknown>[];
-  await policies.create!(bob, [{ name: 'x' }]);
+  const [ofBob] = (await policies.create!(bob, [{ name: 'x' }])) as Record<string, unknown>[];
   const all = await logs.list(alice, listQuery());
   assert.equal(all.total, 3, `${all.total} entries`);
   assert.ok(all.objects.every((e) => (e.actor as { uuid: string } | null)?.uuid === alice.caller.uuid));
   const ofB = await logs.list(alice, listQuery({ filters: { uuid: String(made[1].uuid) } }));
   assert.ok(ofB.objects.length >= 1 && ofB.objects.every((e) => e.uuid === made[1].uuid));
+  // Another user's resource: its entries are not the caller's, even asked for by uuid.
+  assert.equal((await logs.list(alice, listQuery({ filters: { uuid: String(ofBob.uuid) } }))).total, 0);
+  assert.equal((await logs.list(bob, listQuery())).total, 1);
   const newest = await logs.list(alice, listQuery({ limit: 1 }));
   assert.equal(newest.objects[0].uuid, all.objects[0].uuid);
   // Past the end: no rows, and the total still counted (not taken from the empty page).
