@@ -28,7 +28,8 @@ export async function usersCommand(s: Services, args: string[], opts: UsersOptio
   if (sub === 'add' && email) {
     const password = opts.password ?? randomPassword();
     const limits = opts.limits === undefined ? undefined : checkLimits(opts.limits, 'limits');
-    const user = await createUser(s, { email, password, state: opts.state });
+    // State names in any case, as the admin API and `set-state` take them (`--state guest`).
+    const user = await createUser(s, { email, password, state: opts.state?.toUpperCase() });
     if (limits !== undefined) await setAccountLimits(s, user.email, limits);
     return `created ${user.email} ${user.uuid}${opts.password ? '' : `\npassword: ${password}`}\n`;
   }

@@ -110,8 +110,12 @@ describe('stratus users add --state', () => {
     const email = `state-${process.pid}-${Date.now()}@example.com`;
     const add = await cli(['users', 'add', email, '--password', 'state-secret-1', '--state', 'GUEST', '--db', url]);
     assert.equal(add.status, 0, add.stderr);
+    // The state's name in any case, as the admin API takes it.
+    const lower = await cli(['users', 'add', `lower-${email}`, '--password', 'state-secret-1', '--state', 'trial', '--db', url]);
+    assert.equal(lower.status, 0, lower.stderr);
     const list = await cli(['users', 'list', '--db', url]);
     assert.match(list.stdout, new RegExp(`[0-9a-f-]{36}\\s+GUEST\\s+${email.replace(/\./g, '\\.')}\\n`));
+    assert.match(list.stdout, new RegExp(`[0-9a-f-]{36}\\s+TRIAL\\s+lower-${email.replace(/\./g, '\\.')}\\n`));
     const bad = await cli(['users', 'add', `bad-${email}`, '--password', 'state-secret-1', '--state', 'ADMIN', '--db', url]);
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /State must be one of REGULAR, TRIAL, GUEST, NEW_USER/);
