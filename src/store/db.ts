@@ -111,10 +111,15 @@ export class Store {
   get answerBarrier(): AnswerBarrier | null {
     return this.barrier;
   }
-  /** Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. */
+  /**
+   * Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. pg-pool queues a
+   * request even while a connection is idle and hands it over on the next tick, so its `waitingCount` counted
+   * the metrics' own queries, started in the same collection, as waiting (1 at rest): requests up to the
+   * number of idle connections are served at once, and only the rest wait.
+   */
   poolStats(): { total: number; idle: number; waiting: number } | null {
     const p = this.pgPool;
-    return p ? { total: p.totalCount, idle: p.idleCount, waiting: p.waitingCount } : null;
+    return p ? { total: p.totalCount, idle: Math.max(0, p.idleCount - p.waitingCount), waiting: Math.max(0, p.waitingCount - p.idleCount) } : null;
   }
   /** The migrations opening it applied (`schema: 'migrate'`); none when the schema was current. */
   migrated: string[] = [];
