@@ -15,6 +15,7 @@ import { clockCommand, exportCommand, faultsCommand, importCommand, resetOneComm
 import { resetCommand, usersCommand } from './users.js';
 import { VERSION } from '../version.js';
 import { withSimulator } from '../sim/index.js';
+import { EVENT_NOTIFICATIONS } from '../resources/notifications/types.js';
 
 /**
  * The `stratus` command line: argument parsing and the operator commands (`users`, `ips`, `vlans`, `sim`),
@@ -252,6 +253,18 @@ export async function openServices(config: Config, schema: 'migrate' | 'check'):
   return services;
 }
 
+/**
+ * An operator command changes money and state as the API does, so it records the same events and
+ * changes: the event types the serving process's consumers take get outbox rows (its notification worker
+ * fans them out and delivers them, now or at its next start), and the changes of users' objects go to the
+ * serving processes' event streams (store/changes.ts: NOTIFY, or SQLite's relay table).
+ */
+function operatorEvents(s: Services): void {
+  s.events?.subscribe(Object.keys(EVENT_NOTIFICATIONS));
+  s.store.changes.enabled = true;
+  s.store.changes.relay = true;
+}
+
 const OPTIONS = {
   ...Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: s.boolean ? ('boolean' as const) : ('string' as const) }])),
   ...Object.fromEntries(Object.entries(OWN_OPTIONS).map(([k, o]) => [k, { type: o.type }])),
@@ -364,6 +377,7 @@ async function dispatch(argv: string[], io: CliIo, opts: CliOptions): Promise<vo
   }
   if (command === 'migrate') return migrateCommand(config, io);
   const services = await openServices(config, 'check');
+  operatorEvents(services);
   try {
     io.out(await OPERATOR[command](services, rest, flags as Record<string, string | undefined>, commandHelp(command)));
   } finally {

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from './clock.js';
 import type { Services } from './context.js';
 import { PassLoop } from './pass-loop.js';
-import { dueMs, type TimerHandler, type TimerRow } from './timers.js';
+import { dueAtOnceCount, dueMs, type TimerHandler, type TimerRow } from './timers.js';
 import type { Tx } from '../store/db.js';
 import { deleteTimer, dueBacklog, dueTimers, failTimer, insertTimer, insertTimerOnce, pendingAttempts, retryTimer } from '../store/timers.js';
 
@@ -58,6 +58,11 @@ export class Scheduler {
   /** Stop polling and wait for the pass in progress, so the database can close cleanly. */
   stop(): Promise<void> {
     return this.loop.stop();
+  }
+
+  /** Timers scheduled due at once on this scheduler's store so far (core/timers.ts dueAtOnceCount). */
+  dueAtOnce(): number {
+    return dueAtOnceCount(this.s.store);
   }
 
   /** Run every timer due by the injected clock (including ones that become due while running). */

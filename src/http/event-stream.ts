@@ -29,7 +29,8 @@ const ENDED = 'session ended: authenticate again';
  * socket within 120 s of its issue (http/auth/async-auth.ts); the socket then lives as long as it is kept
  * open, and a later reconnect needs a fresh cookie. Changes come
  * from the store's change feed (store/changes.ts): on PostgreSQL through LISTEN/NOTIFY, so a change
- * made through another API process reaches this one's clients too. A client that does not read is
+ * made through another API process reaches this one's clients too; on SQLite an operator command's changes
+ * come through the table it relays them in. A client that does not read is
  * closed once its buffer passes MAX_BUFFERED; shutdown closes every socket with 1001 (going away).
  *
  * A socket lives only as long as the credentials it was opened with. A logout that carries its cookie,
@@ -71,9 +72,9 @@ export class EventStream {
   /** Wires the upgrade path into the app's HTTP server and the store's feed; undone when the app closes. */
   async attach(app: FastifyInstance): Promise<void> {
     const deliver = (changes: readonly Change[]) => this.audience.route(changes, this.outlet);
-    if (this.s.store.dialect === 'postgres')
-      this.unlisten = await this.s.store.listenChanges(deliver, (err) => this.log?.error({ err }, 'change feed listener failed'));
-    else this.unsubscribe = this.s.store.changes.subscribe(deliver);
+    // Other processes' changes (PostgreSQL: every process's, this one's included; SQLite: operator commands').
+    this.unlisten = await this.s.store.listenChanges(deliver, (err) => this.log?.error({ err }, 'change feed listener failed'));
+    if (this.s.store.dialect === 'sqlite') this.unsubscribe = this.s.store.changes.subscribe(deliver);
     app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.upgrade(req, socket, head));
     app.addHook('preClose', async () => this.close());
   }

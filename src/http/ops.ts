@@ -26,8 +26,10 @@ export const READY_MAX_LAG_MS = 60_000;
 export interface SchedulerProbe {
   readonly polling: boolean;
   backlog(): Promise<{ due: number; lagMs: number }>;
-  /** Runs the timers due now (the admin clock moves time, then this). */
+  /** Runs the timers due now (the admin clock moves time, then this; a write that scheduled work due at once). */
   runDue?(): Promise<number>;
+  /** core/timers.ts dueAtOnceCount of this process's store: a write that raised it waits for runDue before answering. */
+  dueAtOnce?(): number;
 }
 
 declare module 'fastify' {

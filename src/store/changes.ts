@@ -21,8 +21,9 @@ const CHUNK_BYTES = 6000;
  * every insert, write and delete in the transaction that makes it; nothing is kept unless a listener is
  * on (`enabled`). At commit the changes leave exactly once: on PostgreSQL as `NOTIFY` in the same
  * transaction (delivered on commit, in commit order, to every API process on the schema, itself
- * included), on SQLite (one process) to this process's listeners right after the commit. A rolled-back
- * change is never seen.
+ * included), on SQLite (one serving process) to this process's listeners right after the commit, or, from an
+ * operator command's process (`relay`), through the `change_relay` table the serving process polls. A
+ * rolled-back change is never seen.
  */
 export class ChangeFeed {
   enabled = false;
@@ -31,6 +32,13 @@ export class ChangeFeed {
 
   /** PostgreSQL: the NOTIFY channel of this store's schema (set when the store opens). */
   channel: string | null = null;
+
+  /**
+   * An operator command's store: its changes are for the serving processes, not its own listeners. On
+   * SQLite they go into `change_relay` in the transaction (a serving process reads them: Store.listenChanges);
+   * on PostgreSQL NOTIFY reaches every process anyway.
+   */
+  relay = false;
 
   constructor(private readonly dialect: Dialect) {}
 
@@ -54,7 +62,14 @@ export class ChangeFeed {
     const list = this.pending.get(tx);
     if (!list) return undefined;
     this.pending.delete(tx);
-    if (this.dialect !== 'postgres') return list;
+    if (this.dialect !== 'postgres') {
+      if (!this.relay) return list;
+      await tx
+        .insertInto('change_relay')
+        .values({ changes: JSON.stringify(list) })
+        .execute();
+      return undefined;
+    }
     const channel = this.channel ?? schemaChannel('public');
     let chunk: Change[] = [];
     let size = 0;

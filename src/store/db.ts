@@ -111,10 +111,15 @@ export class Store {
   get answerBarrier(): AnswerBarrier | null {
     return this.barrier;
   }
-  /** Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. */
+  /**
+   * Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. pg-pool queues a
+   * request even while a connection is idle and hands it over on the next tick, so its `waitingCount` counted
+   * the metrics' own queries, started in the same collection, as waiting (1 at rest): requests up to the
+   * number of idle connections are served at once, and only the rest wait.
+   */
   poolStats(): { total: number; idle: number; waiting: number } | null {
     const p = this.pgPool;
-    return p ? { total: p.totalCount, idle: p.idleCount, waiting: p.waitingCount } : null;
+    return p ? { total: p.totalCount, idle: Math.max(0, p.idleCount - p.waitingCount), waiting: Math.max(0, p.waitingCount - p.idleCount) } : null;
   }
   /** The migrations opening it applied (`schema: 'migrate'`); none when the schema was current. */
   migrated: string[] = [];
@@ -317,6 +322,7 @@ export class Store {
       return `${totalChanges.get() as number}:${dataVersion.get() as number}`;
     };
     store.settleAnswers = sharedPerTurn(() => (sqlite.open ? store.answerToken() : undefined));
+    store.otherCommits = () => (sqlite.open ? (dataVersion.get() as number) : -1);
     return store;
   }
 
@@ -375,11 +381,18 @@ export class Store {
     return result;
   }
 
+  /** SQLite: `data_version`, raised by every commit of another connection (an operator command's). */
+  private otherCommits: (() => number) | null = null;
+
   /**
-   * PostgreSQL: a dedicated connection LISTENing on this schema's change channel, handing every committed
-   * change (of any process) to `onChanges`; resolves to a function that ends it. Null on SQLite.
+   * Committed changes of other processes, handed to `onChanges`; resolves to a function that ends it.
+   * PostgreSQL: a dedicated connection LISTENing on this schema's change channel (every process, this one
+   * included). SQLite: the changes operator commands relayed (`change_relay`, ChangeFeed.relay), read and
+   * deleted whenever another connection committed, checked every `pollMs`; this process's own changes
+   * come through `changes.subscribe`. What was relayed while no server ran has no listener: dropped at start.
    */
-  async listenChanges(onChanges: (changes: Change[]) => void, onError: (err: Error) => void): Promise<(() => Promise<void>) | null> {
+  async listenChanges(onChanges: (changes: Change[]) => void, onError: (err: Error) => void, pollMs = 100): Promise<(() => Promise<void>) | null> {
+    if (this.dialect === 'sqlite') return this.pollRelayed(onChanges, onError, pollMs);
     const url = this.pgUrl;
     const channel = this.changes.channel;
     if (!url || !channel) return null;
@@ -397,6 +410,42 @@ export class Store {
       },
     });
     return () => listen.close();
+  }
+
+  private async pollRelayed(onChanges: (changes: Change[]) => void, onError: (err: Error) => void, pollMs: number): Promise<() => Promise<void>> {
+    const version = this.otherCommits;
+    if (!version) throw new Error('pollRelayed: SQLite only');
+    const take = () =>
+      this.db.transaction().execute(async (tx) => {
+        const rows = await tx.selectFrom('change_relay').select(['seq', 'changes']).orderBy('seq').execute();
+        if (rows.length) await tx.deleteFrom('change_relay').where('seq', '<=', rows.at(-1)!.seq).execute();
+        return rows.flatMap((r) => JSON.parse(r.changes) as Change[]);
+      });
+    await take();
+    let seen = version();
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    let pass: Promise<void> = Promise.resolve();
+    const tick = () => {
+      pass = (async () => {
+        const now = version();
+        if (now !== seen && now !== -1) {
+          seen = now;
+          const changes = await take();
+          if (changes.length) onChanges(changes);
+        }
+      })()
+        .catch((err: unknown) => onError(err as Error))
+        .finally(() => {
+          if (!stopped) timer = setTimeout(tick, pollMs).unref();
+        });
+    };
+    timer = setTimeout(tick, pollMs).unref();
+    return async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await pass;
+    };
   }
 
   /**

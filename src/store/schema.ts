@@ -328,7 +328,14 @@ export interface SubscriptionsTable {
   consumed: Generated<number>;
 }
 
+/** Changes an operator command made on SQLite, for a serving process's event stream (store/changes.ts). */
+export interface ChangeRelayTable {
+  seq: Generated<number>;
+  changes: string;
+}
+
 export interface Database {
+  change_relay: ChangeRelayTable;
   notification_preferences: NotificationPreferencesTable;
   notification_fanout: NotificationFanoutTable;
   notification_deliveries: NotificationDeliveriesTable;

@@ -27,6 +27,8 @@ export interface TableInfo {
 const t = (family: TableFamily, reset: TableInfo['reset'], announces = true): TableInfo => ({ family, reset, exported: true, announces });
 
 export const TABLES: { readonly [K in keyof Database]: TableInfo } = {
+  // Changes in transit from an operator command to a serving SQLite process's event stream (usually empty).
+  change_relay: t('audit', 'empty', false),
   notification_fanout: t('notifications', 'empty', false),
   notification_deliveries: t('notifications', 'empty'),
   notifications: t('notifications', 'empty'),
