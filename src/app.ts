@@ -17,6 +17,7 @@ import { lazyChildLogger } from './http/lazy-logger.js';
 import { AnswerCache } from './http/answer-cache.js';
 import { ENCODINGS, ZLIB_OPTIONS } from './http/compression.js';
 import { resourcePaths } from './http/resource-routes.js';
+import { driveDataPaths } from './http/drive-data.js';
 import { Auth } from './http/auth/index.js';
 import { accountPaths } from './http/accounts/routes.js';
 import { registerConfirmPage } from './http/accounts/confirm-page.js';
@@ -179,7 +180,9 @@ export async function buildApp(
         )
       : null;
   app.decorate('answerCache', answers);
-  for (const spec of [...resourcePaths(kinds, services), ...accounts]) registerPath(app, spec, auth.authenticate, limiter, answers);
+  // Drive data (uploads, downloads) where the drives kind is served.
+  const data = kinds.some((k) => k.kind === 'drives') ? driveDataPaths(services) : [];
+  for (const spec of [...resourcePaths(kinds, services), ...accounts, ...data]) registerPath(app, spec, auth.authenticate, limiter, answers);
   // Health, readiness, version and the API index: public, never limited (http/ops.ts).
   registerOps(app, services, kinds);
   // The contract of every route above (and of the admin plane below, read on the first request).

@@ -17,6 +17,8 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Largest accepted request body in bytes; bigger ones get 413. */
   bodyLimit: number;
+  /** The largest drive image an upload may bring (bytes). */
+  uploadLimit: number;
   /** MiB of presented objects kept for reuse (each object version is built and serialised once). */
   cacheMiB: number;
   answerCacheMiB: number;
@@ -307,6 +309,14 @@ export const SETTINGS: Setting<keyof Config>[] = [
     help: 'max request body bytes',
     parse: int('body-limit', 1024, 1 << 30),
     fallback: () => 1 << 20,
+  },
+  {
+    key: 'uploadLimit',
+    flag: 'upload-limit',
+    env: 'STRATUS_UPLOAD_LIMIT',
+    help: 'max bytes of a drive image uploaded (plain, chunked or resumable)',
+    parse: int('upload-limit', 1, Number.MAX_SAFE_INTEGER),
+    fallback: () => 100 * 1024 ** 3,
   },
   {
     key: 'cacheMiB',

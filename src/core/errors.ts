@@ -16,7 +16,9 @@ export type ErrorType =
   | 'notacceptable'
   | 'toolarge'
   | 'ratelimit'
-  | 'conflict';
+  | 'conflict'
+  /** A range that is not there: a download's `Range` past the end, an upload chunk that already arrived. */
+  | 'range';
 
 /** The one place where an error kind becomes an HTTP status. */
 export const STATUS_BY_TYPE: Record<ErrorType, number> = {
@@ -31,6 +33,7 @@ export const STATUS_BY_TYPE: Record<ErrorType, number> = {
   toolarge: 413,
   ratelimit: 429,
   conflict: 409,
+  range: 416,
   backend: 500,
   database: 500,
   concurrency: 503,
@@ -47,6 +50,7 @@ const WIRE_TYPE: Partial<Record<ErrorType, string>> = {
   notacceptable: 'validation',
   toolarge: 'validation',
   ratelimit: 'permission',
+  range: 'validation',
 };
 
 export interface WireError {

@@ -1,5 +1,6 @@
 import type { Clock } from './clock.js';
 import type { Db, Tx } from '../store/db.js';
+import type { BlockWrite } from '../store/data/index.js';
 
 /**
  * The simulated infrastructure as the services see it: the one way resource code reaches "hardware"
@@ -55,6 +56,16 @@ export const appliedOf = (guest: { fw_applied?: unknown }): Record<string, numbe
 export interface DriveDisk {
   uuid: string;
   size: number;
+}
+
+/** Bytes to write at an offset of a drive, cut into blocks and hashed (`prepareWrite`), ready for a transaction. */
+export interface DataWrite {
+  offset: number;
+  length: number;
+  /** Blocks the write covers whole. */
+  whole: readonly BlockWrite[];
+  /** Parts of blocks at either edge: merged with what the block holds. */
+  partial: readonly { idx: number; at: number; bytes: Buffer }[];
 }
 
 /** A public NIC that asks DHCP for its address at boot. */
@@ -146,6 +157,16 @@ export interface SimStorage {
   writtenBytes(db: Db | Tx, drive: DriveDisk): Promise<number>;
   /** The operator sets a drive's data; returns what it holds. */
   setWritten(tx: Tx, drive: DriveDisk, bytes: number): Promise<number>;
+  /** The storage's block size: what its sizes and differences are counted in. */
+  blockSize(): number;
+  /** Cut bytes to be written at `offset` into blocks (pure: no transaction needs to be open). */
+  prepareWrite(offset: number, data: Buffer): DataWrite;
+  /** Write prepared bytes to a drive (its row locked by the caller; within its size). */
+  writeData(tx: Tx, drive: DriveDisk, write: DataWrite): Promise<void>;
+  /** A drive's bytes from `start` to `end` (exclusive), streamed; unwritten bytes read as zeroes. */
+  readData(db: Db | Tx, drive: DriveDisk, start: number, end: number): AsyncIterable<Buffer>;
+  /** What the storage really holds: distinct blocks and their bytes, over every drive and snapshot. */
+  storedData(db: Db | Tx): Promise<{ blocks: number; bytes: number }>;
 }
 
 export interface SimNetwork {

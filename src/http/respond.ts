@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { Format } from './negotiate.js';
 import { sortedJson } from './json.js';
@@ -11,6 +12,8 @@ export interface Result {
   root?: XmlRoot;
   /** A list value sends the header once per item (two `Set-Cookie`, two `WWW-Authenticate`). */
   headers?: Record<string, string | string[]>;
+  /** An answer that is bytes, not an object (a drive's download, an upload's uuid): sent as it is. */
+  raw?: { contentType: string; payload: string | Buffer | Readable };
 }
 
 const CONTENT_TYPE: Record<Format, string> = {
@@ -21,6 +24,7 @@ const CONTENT_TYPE: Record<Format, string> = {
 export function send(reply: FastifyReply, format: Format, result: Result): FastifyReply {
   reply.code(result.status);
   if (result.headers) reply.headers(result.headers);
+  if (result.raw) return reply.header('content-type', result.raw.contentType).send(result.raw.payload);
   if (result.status === 204 || result.body === undefined) {
     // The real API answers 204 with Django's default content type and nothing else.
     return reply.header('content-type', 'text/html; charset=utf-8').send();

@@ -65,6 +65,11 @@ export interface PathSpec {
   public?: boolean;
   /** A larger body limit than the deployment's (the admin plane's state import). */
   bodyLimit?: number;
+  /**
+   * The handler reads the body itself, as a stream (`body` is the request's byte stream, whatever its
+   * type): drive uploads, which must never be held in memory whole. Such a route checks its own limits.
+   */
+  rawBody?: boolean;
   /** The contract of each method; a route without one is missing from the OpenAPI document (and a test says so). */
   doc?: PathDoc;
   /**
@@ -211,20 +216,33 @@ export function registerPath(app: FastifyInstance, spec: PathSpec, authenticate:
   documentPath(app, { url: spec.url, public: spec.public ?? false, doc: spec.doc });
   served.get(app)?.push({ url: spec.url, methods: allowed.split(',').filter(Boolean) });
   const entry: Registered = { spec, allowed, authenticate, limiter: limiter ?? null, answers: answers ?? null };
-  if (!spec.bodyLimit) {
+  if (!spec.bodyLimit && !spec.rawBody) {
     tableOf(app).add(spec.url, entry);
     return;
   }
-  app.route({
-    method: [...ALL],
-    url: spec.url,
-    bodyLimit: spec.bodyLimit,
-    config: { registered: true },
-    onRequest: async (req: FastifyRequest, reply: FastifyReply) => {
-      req.matched = { value: entry, pattern: spec.url, params: req.params as Record<string, string> };
-      return admit(entry, req, reply);
-    },
-    handler: (req: FastifyRequest, reply: FastifyReply) => answer(req.matched!, req, reply),
+  const route = (scope: FastifyInstance) =>
+    scope.route({
+      method: [...ALL],
+      url: spec.url,
+      ...(spec.bodyLimit ? { bodyLimit: spec.bodyLimit } : {}),
+      // Raw bytes go out as they are (a download's ranges count bytes of the drive, not of a gzip stream).
+      ...(spec.rawBody ? { compress: false } : {}),
+      config: { registered: true },
+      onRequest: async (req: FastifyRequest, reply: FastifyReply) => {
+        req.matched = { value: entry, pattern: spec.url, params: req.params as Record<string, string> };
+        return admit(entry, req, reply);
+      },
+      handler: (req: FastifyRequest, reply: FastifyReply) => answer(req.matched!, req, reply),
+    });
+  if (!spec.rawBody) {
+    route(app);
+    return;
+  }
+  // A scope of its own whose only body parser hands the handler the byte stream, unread.
+  void app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
+    route(scope);
   });
 }
 
@@ -266,7 +284,7 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
     clock: reuse?.watch(read),
   });
   if (settle?.runDue && (settle.dueAtOnce?.() ?? 0) !== dueBefore) await settle.runDue();
-  if (token === undefined || result.status !== 200 || result.headers || result.body === undefined) return send(reply, req.format, result);
+  if (token === undefined || result.status !== 200 || result.headers || result.body === undefined || result.raw) return send(reply, req.format, result);
   const answer = serialise(req.format, result);
   // (A write committed while the fresh answer was made explains a difference: then it proves nothing.)
   if (hit && hit.payload !== answer.payload && (await reuse!.unchangedSince(token)))

@@ -8,6 +8,7 @@ import * as placement from './placement.js';
 import { defaultRandom } from './random.js';
 import { driveCounters, nicCounters } from './runtime.js';
 import * as storage from './storage.js';
+import * as data from './data.js';
 import * as traffic from './traffic.js';
 import * as vrouter from './vrouter.js';
 
@@ -44,16 +45,21 @@ export function createSimulator(deps: SimDeps, random: RandomSource = defaultRan
       snapshotMs: () => storage.snapshotMs(s),
       cloneMs: (size) => storage.cloneMs(s, size),
       allocateDrive: (tx, drive, avoid) => storage.allocateDrive(tx, s, drive, avoid),
-      forgetDrive: (tx, drive) => storage.forgetDrive(tx, drive),
+      forgetDrive: (tx, drive) => storage.forgetDrive(tx, s, drive),
       copyData: (tx, from, to, size) => storage.copyData(tx, s, from, to, size),
-      copySnapshotData: (tx, snapshot, to, size) => storage.copySnapshotData(tx, snapshot, to, size),
+      copySnapshotData: (tx, snapshot, to, size) => storage.copySnapshotData(tx, s, snapshot, to, size),
       takeSnapshot: (tx, drive, snapshot) => storage.takeSnapshot(tx, s, drive, snapshot),
-      snapshotSizes: (db, snapshots, clock) => storage.snapshotSizes(db, clock ? { config: s.config, clock } : s, snapshots),
-      forgetSnapshots: (tx, snapshots) => storage.forgetSnapshots(tx, snapshots),
+      snapshotSizes: (db, snapshots, clock) => storage.snapshotSizes(db, clock ? { config: s.config, clock, store: s.store } : s, snapshots),
+      forgetSnapshots: (tx, snapshots) => storage.forgetSnapshots(tx, s, snapshots),
       failNextClone: (tx, source) => storage.failNextClone(tx, source),
       takeCloneFailure: (tx, source) => storage.takeCloneFailure(tx, source),
       writtenBytes: (db, drive) => storage.writtenBytes(db, s, drive),
       setWritten: (tx, drive, bytes) => storage.setWritten(tx, s, drive, bytes),
+      blockSize: () => data.BLOCK,
+      prepareWrite: (offset, bytes) => data.prepareWrite(offset, bytes),
+      writeData: (tx, drive, write) => data.writeData(tx, s, drive, write),
+      readData: (db, drive, start, end) => data.readData(db, s, drive, start, end),
+      storedData: (db) => s.store.data.stored(db),
     },
     network: {
       newMac: () => network.newMac(random),

@@ -3,6 +3,7 @@ import type { DriveDisk } from '../core/sim.js';
 import type { Db, Tx } from '../store/db.js';
 import { dropState, readState, readStates, updateState, writeState } from '../store/sim.js';
 import { place, unplace } from './placement.js';
+import { differingBytes, storedBytes } from './data.js';
 
 /**
  * The simulated storage: how long drive operations take, and the data on each drive. A running server's
@@ -15,11 +16,16 @@ import { place, unplace } from './placement.js';
  *   - `changed`: every byte changed since the drive was made (only grows).
  * A snapshot remembers `changed` when it was taken; its size is what changed since, at most the drive's
  * size at that moment (the difference cannot exceed the image it is a difference from).
+ *
+ * Beside these simulated figures a drive has real bytes (uploads; sim/data.ts): a clone and a snapshot copy
+ * its block map, and a snapshot's size adds the blocks in which the drive's map differs from its own.
  */
 const GIB = 1024 ** 3;
 
 type Timing = Pick<Services, 'config'>;
 type Live = Pick<Services, 'config' | 'clock'>;
+/** Calls that read or copy the drive's bytes (sim/data.ts) need the store too. */
+type Stored = Live & Pick<Services, 'store'>;
 
 export const createMs = (s: Timing) => s.config.delays['drive.create'];
 export const resizeMs = (s: Timing) => s.config.delays['drive.resize'];
@@ -69,8 +75,9 @@ function folded(s: Timing, d: DriveData, size: number, now: number, change: Part
 const store = (tx: Tx, uuid: string, d: DriveData) => writeState(tx, DRIVES, uuid, JSON.parse(JSON.stringify(d)) as Record<string, unknown>);
 
 /** Bytes of data on a drive now. */
-export async function writtenBytes(db: Db | Tx, s: Live, drive: DriveDisk): Promise<number> {
-  return liveData(s, await readState<DriveData>(db, DRIVES, drive.uuid), drive.size, s.clock.now().getTime()).written;
+export async function writtenBytes(db: Db | Tx, s: Stored, drive: DriveDisk): Promise<number> {
+  const simulated = liveData(s, await readState<DriveData>(db, DRIVES, drive.uuid), drive.size, s.clock.now().getTime()).written;
+  return Math.min(drive.size, simulated + (await storedBytes(db, s, drive.uuid)));
 }
 
 /** The operator sets a drive's data: the difference to what it held counts as changed data. */
@@ -122,31 +129,36 @@ export async function stopWriting(tx: Tx, s: Live, server: string, disks: readon
 }
 
 /** A new clone holds the source's data now. */
-export async function copyData(tx: Tx, s: Live, from: DriveDisk, to: string, size: number): Promise<void> {
-  const written = Math.min(await writtenBytes(tx, s, from), size);
+export async function copyData(tx: Tx, s: Stored, from: DriveDisk, to: string, size: number): Promise<void> {
+  const now = s.clock.now().getTime();
+  const written = Math.min(liveData(s, await readState<DriveData>(tx, DRIVES, from.uuid), from.size, now).written, size);
   if (written) await writeState(tx, DRIVES, to, { written });
+  await s.store.data.copyMap(tx, from.uuid, to);
 }
 
 /** A new drive (created or cloned) gets a storage node, away from the nodes of `avoid` when one is free. */
 export const allocateDrive = (tx: Tx, s: Timing, drive: string, avoid: readonly string[] = []) => place(tx, s, drive, avoid);
 
-export async function forgetDrive(tx: Tx, drive: string): Promise<void> {
+export async function forgetDrive(tx: Tx, s: Stored, drive: string): Promise<void> {
   await dropState(tx, DRIVES, drive);
+  await s.store.data.dropMap(tx, drive);
+  await s.store.data.forgetChunks(tx, drive);
   await unplace(tx, drive);
 }
 
 /** Take a snapshot of a drive now: it remembers the drive's data and how much had changed. */
-export async function takeSnapshot(tx: Tx, s: Live, drive: DriveDisk, snapshot: string): Promise<void> {
+export async function takeSnapshot(tx: Tx, s: Stored, drive: DriveDisk, snapshot: string): Promise<void> {
   const live = liveData(s, await readState<DriveData>(tx, DRIVES, drive.uuid), drive.size, s.clock.now().getTime());
   const data: SnapshotData = { drive: drive.uuid, base: live.changed, written: live.written, size: drive.size };
   await writeState(tx, SNAPSHOTS, snapshot, { ...data });
+  await s.store.data.copyMap(tx, drive.uuid, snapshot);
 }
 
 /**
  * Each snapshot's allocated size now: the data its drive changed since it was taken, at most the drive's
  * size then. Two reads for any number of snapshots; a snapshot the storage does not know is 0.
  */
-export async function snapshotSizes(db: Db | Tx, s: Live, snapshots: readonly string[]): Promise<Map<string, number>> {
+export async function snapshotSizes(db: Db | Tx, s: Stored, snapshots: readonly string[]): Promise<Map<string, number>> {
   const out = new Map<string, number>();
   if (!snapshots.length) return out;
   const taken = await readStates<SnapshotData>(db, SNAPSHOTS, snapshots);
@@ -159,19 +171,24 @@ export async function snapshotSizes(db: Db | Tx, s: Live, snapshots: readonly st
       continue;
     }
     const size = t.size ?? 0;
-    const changed = liveData(s, drives.get(t.drive) ?? {}, size, now).changed;
-    out.set(uuid, Math.max(0, Math.min(size, changed - (t.base ?? 0))));
+    const changed = liveData(s, drives.get(t.drive) ?? {}, size, now).changed - (t.base ?? 0);
+    const real = await differingBytes(db, s, t.drive, uuid);
+    out.set(uuid, Math.max(0, Math.min(size, changed + real)));
   }
   return out;
 }
 
 /** A clone of a snapshot holds the drive's data as it was when the snapshot was taken. */
-export async function copySnapshotData(tx: Tx, snapshot: string, to: string, size: number): Promise<void> {
+export async function copySnapshotData(tx: Tx, s: Stored, snapshot: string, to: string, size: number): Promise<void> {
   const written = Math.min(Number((await readState<SnapshotData>(tx, SNAPSHOTS, snapshot)).written ?? 0), size);
   if (written) await writeState(tx, DRIVES, to, { written });
+  await s.store.data.copyMap(tx, snapshot, to);
 }
 
-export const forgetSnapshots = (tx: Tx, snapshots: readonly string[]) => dropState(tx, SNAPSHOTS, snapshots);
+export async function forgetSnapshots(tx: Tx, s: Stored, snapshots: readonly string[]): Promise<void> {
+  await dropState(tx, SNAPSHOTS, snapshots);
+  for (const snapshot of snapshots) await s.store.data.dropMap(tx, snapshot);
+}
 
 /** Where the injected clone faults are kept: per source drive, or `*` for the next clone of any drive. */
 const FAULTS = 'storage_faults';

@@ -26,6 +26,7 @@ import { AccountQueries } from './accounts/index.js';
 import { LimitQueries } from './limits/index.js';
 import { SettingQueries } from './settings.js';
 import { OperatorReads } from './operator.js';
+import { DataQueries } from './data/index.js';
 
 /** The advisory-lock key (with 0) that serialises migrations across a PostgreSQL database: 'STMG'. */
 const MIGRATION_LOCK = 1398033735;
@@ -90,6 +91,8 @@ export class Store {
   readonly settings: SettingQueries;
   /** The operator plane's reads across accounts' objects: metrics, seeding (store/operator.ts). */
   readonly operator = new OperatorReads();
+  /** SQL of drive data: content-addressed blocks, the block maps of drives and snapshots, upload chunks (store/data/). */
+  readonly data = new DataQueries();
   /** SQL of billing: balances and the ledger, burst levels, usage records, subscriptions (store/billing/). */
   readonly billing: BillingQueries;
   /** SQL of whole-deployment and whole-account state: reset, export, import (store/tables.ts drives it). */

@@ -334,8 +334,32 @@ export interface ChangeRelayTable {
   changes: string;
 }
 
+/** One distinct block of drive data (store/data/): its bytes and how many map entries refer to it. */
+export interface DataBlocksTable {
+  hash: string;
+  data: Buffer;
+  refs: number;
+}
+
+/** Which block is at each block index of a drive or snapshot (absent: zeroes). */
+export interface DataMapsTable {
+  map: string;
+  idx: number;
+  hash: string;
+}
+
+/** A chunk of a chunked or resumable upload that arrived: where it starts in the image, and its bytes. */
+export interface UploadChunksTable {
+  drive: string;
+  offset: number;
+  size: number;
+}
+
 export interface Database {
   change_relay: ChangeRelayTable;
+  data_blocks: DataBlocksTable;
+  data_maps: DataMapsTable;
+  upload_chunks: UploadChunksTable;
   notification_preferences: NotificationPreferencesTable;
   notification_fanout: NotificationFanoutTable;
   notification_deliveries: NotificationDeliveriesTable;

@@ -142,6 +142,19 @@ export class StateQueries {
       tx.deleteFrom('fwpolicy_servers').where((eb) => eb.or([eb('server_uuid', 'in', owned()), eb('policy_uuid', 'in', owned())])),
     );
     await run('notification_preferences', tx.deleteFrom('notification_preferences').where('contact_uuid', 'in', owned()));
+    // Its drives' and snapshots' bytes: each block loses the references of the account's maps.
+    const maps = sql`(select uuid from resources where owner_uuid = ${userUuid})`;
+    await sql`update data_blocks set refs = refs - (select count(*) from data_maps m where m.hash = data_blocks.hash and m.map in ${maps})
+      where hash in (select hash from data_maps where map in ${maps})`.execute(tx);
+    await run(
+      'data_blocks',
+      tx
+        .deleteFrom('data_blocks')
+        .where('refs', '<=', 0)
+        .where('hash', 'in', tx.selectFrom('data_maps').select('hash').where('map', 'in', owned())),
+    );
+    await run('data_maps', tx.deleteFrom('data_maps').where('map', 'in', owned()));
+    await run('upload_chunks', tx.deleteFrom('upload_chunks').where('drive', 'in', owned()));
     await run('resources', tx.deleteFrom('resources').where('owner_uuid', '=', userUuid));
     // Its money: subscriptions (and their renewal timers), the ledger, the balance (back to the opening one).
     const subscriptions = tx

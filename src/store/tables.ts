@@ -15,7 +15,7 @@ import type { Database } from './schema.js';
  *
  * The order is the reset order: a table before what it refers to.
  */
-export type TableFamily = 'notifications' | 'billing' | 'audit' | 'sim' | 'network' | 'resources' | 'accounts' | 'limits' | 'timers' | 'settings';
+export type TableFamily = 'data' | 'notifications' | 'billing' | 'audit' | 'sim' | 'network' | 'resources' | 'accounts' | 'limits' | 'timers' | 'settings';
 
 export interface TableInfo {
   family: TableFamily;
@@ -29,6 +29,12 @@ const t = (family: TableFamily, reset: TableInfo['reset'], announces = true): Ta
 export const TABLES: { readonly [K in keyof Database]: TableInfo } = {
   // Changes in transit from an operator command to a serving SQLite process's event stream (usually empty).
   change_relay: t('audit', 'empty', false),
+  // Drive data (store/data/): bytes, not state. A state file is JSON and carries drives, not their bytes (a
+  // 1 GiB image is no JSON document); an imported drive reads as zeroes. Only the maps change answers
+  // (a snapshot's size is the difference of two).
+  data_blocks: { family: 'data', reset: 'empty', exported: false, announces: false },
+  data_maps: { family: 'data', reset: 'empty', exported: false, announces: true },
+  upload_chunks: { family: 'data', reset: 'empty', exported: false, announces: false },
   notification_fanout: t('notifications', 'empty', false),
   notification_deliveries: t('notifications', 'empty'),
   notifications: t('notifications', 'empty'),

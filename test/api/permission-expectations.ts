@@ -44,7 +44,12 @@ export const EXPECTED: Readonly<Record<string, KindExpectation>> = {
       clone: async('CLONE'),
     },
   },
-  drives: { reach: 'owned', grants: ['LIST', 'EDIT', 'CLONE', 'ATTACH', 'DELETE'], actions: { clone: async('CLONE'), resize: async('EDIT') } },
+  // upload_chunk: the chunked upload protocol's link for a chunk (pycloudsigma's upload_client.py) writes the drive.
+  drives: {
+    reach: 'owned',
+    grants: ['LIST', 'EDIT', 'CLONE', 'ATTACH', 'DELETE'],
+    actions: { clone: async('CLONE'), resize: async('EDIT'), upload_chunk: sync('EDIT') },
+  },
   // A snapshot is shared as its drive is, less ATTACH (a snapshot is never attached to a server).
   snapshots: { reach: 'owned', grants: ['LIST', 'EDIT', 'CLONE', 'DELETE'], actions: { clone: async('CLONE') } },
   fwpolicies: { reach: 'owned', grants: ['LIST', 'EDIT', 'ATTACH', 'DELETE'], actions: { evaluate: sync('LIST') } },

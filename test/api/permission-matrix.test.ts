@@ -78,6 +78,7 @@ async function readyDrive(owner: User): Promise<string> {
 
 /** Actions whose body is not the object's own definition. */
 const ACTION_BODIES: Record<string, Record<string, unknown>> = {
+  'drives.upload_chunk': { chunk_number: 0, chunk_size: 1048576 },
   'fwpolicies.evaluate': { direction: 'in', ip_proto: 'tcp', src_ip: '10.0.0.1', src_port: 40000, dst_ip: '185.12.5.10', dst_port: 22 },
 };
 

@@ -12,6 +12,7 @@ import { existingJobs, finishJob } from '../jobs/jobs.js';
 import { dropSnapshotsOf, showSnapshotSizes, snapshotsOf } from '../snapshots/of-drive.js';
 import { libraryAsDrive, libraryDriveAccess } from '../libdrives/library.js';
 import { cloneDrive } from './clone.js';
+import { uploadChunkLink } from './data.js';
 import { driveFields } from './fields.js';
 import { BUSY, checkSize, checkStorage, defaultStorageType } from './storage-rules.js';
 
@@ -73,6 +74,13 @@ export const drives = storedDecl(
         async: true,
         answer: { objects: 'drives' },
         run: async (ctx, uuid, body) => ({ objects: [await drives.service.get(ctx, await cloneDrive(ctx, uuid, body))] }),
+      },
+      // The chunked upload protocol (resources/drives/data.ts): where chunk `chunk_number` goes.
+      upload_chunk: {
+        permission: 'EDIT',
+        async: false,
+        answer: { schema: { type: 'object', required: ['link'], properties: { link: { type: 'string' } } } },
+        run: (ctx, uuid, body) => uploadChunkLink(ctx, uuid, body),
       },
       resize: {
         permission: 'EDIT',

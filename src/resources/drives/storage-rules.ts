@@ -1,8 +1,11 @@
 import type { Services } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
 
-/** Drive states in which the simulated storage is busy with the drive (no resize, clone or second operation). */
-export const BUSY = new Set(['creating', 'cloning_dst', 'resizing']);
+/**
+ * Drive states in which the simulated storage is busy with the drive (no resize, clone or second operation).
+ * `uploading`: an upload has begun and not every byte has arrived (resources/drives/data.ts).
+ */
+export const BUSY = new Set(['creating', 'cloning_dst', 'resizing', 'uploading']);
 
 /** The backend allocates in 16 KiB units: sizes are rounded up (a recorded clone shows it). */
 export const roundSize = (size: number) => Math.ceil(size / 16384) * 16384;

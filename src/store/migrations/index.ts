@@ -17,6 +17,7 @@ import { usage } from './0015_usage.js';
 import { notifications } from './0020_notifications.js';
 import { answerChanges } from './0021_answer_changes.js';
 import { timesAsTimes } from './0022_times_as_times.js';
+import { driveData } from './0040_drive_data.js';
 import { changeRelay } from './0070_change_relay.js';
 
 /**
@@ -88,6 +89,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0020_notifications': notifications(dialect),
     '0021_answer_changes': answerChanges(dialect),
     '0022_times_as_times': timesAsTimes(),
+    '0040_drive_data': driveData(dialect),
     '0070_change_relay': changeRelay(serialPk),
   };
 }

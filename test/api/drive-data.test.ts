@@ -1,0 +1,289 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { startServer, type TestServer } from '../helpers/server.js';
+import type { Client } from '../helpers/client.js';
+
+/**
+ * The drive data protocols over HTTP (pycloudsigma's upload clients and its upload/download test): plain
+ * upload, chunked upload (`initupload` + `upload_chunk` links), resumable.js, download with Range; each
+ * image ~10 MiB with a random tail, chunks sent in parallel and out of order, compared by sha256.
+ */
+type User = Client & { uuid: string; email: string };
+let srv: TestServer;
+let alice: User, bob: User;
+
+before(async () => {
+  srv = await startServer();
+  [alice, bob] = [await srv.user(), await srv.user()];
+});
+after(() => srv.close());
+
+const MiB = 1024 * 1024;
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+/** ~10 MiB: a repeated 4 KiB pattern (as pycloudsigma's test writes) and a random tail of up to 1 KiB. */
+function image(size = 10 * MiB + Math.floor(Math.random() * 1024)): Buffer {
+  const out = Buffer.alloc(size);
+  const pattern = randomBytes(4096);
+  for (let at = 0; at + 4096 <= size; at += 4096) pattern.copy(out, at);
+  randomBytes(size % 4096).copy(out, size - (size % 4096));
+  // Some distinct blocks too, so the content-addressing has more than one block to store.
+  randomBytes(200_000).copy(out, 3 * MiB);
+  return out;
+}
+
+/** pycloudsigma's chunking: floor(size / chunk) chunks, the last one taking the rest. */
+function chunksOf(size: number, chunk: number): { index: number; offset: number; size: number }[] {
+  const n = Math.max(1, Math.floor(size / chunk));
+  return Array.from({ length: n }, (_, index) => ({ index, offset: index * chunk, size: index === n - 1 ? size - index * chunk : chunk }));
+}
+
+function shuffled<T>(list: T[]): T[] {
+  const out = [...list];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}
+
+/** Runs `fn` over `items`, `width` at a time. */
+async function parallel<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
+  const queue = [...items];
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await fn(item);
+    }),
+  );
+}
+
+const download = (c: Client, uuid: string, range?: string) => c.request('GET', `drives/${uuid}/download/`, { headers: range ? { range } : {} });
+
+function multipart(fields: Record<string, string>, file: Buffer): { body: Buffer; type: string } {
+  const boundary = `----stratus${randomBytes(8).toString('hex')}`;
+  const parts: Buffer[] = [];
+  for (const [k, v] of Object.entries(fields)) parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`));
+  parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="file"\r\nContent-Type: application/octet-stream\r\n\r\n`));
+  parts.push(file, Buffer.from(`\r\n--${boundary}--\r\n`));
+  return { body: Buffer.concat(parts), type: `multipart/form-data; boundary=${boundary}` };
+}
+
+async function initUpload(c: Client, size: number, extra: Record<string, unknown> = {}): Promise<string> {
+  const res = await c.post('initupload/', { name: 'image', size, media: 'disk', ...extra });
+  assert.equal(res.status, 201, res.text);
+  const d = res.json.objects[0];
+  assert.equal(d.size, size);
+  assert.equal(d.status, 'uploading');
+  return d.uuid;
+}
+
+const resumableFields = (n: number, chunk: number, total: number) => ({
+  resumableChunkNumber: String(n),
+  resumableChunkSize: String(chunk),
+  resumableTotalSize: String(total),
+  resumableIdentifier: 'image.raw',
+  resumableFilename: 'image.raw',
+});
+
+/** resumable.js as pycloudsigma speaks it: GET the chunk's test, POST it as multipart when absent. Answers whether it sent it. */
+async function resumableChunk(c: Client, uuid: string, data: Buffer, chunk: number, part: { index: number; offset: number; size: number }): Promise<boolean> {
+  const fields = resumableFields(part.index + 1, chunk, data.length);
+  const probe = await c.get(`drives/${uuid}/upload/?${new URLSearchParams(fields)}`);
+  if (probe.status === 200) return false;
+  assert.equal(probe.status, 404, probe.text);
+  const { body, type } = multipart(fields, data.subarray(part.offset, part.offset + part.size));
+  const res = await c.request('POST', `drives/${uuid}/upload/`, { raw: body, headers: { 'content-type': type } });
+  assert.equal(res.status, 200, res.text);
+  return true;
+}
+
+async function status(c: Client, uuid: string): Promise<string> {
+  return (await c.get(`drives/${uuid}/`)).json.status;
+}
+
+describe('plain upload and download', () => {
+  test('POST drives/upload/ makes a drive of the image size holding its bytes; download gives them back, with Range', async () => {
+    const data = image();
+    const res = await alice.request('POST', 'drives/upload/', { raw: data, headers: { 'content-type': 'application/octet-stream' } });
+    assert.equal(res.status, 201, res.text);
+    const uuid = res.text.trim();
+    assert.match(uuid, /^[0-9a-f-]{36}$/);
+    const drive = (await alice.get(`drives/${uuid}/`)).json;
+    assert.equal(drive.size, data.length);
+    assert.equal(drive.status, 'unmounted');
+    assert.equal(drive.media, 'disk');
+
+    const whole = await download(alice, uuid);
+    assert.equal(whole.status, 200);
+    assert.equal(whole.headers['content-type'], 'application/octet-stream');
+    assert.equal(Number(whole.headers['content-length']), data.length);
+    assert.equal(sha(whole.raw), sha(data));
+
+    // curl -r 0-N, as the acceptance test downloads.
+    const part = await download(alice, uuid, `bytes=0-${data.length - 1}`);
+    assert.equal(part.status, 206);
+    assert.equal(part.headers['content-range'], `bytes 0-${data.length - 1}/${data.length}`);
+    assert.equal(sha(part.raw), sha(data));
+    const mid = await download(alice, uuid, 'bytes=65530-200000');
+    assert.deepEqual(mid.raw, data.subarray(65530, 200001));
+    const tail = await download(alice, uuid, 'bytes=-100');
+    assert.deepEqual(tail.raw, data.subarray(data.length - 100));
+
+    const outside = await download(alice, uuid, `bytes=${data.length}-`);
+    assert.equal(outside.status, 416);
+    assert.equal(outside.headers['content-range'], `bytes */${data.length}`);
+    assert.equal(outside.json[0].error_point, 'Range');
+
+    // The upload is in the audit log.
+    const logs = await srv.services.store.db.selectFrom('audit_log').select('action').where('uuid', '=', uuid).orderBy('seq').execute();
+    assert.deepEqual(
+      logs.map((l) => l.action),
+      ['create', 'init_upload', 'update'],
+    );
+  });
+
+  test('a drive nobody wrote reads as zeroes; another user sees no drive (404)', async () => {
+    const made = await alice.post('drives/', { name: 'blank', size: 1024 ** 3, media: 'disk' });
+    const uuid = made.json.objects[0].uuid;
+    await srv.advance(60_000);
+    const res = await download(alice, uuid, 'bytes=1000000-1065535');
+    assert.equal(res.status, 206);
+    assert.deepEqual(res.raw, Buffer.alloc(65536));
+    assert.equal((await download(bob, uuid)).status, 404);
+    assert.equal(
+      (await bob.request('POST', `drives/${uuid}/upload/`, { raw: 'x', headers: { 'content-type': 'multipart/form-data; boundary=x' } })).status,
+      404,
+    );
+  });
+
+  test('a plain upload needs a body and its length; an image over the upload limit is 413 before any work', async () => {
+    const empty = await alice.request('POST', 'drives/upload/', { raw: Buffer.alloc(0), headers: { 'content-type': 'application/octet-stream' } });
+    assert.equal(empty.status, 400);
+    const small = await startServer({ 'upload-limit': String(MiB) });
+    try {
+      const carol = await small.user();
+      const before = (await carol.get('drives/')).json.meta.total_count;
+      const big = await carol.request('POST', 'drives/upload/', { raw: Buffer.alloc(MiB + 1, 1), headers: { 'content-type': 'application/octet-stream' } });
+      assert.equal(big.status, 413, big.text);
+      assert.equal(big.json[0].error_type, 'validation');
+      assert.equal((await carol.get('drives/')).json.meta.total_count, before);
+      const init = await carol.post('initupload/', { name: 'x', size: MiB + 1, media: 'disk' });
+      assert.equal(init.status, 413);
+    } finally {
+      await small.close();
+    }
+  });
+});
+
+describe('chunked upload (upload_client.py)', () => {
+  test('initupload, then per chunk a link (416 once it arrived) and the bytes to it, in parallel and out of order', async () => {
+    const data = image();
+    const uuid = await initUpload(alice, data.length);
+    const chunk = MiB;
+    const parts = chunksOf(data.length, chunk);
+    assert.ok(parts.at(-1)!.size > chunk, 'the last chunk is bigger');
+    const anon = srv.anon();
+    await parallel(shuffled(parts), 4, async (p) => {
+      const link = await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: p.index, chunk_size: chunk });
+      assert.equal(link.status, 200, link.text);
+      assert.match(link.json.link, new RegExp(`^/api/2.0/drives/${uuid}/`));
+      // The link is its own credential.
+      const sent = await anon.request('POST', link.json.link, {
+        raw: data.subarray(p.offset, p.offset + p.size),
+        headers: { 'content-type': 'application/octet-stream' },
+      });
+      assert.equal(sent.status, 200, sent.text);
+      const again = await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: p.index, chunk_size: chunk });
+      assert.equal(again.status, 416);
+      assert.match(again.json[0].error_message, new RegExp(`${p.index}.*already uploaded`));
+    });
+    assert.equal(await status(alice, uuid), 'unmounted');
+    assert.equal(sha((await download(alice, uuid)).raw), sha(data));
+  });
+
+  test('a link is checked: forged or for a chunk past the size (400), a wrong length (400); the drive stays uploading', async () => {
+    const uuid = await initUpload(alice, 3 * MiB);
+    const past = await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: 3, chunk_size: MiB });
+    assert.equal(past.status, 400);
+    assert.equal(past.json[0].error_point, 'chunk_number');
+    const link = (await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: 0, chunk_size: MiB })).json.link as string;
+    const forged = link.replace(/signature=./, 'signature=0');
+    const headers = { 'content-type': 'application/octet-stream' };
+    assert.equal((await srv.anon().request('POST', forged, { raw: Buffer.alloc(MiB, 1), headers })).status, 403);
+    assert.equal((await srv.anon().request('POST', link, { raw: Buffer.alloc(MiB - 1, 1), headers })).status, 400);
+    assert.equal(await status(alice, uuid), 'uploading');
+    // Busy while uploading: no clone.
+    assert.equal((await alice.post(`drives/${uuid}/action/?do=clone`, {})).status, 403);
+  });
+});
+
+describe('resumable upload (resumable_upload.py)', () => {
+  test('chunks in parallel and out of order; a resumed client sends only the missing chunks', async () => {
+    const data = image();
+    const uuid = await initUpload(alice, data.length);
+    const chunk = 2 * MiB;
+    const parts = chunksOf(data.length, chunk);
+    // The first client dies after half the chunks.
+    const first = shuffled(parts).slice(0, Math.floor(parts.length / 2));
+    await parallel(first, 3, async (p) => {
+      assert.equal(await resumableChunk(alice, uuid, data, chunk, p), true);
+    });
+    assert.equal(await status(alice, uuid), 'uploading');
+    // The resumed client asks for every chunk and sends only what is missing.
+    let sent = 0;
+    await parallel(shuffled(parts), 3, async (p) => {
+      if (await resumableChunk(alice, uuid, data, chunk, p)) sent++;
+    });
+    assert.equal(sent, parts.length - first.length);
+    assert.equal(await status(alice, uuid), 'unmounted');
+    assert.equal(sha((await download(alice, uuid)).raw), sha(data));
+  });
+
+  test('bad chunks are 4xx in the API format and change nothing: wrong total size, past the size, wrong length, broken multipart', async () => {
+    const total = 3 * MiB;
+    const uuid = await initUpload(alice, total);
+    const post = (fields: Record<string, string>, file: Buffer) => {
+      const { body, type } = multipart(fields, file);
+      return alice.request('POST', `drives/${uuid}/upload/`, { raw: body, headers: { 'content-type': type } });
+    };
+    const wrongTotal = await post(resumableFields(1, MiB, total + 1), Buffer.alloc(MiB, 1));
+    assert.equal(wrongTotal.status, 400);
+    assert.equal(wrongTotal.json[0].error_point, 'resumableTotalSize');
+    const past = await post(resumableFields(4, MiB, total), Buffer.alloc(MiB, 1));
+    assert.equal(past.status, 400);
+    const short = await post(resumableFields(1, MiB, total), Buffer.alloc(10, 1));
+    assert.equal(short.status, 400);
+    assert.equal(short.json[0].error_point, 'file');
+    const broken = await alice.request('POST', `drives/${uuid}/upload/`, { raw: 'garbage', headers: { 'content-type': 'multipart/form-data; boundary=zzz' } });
+    assert.equal(broken.status, 400);
+    assert.match(broken.json[0].error_message, /multipart/);
+    const probe = await alice.get(`drives/${uuid}/upload/?${new URLSearchParams(resumableFields(1, MiB, total))}`);
+    assert.equal(probe.status, 404);
+    assert.deepEqual((await download(alice, uuid, 'bytes=0-9')).raw, Buffer.alloc(10));
+  });
+});
+
+describe('clones and snapshots of uploaded data', () => {
+  test('a clone shares the blocks and gives back the bytes; a snapshot starts at 0 bytes', async () => {
+    const data = image(2 * MiB + 123);
+    const uuid = (await alice.request('POST', 'drives/upload/x.img', { raw: data, headers: { 'content-type': 'application/octet-stream' } })).text;
+    assert.equal((await alice.get(`drives/${uuid}/`)).json.name, 'x.img');
+    const stored = await srv.services.sim.storage.storedData(srv.services.store.db);
+    const clone = await alice.post(`drives/${uuid}/action/?do=clone`, {});
+    assert.equal(clone.status, 202, clone.text);
+    const copy = clone.json.objects[0].uuid;
+    assert.deepEqual(await srv.services.sim.storage.storedData(srv.services.store.db), stored);
+    await srv.advance(600_000);
+    assert.equal(sha((await download(alice, copy)).raw), sha(data));
+    const snap = await alice.post('snapshots/', { drive: uuid, name: 'before' });
+    assert.equal(snap.status, 201, snap.text);
+    await srv.advance(60_000);
+    assert.equal((await alice.get(`snapshots/${snap.json.objects[0].uuid}/`)).json.allocated_size, 0);
+    // Deleting the source and the clone frees what only they held.
+    assert.equal((await alice.delete(`drives/${uuid}/`)).status, 204);
+    assert.equal((await alice.delete(`drives/${copy}/`)).status, 204);
+    const after = await srv.services.sim.storage.storedData(srv.services.store.db);
+    assert.ok(after.blocks < stored.blocks, `${after.blocks} < ${stored.blocks}`);
+  });
+});
