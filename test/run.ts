@@ -33,7 +33,8 @@ function findFiles(dir: string, ending: string): string[] {
   return readdirSync(dir)
     .flatMap((name) => {
       const p = join(dir, name);
-      if (name === 'data' || name === 'node_modules') return [];
+      // (test/data holds fixtures, ./data a local server's state; a source folder may be called data.)
+      if (name === 'node_modules' || p === join(root, 'data') || p === join(root, 'test', 'data')) return [];
       return statSync(p).isDirectory() ? findFiles(p, ending) : name.endsWith(ending) ? [p] : [];
     })
     .sort();

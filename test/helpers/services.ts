@@ -40,6 +40,8 @@ let counter = 0;
 export interface ServiceOptions<S extends Simulator> {
   /** The simulator the services run on (test/helpers/scripted-sim.ts); the real one when absent. */
   sim?: (deps: SimDeps) => S;
+  /** The injected clock; one following real time when absent (a FrozenClock when counts must not depend on speed). */
+  clock?: AdjustableClock;
 }
 
 export async function openServices<S extends Simulator = Simulator>(
@@ -50,7 +52,7 @@ export async function openServices<S extends Simulator = Simulator>(
   const db = await freshDatabase();
   const config: Config = loadConfig({ db: db.url, port: '0', 'log-level': 'silent', 'rate-limits': 'off', ...flags }, {});
   const store = await Store.open(config.db, { poolSize: 4, cacheMiB: config.cacheMiB, statementCache: config.statementCache });
-  const clock = new AdjustableClock();
+  const clock = opts.clock ?? new AdjustableClock();
   // The simulator reads the services' clock and config at every call (a test may swap the clock).
   const base = { store, clock, ids: randomIds, config, events: new EventSubscriptions() };
   const sim = (opts.sim ?? (createSimulator as (deps: SimDeps) => S))(base);

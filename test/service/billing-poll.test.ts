@@ -2,6 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Decimal } from 'decimal.js';
 import { CYCLE_MS, cycleOf } from '../../src/billing/cycle.js';
+import { FrozenClock } from '../helpers/clock.js';
 import { GiB, testPriceFile } from '../helpers/prices.js';
 import type { SingletonDecl } from '../../src/core/resource.js';
 import { listQuery, openServices, type ServiceFixture } from '../helpers/services.js';
@@ -23,7 +24,8 @@ type Ctx = Awaited<ReturnType<ServiceFixture['user']>>;
 let alice: Ctx, bob: Ctx, carol: Ctx;
 
 before(async () => {
-  fx = await openServices({ pricing: testPriceFile(), 'opening-balance': '100', currency: 'EUR' });
+  // A clock that stands still: what is billed must not depend on how long a call took on a loaded machine.
+  fx = await openServices({ pricing: testPriceFile(), 'opening-balance': '100', currency: 'EUR' }, undefined, { clock: new FrozenClock(T0) });
   [alice, bob, carol] = [await fx.user(), await fx.user(), await fx.user()];
   fx.clock.set(T0);
   // The poll is first due at the next boundary: T0 + 5 minutes.
