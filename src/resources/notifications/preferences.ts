@@ -5,6 +5,7 @@ import { validation } from '../../core/errors.js';
 import type { CollectionDecl } from '../../core/resource.js';
 import { resourceUri } from '../../store/repository.js';
 import type { Db, Store, Tx } from '../../store/db.js';
+import { pageOfItems } from '../../store/paging.js';
 import { CONTACTS, contactsOf, ensureMainContact } from './contacts.js';
 import { DEFAULT_PREFERENCE, isMedium, isNotificationType, MEDIA, NOTIFICATION_TYPES, type Medium, type NotificationType } from './types.js';
 
@@ -65,8 +66,8 @@ export const notificationPreferences: CollectionDecl = {
       const all: Obj[] = [];
       for (const c of contacts)
         for (const m of MEDIA) for (const t of NOTIFICATION_TYPES) all.push(row(c, m, t, values.get(`${c} ${m} ${t}`) ?? DEFAULT_PREFERENCE));
-      const page = query.limit === 0 ? all.slice(query.offset) : all.slice(query.offset, query.offset + query.limit);
-      return { total: all.length, objects: page };
+      const { rows, total } = pageOfItems(all, query.limit, query.offset);
+      return { total, objects: rows };
     },
     async get() {
       throw validation(null, 'Preferences are read and changed as a list: /notification_preferences/');
