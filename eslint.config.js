@@ -172,6 +172,20 @@ export default defineConfig(
               ['resources', 'notify', 'http', 'sim', 'admin'],
               'store/ is the bottom layer: it knows no kinds, HTTP, simulator or operator plane.',
             ),
+            {
+              ...layer(
+                'store',
+                ['core', 'billing', 'config.ts', 'registry.ts', 'cli', 'app.ts', 'serve.ts', 'main.ts'],
+                'store/ is the bottom layer: of core/ it uses only the leaf modules that import nothing of the project (errors, clock, order, lazy); core/ builds on the store, not the other way.',
+              ),
+              except: ['./errors.ts', './clock.ts', './order.ts', './lazy.ts'],
+            },
+            {
+              target: ['./src/core/errors.ts', './src/core/clock.ts', './src/core/order.ts', './src/core/lazy.ts'],
+              from: ['./src'],
+              except: ['./core/errors.ts', './core/clock.ts', './core/order.ts', './core/lazy.ts'],
+              message: 'The leaf modules of core/ that the store uses import nothing of the project (else store/ would sit above them).',
+            },
           ],
         },
       ],

@@ -104,8 +104,8 @@ test('a clock moved two days ahead: the polls before the last day are billed as 
   // The last day (288 polls) one by one; what came before in one span entry.
   assert.equal(entries.filter((e) => e.interval === 300).length >= 288, true);
   assert.ok(entries.length <= 288 + 2, `${entries.length} entries`);
-  // The span first: one entry for the day before the last (less the real moment the create took), named by its length.
-  assert.ok(entries[0].interval >= 86_399 && entries[0].interval <= 86_400, `${entries[0].interval} s`);
+  // The span first: one entry for the day before the last (less the real moments the create took), named by its length.
+  assert.ok(Math.abs(entries[0].interval - 86_400) <= 60, `${entries[0].interval} s`);
   assert.equal(entries[0].human_interval, '24 hours');
   assert.equal(entries.length, 1 + 288);
   const cycles = entries.map((e) => e.billing_cycle);

@@ -40,7 +40,7 @@ const present = (r: Entry) => ({
   uuid: r.uuid,
 });
 
-const declared = tableKind<Entry>({
+export const notificationFeed: CollectionDecl = tableKind<Entry>({
   kind: FEED,
   table: 'notifications',
   flavour: 'model',
@@ -56,19 +56,15 @@ const declared = tableKind<Entry>({
   order: [['seq', 'desc']],
   detail: { column: 'uuid', parse: (id) => id },
   present,
-});
-
-export const notificationFeed: CollectionDecl = {
-  ...declared,
   service: {
-    ...declared.service,
+    // Marking read or unread is the one change an entry takes.
     async update(ctx, uuid, input) {
       if (input.read !== undefined && typeof input.read !== 'boolean') throw validation('read', 'read must be true or false');
       if (typeof input.read === 'boolean') {
         const found = await ctx.store.notifications.feed.setRead(ctx.store.db, ctx.caller.uuid, uuid, input.read ? isoTimestamp(ctx.clock.now()) : null);
         if (!found) throw notFound(uuid);
       }
-      return declared.service.get(ctx, uuid);
+      return notificationFeed.service.get(ctx, uuid);
     },
   },
-};
+});

@@ -2,7 +2,7 @@ import { f } from '../../core/fields.js';
 import type { Obj } from '../../core/input.js';
 import type { Ctx } from '../../core/context.js';
 import { validation } from '../../core/errors.js';
-import type { CollectionDecl } from '../../core/resource.js';
+import { listKind } from '../../core/list-kind.js';
 import { resourceUri } from '../../store/repository.js';
 import type { Db, Store, Tx } from '../../store/db.js';
 import { CONTACTS, contactsOf, ensureMainContact } from './contacts.js';
@@ -48,29 +48,27 @@ async function ensure(ctx: Ctx): Promise<void> {
   await ctx.store.transaction((tx) => ensureMainContact(tx, ctx, ctx.caller.uuid));
 }
 
-export const notificationPreferences: CollectionDecl = {
-  shape: 'collection',
+export const notificationPreferences = listKind<Obj>({
   kind: 'notification_preferences',
   flavour: 'model',
   fields,
   defaultLimit: 0,
   filtering: {},
   listMethods: ['get', 'put'],
+  // Read and changed as a list: no detail view.
   detailMethods: [],
+  /** Every contact × medium × type, stored value or the default. */
+  async items(ctx) {
+    await ensure(ctx);
+    const contacts = (await contactsOf(ctx.store.db, ctx.store, ctx.caller.uuid)).map((c) => c.uuid);
+    const values = await storedValues(ctx.store.db, ctx.store, contacts);
+    const all: Obj[] = [];
+    for (const c of contacts)
+      for (const m of MEDIA) for (const t of NOTIFICATION_TYPES) all.push(row(c, m, t, values.get(`${c} ${m} ${t}`) ?? DEFAULT_PREFERENCE));
+    return { items: all };
+  },
+  present: (r) => r,
   service: {
-    async list(ctx, query) {
-      await ensure(ctx);
-      const contacts = (await contactsOf(ctx.store.db, ctx.store, ctx.caller.uuid)).map((c) => c.uuid);
-      const values = await storedValues(ctx.store.db, ctx.store, contacts);
-      const all: Obj[] = [];
-      for (const c of contacts)
-        for (const m of MEDIA) for (const t of NOTIFICATION_TYPES) all.push(row(c, m, t, values.get(`${c} ${m} ${t}`) ?? DEFAULT_PREFERENCE));
-      const page = query.limit === 0 ? all.slice(query.offset) : all.slice(query.offset, query.offset + query.limit);
-      return { total: all.length, objects: page };
-    },
-    async get() {
-      throw validation(null, 'Preferences are read and changed as a list: /notification_preferences/');
-    },
     async updateMany(ctx, inputs) {
       await ensure(ctx);
       const mine = new Set((await contactsOf(ctx.store.db, ctx.store, ctx.caller.uuid)).map((c) => c.uuid));
@@ -90,4 +88,4 @@ export const notificationPreferences: CollectionDecl = {
       return changes.map((c) => row(c.contact, c.medium, c.type, c.value));
     },
   },
-};
+});
