@@ -174,21 +174,11 @@ async function runFiles(engine: string): Promise<FileRun[]> {
 /** Skips a run may have: declared ones (test/helpers/skips.ts) are fine; under CI, any other fails it. */
 const DECLARED_SKIP = /^only on (sqlite|postgres)$/;
 const MISSING_TOOL = /^needs (\S+)/;
-/**
- * Skips not yet declared through test/helpers/skips.ts, in files another change is rewriting (issue 32):
- * tolerated by name until then. Remove an entry once its file declares the skip with onlyOn/needs.
- */
-const TOLERATED: { file: string; reason: RegExp }[] = [
-  { file: 'test/reliability/races.test.ts', reason: /^SQLite runs one write transaction at a time/ },
-  { file: 'test/api/digest.test.ts', reason: /^python3 requests is not installed$/ },
-];
-
 function skipProblem(s: Skip, engine: string): string | null {
   const reason = typeof s.reason === 'string' ? s.reason : '';
   const store = DECLARED_SKIP.exec(reason)?.[1];
   if (store) return store === engine ? `declared "only on ${store}" but skipped on ${engine}` : null;
   if (MISSING_TOOL.test(reason)) return `${reason}: .ci/run must install it`;
-  if (TOLERATED.some((t) => s.where.startsWith(`${t.file}:`) && t.reason.test(reason))) return null;
   return `undeclared skip (${reason || 'no reason'}): declare it with onlyOn()/needs() (test/helpers/skips.ts)`;
 }
 

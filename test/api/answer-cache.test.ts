@@ -211,8 +211,8 @@ describe('answers and other processes', () => {
     store.answerBarrier?.delayNotifications(100);
     try {
       for (let i = 0; i < 10; i++) {
-        // Earlier rounds' announcements are all heard first: only this round's writes can move the token.
-        await new Promise((r) => setTimeout(r, 150));
+        // Earlier rounds' announcements are all heard by then (settling waits for a barrier sent after them,
+        // and notifications arrive in commit order, delayed or not): only this round's writes can move it.
         const before = await store.settleAnswers();
         assert.ok(before !== undefined);
         await other.db

@@ -9,6 +9,7 @@ import { cli } from '../helpers/cli.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { basic } from '../helpers/auth.js';
 import { startServer, type TestServer } from '../helpers/server.js';
+import { until } from '../helpers/until.js';
 
 /** The admin plane: token and loopback guard, reset, users, unlock, clock, faults; bad input is a 400 that changes nothing. */
 const TOKEN = 'admin-token-for-tests-0123456789';
@@ -191,8 +192,8 @@ describe('stratus reset', () => {
       const res = await cli(['reset', '--db', url]);
       assert.equal(res.status, 0, res.stderr);
       assert.match(res.stdout, /^reset: 2 user\(s\) and \d+ other row\(s\) deleted; demo login keep@example\.com kept\n$/);
-      await new Promise((r) => setTimeout(r, 2100)); // the server's verified-credentials cache lasts 2 s
-      assert.equal((await u.get('tags/')).status, 401);
+      // The server's verified-credentials cache keeps the deleted login up to 2 s: refused once that ends.
+      await until('the deleted login refused', async () => (await u.get('tags/')).status === 401);
       assert.equal((await new Client(other.base, { email: 'keep@example.com', password: 'keep-secret' }).get('tags/')).json.meta.total_count, 0);
       assert.equal((await cli(['reset', 'now', '--db', url])).status, 2);
     } finally {

@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,7 +185,9 @@ describe('logs', () => {
         ['incoming request', 'request completed'],
       );
       assert.equal(await new Client(info.base, { email: 'log@example.com', password: 'log-secret' }).get('profile/').then((r) => r.status), 200);
-      await new Promise((r) => setTimeout(r, 200));
+      // Everything the process would log about that request is read once it has exited and its pipe closed.
+      assert.equal(await stop(info), 0);
+      if (!info.child.stdout!.closed) await once(info.child.stdout!, 'close');
       assert.deepEqual(
         lines(info).filter((l) => 'reqId' in l),
         [],

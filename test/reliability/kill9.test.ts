@@ -26,6 +26,7 @@ import { randomInt } from 'node:crypto';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { Client, connectionLost, type Response } from '../helpers/client.js';
 import { serveProcess, stratus, type Running } from '../helpers/process.js';
+import { until } from '../helpers/until.js';
 
 const KILLS = Math.max(0, Number(process.env.STRATUS_KILL9_KILLS ?? 3));
 const SECONDS = Math.max(2, Number(process.env.STRATUS_KILL9_SECONDS ?? 20));
@@ -99,15 +100,20 @@ test(`acknowledged writes survive kill -9 (${engine}, ${KILLS} kills over ${SECO
     stats.refused.set(k, (stats.refused.get(k) ?? 0) + 1);
   };
 
+  /** Writes sent and not yet answered or cut (a check after a kill waits until every one has its outcome). */
+  let inFlight = 0;
   /** One write; records its outcome on `obj` (or returns the created object). */
   async function write(method: 'POST' | 'PUT', path: string, body: unknown): Promise<Response | 'unanswered'> {
     await ready;
+    inFlight++;
     try {
       return await client().request(method, path, { body });
     } catch (err) {
       // Only a connection the kill cut is "unanswered"; a contract mismatch or any other error fails the test.
       if (connectionLost(err)) return 'unanswered';
       throw err;
+    } finally {
+      inFlight--;
     }
   }
 
@@ -232,8 +238,9 @@ test(`acknowledged writes survive kill -9 (${engine}, ${KILLS} kills over ${SECO
       current = await serveProcess(args);
       generation++;
       const restartMs = Date.now() - downAt;
-      // Answers already on their way are recorded before the check (a short grace).
-      await new Promise((r) => setTimeout(r, 50));
+      // Every write sent before the kill has its outcome recorded before the check (new ones wait for `ready`);
+      // its worker records it in the same turn as the answer, before a timer of the poll runs.
+      await until(`the writes sent before kill ${k + 1} answered or cut`, () => inFlight === 0);
       await verify(`after kill ${k + 1}`);
       t.diagnostic(`kill ${k + 1} at ${((downAt - started) / 1000).toFixed(1)} s; restarted in ${restartMs} ms; ${tracked.length} objects checked`);
       stopAt += restartMs; // keep the load's running time

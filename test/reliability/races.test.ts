@@ -23,6 +23,7 @@ import assert from 'node:assert/strict';
 import { startPeer, startServer, type TestServer } from '../helpers/server.js';
 import { Client, type Response } from '../helpers/client.js';
 import { engine } from '../helpers/db.js';
+import { onlyOn } from '../helpers/skips.js';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -1215,48 +1216,52 @@ describe(`lock order: timers and the paths that cancel them (${engine})`, () => 
     }
   }
 
-  test('DELETE of a drive queued before its falling-due creation timer: 204, the timer steps aside, no deadlock (PostgreSQL, two API servers)', async (t) => {
-    if (engine !== 'postgres') return t.skip('SQLite runs one write transaction at a time: no row locks to order');
-    for (let round = 0; round < 3; round++) {
-      const drive = await mkDrive(alice.a, `lock-order-${round}`);
-      // Its creation timer falls due; nobody has run it yet.
-      A.clock.advance(60_000);
-      // Hold the drive's row: the DELETE queues on it first, then the timer's handler behind it.
-      let release!: () => void;
-      const held = new Promise<void>((r) => (release = r));
-      let holder = 0;
-      const holding = A.services.store.db.transaction().execute(async (tx) => {
-        holder = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(tx)).rows[0]!.pid;
-        await sql`select uuid from resources where uuid = ${drive} for update`.execute(tx);
-        await held;
-      });
-      let deleted: Promise<Response> | undefined;
-      let ran: Promise<number> | undefined;
-      try {
-        await until('the holder has the row', async () => holder !== 0 && (await waitingOn(holder)) === 0);
-        deleted = alice.a.request('DELETE', `drives/${drive}/`);
-        await until('the DELETE waits for the row', async () => (await waitingOn(holder)) >= 1);
-        ran = B.scheduler.runDue();
-        await until('the timer waits behind it', async () => (await waitingOn(holder)) >= 2);
-        // The property itself: a handler waiting for its object holds no lock on its timer row, so the
-        // DELETE (object, then timers) cannot close a cycle with it. Held, this NOWAIT fails at once.
-        const probe = await A.services.store.db
-          .transaction()
-          .execute(async (tx) => sql`select id from timers where subject = ${drive} for update nowait`.execute(tx))
-          .then(
-            () => 'free',
-            (err: Error) => err.message,
-          );
-        assert.equal(probe, 'free', 'the waiting timer handler holds its timer row');
-      } finally {
-        release();
-        await holding;
+  // SQLite runs one write transaction at a time: no row locks to order.
+  test(
+    'DELETE of a drive queued before its falling-due creation timer: 204, the timer steps aside, no deadlock (PostgreSQL, two API servers)',
+    { skip: onlyOn('postgres') },
+    async () => {
+      for (let round = 0; round < 3; round++) {
+        const drive = await mkDrive(alice.a, `lock-order-${round}`);
+        // Its creation timer falls due; nobody has run it yet.
+        A.clock.advance(60_000);
+        // Hold the drive's row: the DELETE queues on it first, then the timer's handler behind it.
+        let release!: () => void;
+        const held = new Promise<void>((r) => (release = r));
+        let holder = 0;
+        const holding = A.services.store.db.transaction().execute(async (tx) => {
+          holder = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(tx)).rows[0]!.pid;
+          await sql`select uuid from resources where uuid = ${drive} for update`.execute(tx);
+          await held;
+        });
+        let deleted: Promise<Response> | undefined;
+        let ran: Promise<number> | undefined;
+        try {
+          await until('the holder has the row', async () => holder !== 0 && (await waitingOn(holder)) === 0);
+          deleted = alice.a.request('DELETE', `drives/${drive}/`);
+          await until('the DELETE waits for the row', async () => (await waitingOn(holder)) >= 1);
+          ran = B.scheduler.runDue();
+          await until('the timer waits behind it', async () => (await waitingOn(holder)) >= 2);
+          // The property itself: a handler waiting for its object holds no lock on its timer row, so the
+          // DELETE (object, then timers) cannot close a cycle with it. Held, this NOWAIT fails at once.
+          const probe = await A.services.store.db
+            .transaction()
+            .execute(async (tx) => sql`select id from timers where subject = ${drive} for update nowait`.execute(tx))
+            .then(
+              () => 'free',
+              (err: Error) => err.message,
+            );
+          assert.equal(probe, 'free', 'the waiting timer handler holds its timer row');
+        } finally {
+          release();
+          await holding;
+        }
+        const [res] = await Promise.all([deleted, ran]);
+        assert.equal(res!.status, 204, `DELETE: ${res!.status} ${res!.text}`);
+        assert.equal((await alice.a.get(`drives/${drive}/`)).status, 404);
+        const left = await A.services.store.db.selectFrom('timers').select(['kind', 'state', 'attempts', 'last_error']).where('subject', '=', drive).execute();
+        assert.deepEqual(left, [], 'no timer of the deleted drive is left, failed or retried');
       }
-      const [res] = await Promise.all([deleted, ran]);
-      assert.equal(res!.status, 204, `DELETE: ${res!.status} ${res!.text}`);
-      assert.equal((await alice.a.get(`drives/${drive}/`)).status, 404);
-      const left = await A.services.store.db.selectFrom('timers').select(['kind', 'state', 'attempts', 'last_error']).where('subject', '=', drive).execute();
-      assert.deepEqual(left, [], 'no timer of the deleted drive is left, failed or retried');
-    }
-  });
+    },
+  );
 });
