@@ -7,7 +7,7 @@ import { runCli } from './cli/index.js';
 
 const code = await runCli(
   process.argv.slice(2),
-  { out: (s) => void process.stdout.write(s), err: (s) => void process.stderr.write(s) },
+  { out: (s) => void process.stdout.write(s), err: (s) => void process.stderr.write(s), errIsTTY: process.stderr.isTTY === true },
   {
     serve: async (config) => {
       // eslint-disable-next-line no-restricted-syntax -- the HTTP server (fastify and its plugins, about half of the code) loads only for `serve`: operator commands start without it

@@ -117,7 +117,14 @@ export function parseSeed(doc: unknown): SeedUser[] {
  * Apply a seed document. `kinds` are the deployment's kinds (the registry, injected by the composition root:
  * the admin plane sits below it); `runDue` lets simulated work finish between steps (new drives before servers use them).
  */
-export async function seed(s: Services, kinds: readonly ResourceDecl[], doc: unknown, runDue: () => Promise<unknown> = async () => 0): Promise<SeedReport> {
+export async function seed(
+  s: Services,
+  kinds: readonly ResourceDecl[],
+  doc: unknown,
+  runDue: () => Promise<unknown> = async () => 0,
+  /** After each user: users done, of how many, the user (the command line's progress line). */
+  progress?: (done: number, total: number, item: string) => void,
+): Promise<SeedReport> {
   const users = parseSeed(doc);
   const report: SeedReport = { created: {}, existing: {} };
   const tally = (created: boolean, what: string, n = 1) => {
@@ -147,6 +154,7 @@ export async function seed(s: Services, kinds: readonly ResourceDecl[], doc: unk
       }
       await runDue();
     }
+    progress?.(i + 1, users.length, `user ${u.email}`);
   }
   return report;
 }

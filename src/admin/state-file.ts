@@ -28,11 +28,18 @@ async function schemaName(s: Services): Promise<string> {
   return (await s.store.schemaStatus()).applied.at(-1) ?? '';
 }
 
-export async function exportState(s: Services): Promise<StateDocument> {
+/** Where long work reports how far it is (the command line's progress line): steps done, of how many, the current one. */
+export type OnProgress = (done: number, total: number, item: string) => void;
+
+export async function exportState(s: Services, progress?: OnProgress): Promise<StateDocument> {
   const schema = await schemaName(s);
   const tables = await s.store.snapshot(async (tx) => {
     const out: Record<string, Record<string, unknown>[]> = {};
-    for (const t of await s.store.state.tableNames(tx)) out[t] = await s.store.state.rowsOf(tx, t);
+    const names = await s.store.state.tableNames(tx);
+    for (const [i, t] of names.entries()) {
+      out[t] = await s.store.state.rowsOf(tx, t);
+      progress?.(i + 1, names.length, `table ${t} (${out[t].length} rows)`);
+    }
     return out;
   });
   return { format: STATE_FORMAT, format_version: FORMAT_VERSION, stratus: VERSION, schema, exported_at: new Date().toISOString(), tables };
@@ -45,7 +52,7 @@ const PARAMS_PER_INSERT = 10_000;
  * Replace the whole state with a document's. Checked before anything is deleted: a wrong document is a 400
  * `validation` (exit code 2) that changes nothing. Returns the rows imported per table.
  */
-export async function importState(s: Services, doc: unknown): Promise<Record<string, number>> {
+export async function importState(s: Services, doc: unknown, progress?: OnProgress): Promise<Record<string, number>> {
   const d = doc as Partial<StateDocument> | null;
   if (!d || typeof d !== 'object' || d.format !== STATE_FORMAT)
     throw validation('format', `not a Stratus state file (expected "format": "${STATE_FORMAT}", as \`stratus export\` writes)`);
@@ -68,6 +75,6 @@ export async function importState(s: Services, doc: unknown): Promise<Record<str
         'tables',
         `the state file's tables do not match this schema (missing: ${missing.join(', ') || 'none'}; unknown: ${extra.join(', ') || 'none'})`,
       );
-    return s.store.state.replaceAll(tx, names, given, PARAMS_PER_INSERT);
+    return s.store.state.replaceAll(tx, names, given, PARAMS_PER_INSERT, (done, t) => progress?.(done, names.length, `table ${t} (${given[t].length} rows)`));
   });
 }

@@ -9,6 +9,7 @@ import { seed } from '../admin/seed.js';
 import { registry } from '../registry.js';
 import { exportState, importState } from '../admin/state-file.js';
 import { findUserByEmail } from '../resources/users/users.js';
+import type { Progress } from './progress.js';
 
 /**
  * The admin plane's actions as operator commands on the database (a running server sees them: the clock at
@@ -42,8 +43,8 @@ function inFile(path: string) {
   };
 }
 
-export async function seedCommand(s: Services, args: string[]): Promise<string> {
-  const report = await seed(s, registry, readJson(args[0], 'seed')).catch(inFile(args[0]));
+export async function seedCommand(s: Services, args: string[], _opts: unknown, _usage: string, progress?: Progress): Promise<string> {
+  const report = await seed(s, registry, readJson(args[0], 'seed'), undefined, progress).catch(inFile(args[0]));
   const list = (o: Record<string, number>) =>
     Object.entries(o)
       .map(([k, n]) => `${n} ${k}`)
@@ -51,8 +52,8 @@ export async function seedCommand(s: Services, args: string[]): Promise<string> 
   return `seeded from ${args[0]}: created ${list(report.created)}; already there ${list(report.existing)}\n`;
 }
 
-export async function exportCommand(s: Services, args: string[]): Promise<string> {
-  const text = JSON.stringify(await exportState(s));
+export async function exportCommand(s: Services, args: string[], _opts: unknown, _usage: string, progress?: Progress): Promise<string> {
+  const text = JSON.stringify(await exportState(s, progress));
   const path = args[0];
   if (!path || path === '-') return text + '\n';
   // Whole or not at all: a reader never sees half a file.
@@ -66,8 +67,8 @@ export async function exportCommand(s: Services, args: string[]): Promise<string
   return `exported to ${path} (${text.length} bytes)\n`;
 }
 
-export async function importCommand(s: Services, args: string[]): Promise<string> {
-  const imported = await importState(s, readJson(args[0], 'import')).catch(inFile(args[0]));
+export async function importCommand(s: Services, args: string[], _opts: unknown, _usage: string, progress?: Progress): Promise<string> {
+  const imported = await importState(s, readJson(args[0], 'import'), progress).catch(inFile(args[0]));
   const rows = Object.values(imported).reduce((a, b) => a + b, 0);
   return `imported ${args[0]}: ${rows} row(s) in ${Object.keys(imported).length} table(s) replace the state (running servers: cached logins end within 2 s)\n`;
 }

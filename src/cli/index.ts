@@ -16,6 +16,7 @@ import { resetCommand, usersCommand } from './users.js';
 import { VERSION } from '../version.js';
 import { withSimulator } from '../sim/index.js';
 import { EVENT_NOTIFICATIONS } from '../resources/notifications/types.js';
+import { progressOn, type Progress } from './progress.js';
 
 /**
  * The `stratus` command line: argument parsing and the operator commands (`users`, `ips`, `vlans`, `sim`),
@@ -59,6 +60,7 @@ const OWN_OPTIONS: Record<string, { type: 'string' | 'boolean'; value?: string; 
   all: { type: 'boolean', help: 'every account and address' },
   method: { type: 'string', value: 'M', help: 'how the payment was made, shown in the ledger (default operator)' },
   limits: { type: 'string', value: 'RULES', help: "rate limits of the new account: off, or rules like 'GET=1000/min'" },
+  progress: { type: 'boolean', help: 'progress on stderr also when it is not a terminal (on a terminal it is always shown)' },
 };
 
 export const COMMANDS: Record<string, CommandDef> = {
@@ -159,15 +161,15 @@ export const COMMANDS: Record<string, CommandDef> = {
   },
   seed: {
     summary: 'create users and what they hold from a JSON file (idempotent; the format is in the README)',
-    subs: [{ args: 'FILE', min: 1, max: 1, help: 'as POST /_stratus/admin/seed and serve --seed FILE; seeding twice changes nothing' }],
+    subs: [{ args: 'FILE', min: 1, max: 1, options: ['progress'], help: 'as POST /_stratus/admin/seed and serve --seed FILE; seeding twice changes nothing' }],
   },
   export: {
     summary: 'write the whole state of --db as one JSON file',
-    subs: [{ args: '[FILE]', min: 0, max: 1, help: 'as GET /_stratus/admin/state; without FILE (or -) to stdout' }],
+    subs: [{ args: '[FILE]', min: 0, max: 1, options: ['progress'], help: 'as GET /_stratus/admin/state; without FILE (or -) to stdout' }],
   },
   import: {
     summary: 'replace the whole state of --db with an exported file (same Stratus version)',
-    subs: [{ args: 'FILE', min: 1, max: 1, help: 'as POST /_stratus/admin/state; a file from another schema is refused' }],
+    subs: [{ args: 'FILE', min: 1, max: 1, options: ['progress'], help: 'as POST /_stratus/admin/state; a file from another schema is refused' }],
   },
   clock: {
     summary: "the deployment's clock, shared by every server process on --db",
@@ -232,6 +234,8 @@ export function commandHelp(name: string): string {
 export interface CliIo {
   out(s: string): void;
   err(s: string): void;
+  /** Whether `err` is a terminal (progress is shown there without --progress). */
+  errIsTTY?: boolean;
 }
 
 export interface CliOptions {
@@ -272,7 +276,7 @@ const OPTIONS = {
   version: { type: 'boolean' as const },
 };
 
-type Command = (s: Services, args: string[], opts: Record<string, string | undefined>, usage: string) => Promise<string>;
+type Command = (s: Services, args: string[], opts: Record<string, string | undefined>, usage: string, progress?: Progress) => Promise<string>;
 const OPERATOR: Record<string, Command> = {
   reset: (s, args) => (args[0] ? resetOneCommand(s, args[0]) : resetCommand(s)),
   seed: seedCommand,
@@ -379,7 +383,8 @@ async function dispatch(argv: string[], io: CliIo, opts: CliOptions): Promise<vo
   const services = await openServices(config, 'check');
   operatorEvents(services);
   try {
-    io.out(await OPERATOR[command](services, rest, flags as Record<string, string | undefined>, commandHelp(command)));
+    const progress = progressOn(io.err, command, { tty: io.errIsTTY === true, asked: flags.progress === true });
+    io.out(await OPERATOR[command](services, rest, flags as Record<string, string | undefined>, commandHelp(command), progress));
   } finally {
     await services.store.close();
   }

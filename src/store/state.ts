@@ -42,6 +42,8 @@ export class StateQueries {
     names: readonly string[],
     given: Record<string, Record<string, unknown>[]>,
     paramsPerInsert: number,
+    /** Called after each table is in (tables done so far, the table). */
+    onTable?: (done: number, table: string) => void,
   ): Promise<Record<string, number>> {
     const bump = await this.maxVersion(tx);
     const order = [...names].sort((a, b) => Number(b === 'users') - Number(a === 'users'));
@@ -50,14 +52,14 @@ export class StateQueries {
     for (const t of order) {
       const rows = given[t];
       counts[t] = rows.length;
-      if (!rows.length) continue;
-      const width = Math.max(1, Object.keys(rows[0]).length);
+      const width = Math.max(1, Object.keys(rows[0] ?? {}).length);
       const batch = Math.max(1, Math.floor(paramsPerInsert / width));
       for (let i = 0; i < rows.length; i += batch)
         await tx
           .insertInto(t as 'settings')
           .values(rows.slice(i, i + batch) as never)
           .execute();
+      onTable?.(Object.keys(counts).length, t);
     }
     for (const t of ['resources', 'resource_counts']) if (names.includes(t)) await sql`update ${sql.table(t)} set version = version + ${bump}`.execute(tx);
     if (this.dialect === 'postgres') await this.resetSequences(tx);

@@ -17,6 +17,7 @@ import { needs } from '../helpers/skips.js';
  * machines) have each `stratus` line checked against the command table, `json` parses, `python libcloud` runs with
  * /usr/bin/python3 when libcloud is importable, and `text`, `ini`, `go`, `hcl`, `python norun` are for clients that
  * do not run here (checked by hand against the clients' sources). A block without a language fails: say which it is.
+ * A `norun` block says why in its info string (`sh norun -- port 443 needs root`): one without a reason fails.
  */
 
 // bin/ is the repository's own (test/run.ts links it beside the transpiled tests): the repository is its parent.
@@ -99,7 +100,12 @@ function bash(script: string, cwd: string, ms: number): Promise<{ status: number
 describe('the docs', () => {
   test('every fenced block says what it is; every relative link points at a file of the repository', () => {
     for (const file of DOCS) {
-      for (const b of blocks(file)) assert.ok(KNOWN.has(b.lang), `${file}:${b.line}: a block needs a language (${[...KNOWN].join(', ')}), "${b.lang}"`);
+      for (const b of blocks(file)) {
+        assert.ok(KNOWN.has(b.lang), `${file}:${b.line}: a block needs a language (${[...KNOWN].join(', ')}), "${b.lang}"`);
+        const at = b.tags.indexOf('norun');
+        if (at >= 0)
+          assert.ok(b.tags[at + 1] === '--' && b.tags.length > at + 2, `${file}:${b.line}: a norun block says why it cannot run: "${b.lang} norun -- REASON"`);
+      }
       const text = readFileSync(join(ROOT, file), 'utf8');
       for (const [, target] of text.matchAll(/\]\(([^)#:\s]+)(?:#[^)]*)?\)/g))
         assert.ok(existsSync(join(ROOT, dirname(file), target)), `${file}: the link ${target} points at nothing`);
