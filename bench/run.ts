@@ -21,6 +21,7 @@ import { flatAt, type FlatRow, type MemoryRow } from './flat.js';
 import type { Run } from './measure.js';
 import { optionsFromEnv, type Options } from './options.js';
 import { measureStartup } from './startup.js';
+import { dataBlock, dataSection, type DataRow } from './data.js';
 import { judge, judgeStartup, startupBlock, storeBlock, summaryBlock, type StartupRow, type StoreReport } from './report.js';
 import { makeAccounts, seedStart, servicesOf } from './seed.js';
 import { writeSection } from './writes.js';
@@ -109,6 +110,19 @@ async function main(): Promise<void> {
     reports.push(r);
     process.stdout.write(storeBlock(r, opts).join('\n') + '\n');
   }
+  // Drive data: upload and download throughput against a raw node:http, RSS during the upload (BENCH_DATA=0: not).
+  const data: DataRow[] = [];
+  if (process.env.BENCH_DATA !== '0')
+    for (const spec of opts.stores) {
+      progress(`${spec.engine}: drive data (upload, download)`);
+      const db = spec.engine === 'sqlite' ? await sqliteDatabase() : await postgresDatabase(spec.url);
+      try {
+        data.push(await dataSection(db, Number(process.env.BENCH_DATA_MIB ?? 1024)));
+      } finally {
+        await db.drop();
+      }
+    }
+  if (data.length) process.stdout.write(dataBlock(data).join('\n') + '\n');
   // Start-up last, on a machine no longer busy with the load runs (BENCH_STARTUP=0 leaves it out).
   progress('start-up (spawn to first answer, idle RSS, operator commands)');
   const startup: StartupRow[] | null = process.env.BENCH_STARTUP === '0' ? null : await measureStartup({ pgUrl: process.env.BENCH_PG_URL });
@@ -120,7 +134,7 @@ async function main(): Promise<void> {
       ...startupBlock(startup),
       ...summaryBlock(goals, runtimeSeconds),
       '',
-      `BENCH_JSON ${JSON.stringify({ settings, runtimeSeconds, stores: reports, startup, goals })}`,
+      `BENCH_JSON ${JSON.stringify({ settings, runtimeSeconds, stores: reports, data, startup, goals })}`,
     ].join('\n') + '\n',
   );
 

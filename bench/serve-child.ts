@@ -73,6 +73,8 @@ async function stratus(db: string, answerCacheMiB: string | undefined): Promise<
       port: '0',
       'log-level': 'warn',
       delays: 'drive.create=0',
+      // The drive data section uploads a 1 GiB image as one request.
+      'request-timeout': '600000',
       ...(answerCacheMiB === undefined ? {} : { 'answer-cache-mib': answerCacheMiB }),
     },
     {},

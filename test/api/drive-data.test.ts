@@ -287,3 +287,54 @@ describe('clones and snapshots of uploaded data', () => {
     assert.ok(after.blocks < stored.blocks, `${after.blocks} < ${stored.blocks}`);
   });
 });
+
+describe('who may upload and download', () => {
+  async function shared(rules: string[]): Promise<string> {
+    const uuid = await initUpload(alice, MiB);
+    const tag = (await alice.post('tags/', { name: 'data', resources: [uuid] })).json.objects[0];
+    const acl = await alice.post('acls/', {
+      name: 'data',
+      grantees: [{ uuid: bob.uuid }],
+      rules: rules.map((permission) => ({ permission })),
+      tags: [{ uuid: tag.uuid }],
+    });
+    assert.equal(acl.status, 201, acl.text);
+    return uuid;
+  }
+
+  test('a grantee with EDIT uploads (resumable) and with CLONE downloads; LIST alone is 403 for both', async () => {
+    const data = randomBytes(MiB);
+    const listOnly = await shared(['LIST']);
+    assert.equal((await bob.get(`drives/${listOnly}/upload/?${new URLSearchParams(resumableFields(1, MiB, MiB))}`)).status, 403);
+    assert.equal((await download(bob, listOnly)).status, 403);
+    assert.equal((await bob.post(`drives/${listOnly}/action/?do=upload_chunk`, { chunk_number: 0, chunk_size: MiB })).status, 403);
+
+    const uuid = await shared(['LIST', 'EDIT', 'CLONE']);
+    assert.equal(await resumableChunk(bob, uuid, data, MiB, { index: 0, offset: 0, size: MiB }), true);
+    assert.equal(await status(alice, uuid), 'unmounted');
+    assert.equal(sha((await download(bob, uuid)).raw), sha(data));
+  });
+
+  test('no upload to a drive mounted on a running server (403), and nothing changes', async () => {
+    const uuid = await initUpload(alice, MiB);
+    const data = randomBytes(MiB);
+    assert.equal(await resumableChunk(alice, uuid, data, MiB, { index: 0, offset: 0, size: MiB }), true);
+    const server = await alice.post('servers/', {
+      name: 'runner',
+      cpu: 1000,
+      mem: 1024 ** 3,
+      vnc_password: 'secret',
+      drives: [{ drive: uuid, dev_channel: '0:0', device: 'virtio', boot_order: 1 }],
+    });
+    assert.equal(server.status, 201, server.text);
+    const started = await alice.post(`servers/${server.json.objects[0].uuid}/action/?do=start`, {});
+    assert.equal(started.status, 202, started.text);
+    await srv.advance(600_000);
+    const fields = resumableFields(1, MiB, MiB);
+    const { body, type } = multipart(fields, randomBytes(MiB));
+    const refused = await alice.request('POST', `drives/${uuid}/upload/`, { raw: body, headers: { 'content-type': type } });
+    assert.equal(refused.status, 403, refused.text);
+    assert.match(refused.json[0].error_message, /running server/);
+    assert.equal(sha((await download(alice, uuid)).raw), sha(data));
+  });
+});
