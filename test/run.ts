@@ -24,7 +24,8 @@ import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import pg from 'pg';
 import { countRunSchemas, holdRun, newRunId, PG_URL, schemaPrefix } from './helpers/pg-runs.js';
-import { describeFailure, summarize, unfinished, type Failure, type RunResult, type Skip } from './reporter/summary.js';
+import { describeFailure, summarize, unfinished, type Failure, type RunResult } from './reporter/summary.js';
+import { skipProblem } from './reporter/skip-verdict.js';
 
 const root = new URL('..', import.meta.url).pathname;
 const CI = !!process.env.CI && process.env.CI !== 'false';
@@ -169,17 +170,6 @@ async function runFiles(engine: string): Promise<FileRun[]> {
   };
   await Promise.all(Array.from({ length: Math.min(CONCURRENCY, files.length) }, worker));
   return done.sort((a, b) => a.file.localeCompare(b.file));
-}
-
-/** Skips a run may have: declared ones (test/helpers/skips.ts) are fine; under CI, any other fails it. */
-const DECLARED_SKIP = /^only on (sqlite|postgres)$/;
-const MISSING_TOOL = /^needs (\S+)/;
-function skipProblem(s: Skip, engine: string): string | null {
-  const reason = typeof s.reason === 'string' ? s.reason : '';
-  const store = DECLARED_SKIP.exec(reason)?.[1];
-  if (store) return store === engine ? `declared "only on ${store}" but skipped on ${engine}` : null;
-  if (MISSING_TOOL.test(reason)) return `${reason}: .ci/run must install it`;
-  return `undeclared skip (${reason || 'no reason'}): declare it with onlyOn()/needs() (test/helpers/skips.ts)`;
 }
 
 async function run(engine: 'sqlite' | 'postgres'): Promise<Outcome> {
