@@ -1,6 +1,12 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { needs } from '../helpers/skips.js';
 import { startServer, type TestServer } from '../helpers/server.js';
 import type { Client } from '../helpers/client.js';
 
@@ -336,5 +342,47 @@ describe('who may upload and download', () => {
     assert.equal(refused.status, 403, refused.text);
     assert.match(refused.json[0].error_message, /running server/);
     assert.equal(sha((await download(alice, uuid)).raw), sha(data));
+  });
+});
+
+describe("curl, as pycloudsigma's acceptance test runs it", { skip: needs('curl') }, () => {
+  test('curl -X POST -T uploads (the file name names the drive), curl -L -r 0-N downloads the same bytes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stratus-curl-'));
+    try {
+      const data = image(3 * MiB + 517);
+      writeFileSync(join(dir, 'image.raw'), data);
+      const creds = `${alice.email}:${(alice as User & { password: string }).password}`;
+      const curl = (args: string[]) => promisify(execFile)('curl', ['-fsS', ...args], { encoding: 'utf8' });
+      const { stdout } = await curl([
+        '-X',
+        'POST',
+        '-u',
+        creds,
+        '-H',
+        'Content-Type: application/octet-stream',
+        '-T',
+        join(dir, 'image.raw'),
+        `${srv.base}/api/2.0/drives/upload/`,
+      ]);
+      const uuid = stdout.trim();
+      const drive = (await alice.get(`drives/${uuid}/`)).json;
+      assert.deepEqual([drive.name, drive.size, drive.status], ['image.raw', data.length, 'unmounted']);
+      const code = await curl([
+        '-L',
+        '-u',
+        creds,
+        '-o',
+        join(dir, 'back.raw'),
+        '-w',
+        '%{http_code}',
+        '-r',
+        `0-${data.length - 1}`,
+        `${srv.base}/api/2.0/drives/${uuid}/download/`,
+      ]);
+      assert.equal(code.stdout, '206');
+      assert.equal(sha(readFileSync(join(dir, 'back.raw'))), sha(data));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -95,7 +95,7 @@ export async function receive(
     });
     at += bytes.length;
   };
-  for await (const piece of body) {
+  for await (const piece of brokenOffAsError(body, () => seen)) {
     const buf = typeof piece === 'string' ? Buffer.from(piece) : piece;
     seen += buf.length;
     if (seen > length) throw validation('Content-Length', `The body has more than the ${length} bytes declared`);
@@ -112,6 +112,16 @@ export async function receive(
   }
   if (seen < length) throw validation('Content-Length', `The body ended after ${seen} of the ${length} bytes declared`);
   await commit(Buffer.concat(pending), true);
+}
+
+/** A body whose client went away mid-way ends in a 400 of the API (what arrived stays written), not a 500. */
+async function* brokenOffAsError<T>(body: Iterable<T> | AsyncIterable<T>, seen: () => number): AsyncGenerator<T> {
+  try {
+    yield* body;
+  } catch (e) {
+    if (e instanceof ApiError) throw e;
+    throw validation(null, `The body broke off after ${seen()} bytes (${(e as Error).message})`);
+  }
 }
 
 /** Chunks of an upload as both protocols number them: the chunk's start and its bytes (the last is bigger). */
