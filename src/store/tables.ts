@@ -51,6 +51,9 @@ export const TABLES: { readonly [K in keyof Database]: TableInfo } = {
   // The drive library (no owner) is the deployment's, not state: it stays, with its count.
   resource_counts: t('resources', { keepWhere: ['owner_uuid', '=', ''] }),
   resources: t('resources', { keepWhere: ['owner_uuid', 'is', null] }),
+  // Raised by triggers (migration 0050): derived from writes, never state of its own; a reset keeps it
+  // (it only ever grows), and it stays out of state files.
+  change_counters: { family: 'resources', reset: 'keep', exported: false, announces: false },
   rate_counters: t('limits', 'empty', false),
   rate_limit_overrides: t('limits', 'empty'),
   sessions: t('accounts', 'empty', false),

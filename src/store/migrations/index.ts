@@ -17,6 +17,7 @@ import { usage } from './0015_usage.js';
 import { notifications } from './0020_notifications.js';
 import { answerChanges } from './0021_answer_changes.js';
 import { timesAsTimes } from './0022_times_as_times.js';
+import { changeCounters } from './0050_change_counters.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -87,6 +88,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0020_notifications': notifications(dialect),
     '0021_answer_changes': answerChanges(dialect),
     '0022_times_as_times': timesAsTimes(),
+    '0050_change_counters': changeCounters(dialect),
   };
 }
 
