@@ -13,7 +13,12 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 let compiled: string | undefined;
 function childScript(): string {
   if (compiled) return compiled;
-  const out = spawnSync(process.execPath, ['scripts/build.js', '--beside', 'bench/serve-child.ts', 'bench-serve-child.mjs'], { cwd: ROOT, encoding: 'utf8' });
+  const out = spawnSync(
+    process.execPath,
+    // BENCH_NO_MINIFY=1: readable function names in profiles (bench/profile.ts).
+    ['scripts/build.js', '--beside', 'bench/serve-child.ts', 'bench-serve-child.mjs', ...(process.env.BENCH_NO_MINIFY === '1' ? ['--no-minify'] : [])],
+    { cwd: ROOT, encoding: 'utf8' },
+  );
   if (out.status !== 0) throw new Error(`building the bench's server process failed: ${out.stderr || out.stdout}`);
   return (compiled = fileURLToPath(new URL('../dist/bench-serve-child.mjs', import.meta.url)));
 }
@@ -58,12 +63,13 @@ function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 
 /** Stratus over `db` (a SQLite file or a PostgreSQL URL), or the raw replay server for `replies`. */
 export async function startChild(
-  spec: { mode: 'stratus'; db: string; dbBusy?: () => Promise<boolean>; answerCacheMiB?: number } | { mode: 'raw'; replies: RawReply[] },
+  spec: { mode: 'stratus'; db: string; dbBusy?: () => Promise<boolean>; answerCacheMiB?: number; execArgv?: string[] } | { mode: 'raw'; replies: RawReply[] },
 ): Promise<Child> {
   // Stratus as configured by default, or with --answer-cache-mib set (0: every answer made afresh).
   const args = spec.mode === 'stratus' ? ['stratus', spec.db, ...(spec.answerCacheMiB === undefined ? [] : [String(spec.answerCacheMiB)])] : ['raw'];
   // stdout is the parent's report: the child's output (Fastify warnings) goes to stderr.
-  const proc = fork(childScript(), args, { execArgv: [], stdio: ['ignore', 2, 2, 'ipc'] });
+  // execArgv: node's own flags for the child (bench/profile.ts passes --cpu-prof).
+  const proc = fork(childScript(), args, { execArgv: spec.mode === 'stratus' ? (spec.execArgv ?? []) : [], stdio: ['ignore', 2, 2, 'ipc'] });
   const ready = next(proc, 'ready');
   if (spec.mode === 'raw') proc.send({ type: 'replies', replies: spec.replies } satisfies ParentMessage);
   const { base } = (await ready) as { base: string };

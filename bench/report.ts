@@ -4,7 +4,7 @@
  * once; a missed goal is printed, never an exit code (run.ts fails only on non-2xx or errors).
  */
 import type { FastRow } from './fast.js';
-import { P99_GOAL_MS } from './fast.js';
+import { P99_GOAL_MS, SHARED_LABEL, SHARES_GOAL } from './fast.js';
 import { FLAT_GOAL, type FlatRow, type MemoryRow } from './flat.js';
 import type { Run } from './measure.js';
 import type { WriteRow } from './writes.js';
@@ -14,6 +14,16 @@ import { formatStartup, type StartupRow } from './startup.js';
 export type { StartupRow };
 
 export const MEMORY_GOAL_MIB = 256;
+
+/** Issue 31: a write's share of the raw server's req/s (every write makes its answer afresh). */
+export const WRITE_RATIO_GOAL: Record<string, number> = { 'POST /servers/': 0.3, 'PUT /servers/<uuid>/': 0.25 };
+
+/** What 1,000 shares cost: solo's detail page made afresh over the same page of an account with them (by req/s). */
+export function sharesMultiple(fast: FastRow[]): number | null {
+  const solo = fast.find((f) => f.label === 'GET /servers/detail/?limit=20');
+  const peer = fast.find((f) => f.label === SHARED_LABEL);
+  return solo && peer ? multiple(solo.made, peer.made) : null;
+}
 
 export interface StoreReport {
   engine: 'sqlite' | 'postgres';
@@ -27,7 +37,7 @@ export interface StoreReport {
 
 export interface Goal {
   store: string;
-  section: 'fast' | 'flat' | 'memory' | 'writes' | 'startup';
+  section: 'fast' | 'made' | 'shares' | 'flat' | 'memory' | 'writes' | 'startup';
   what: string;
   value: number;
   /** `min`: value must be >= goal; `max`: value must be < goal. */
@@ -51,8 +61,11 @@ export function judge(r: StoreReport): Goal[] {
   const out: Goal[] = [];
   for (const f of r.fast) {
     if (f.goal !== null) out.push(goal(r.engine, 'fast', `${f.label} stratus/raw`, f.ratio, 'min', f.goal));
+    if (f.madeGoal !== null) out.push(goal(r.engine, 'made', `${f.label} made afresh/raw`, f.madeRatio, 'min', f.madeGoal));
     out.push(goal(r.engine, 'fast', `${f.label} p99 ms`, f.stratus.p99Ms, 'max', P99_GOAL_MS));
   }
+  const shares = sharesMultiple(r.fast);
+  if (shares !== null) out.push(goal(r.engine, 'shares', 'detail page made afresh, x of no shares with 1000 shared', shares, 'max', SHARES_GOAL));
   const ref = Math.min(...r.flat.map((f) => f.size));
   for (const f of r.flat.filter((x) => x.size !== ref)) {
     const base = r.flat.find((x) => x.size === ref && x.label === f.label)!;
@@ -63,6 +76,8 @@ export function judge(r: StoreReport): Goal[] {
   for (const w of r.writes) {
     const before = WRITE_BASELINE[r.engine]?.[w.label];
     if (before) out.push(goal(r.engine, 'writes', `${w.label} (x of before, by ratio to raw)`, w.ratio / before.ratio, 'min', WRITE_GOAL));
+    const ratioGoal = WRITE_RATIO_GOAL[w.label];
+    if (ratioGoal !== undefined) out.push(goal(r.engine, 'writes', `${w.label} write/raw`, w.ratio, 'min', ratioGoal));
   }
   return out;
 }
@@ -107,23 +122,51 @@ export function storeBlock(r: StoreReport, settings: { durationS: number; warmup
     out.push('    stratus: as configured by default (repeated GETs reuse kept answers); made: every answer made afresh (--answer-cache-mib 0)');
     out.push(
       ...table(
-        ['url', 'bytes', 'stratus req/s', 'raw req/s', 'ratio', 'made req/s', 'made ratio', 'goal', 'p50 ms', 'p99 ms', 'stmts/req', 'result'],
+        [
+          'url',
+          'bytes',
+          'stratus req/s',
+          'raw req/s',
+          'ratio',
+          'goal',
+          'made req/s',
+          'made ratio',
+          'made goal',
+          'p50 ms',
+          'p99 ms',
+          'stmts/req',
+          'made stmts/req',
+          'result',
+        ],
         r.fast.map((f) => [
           f.label,
           String(f.bytes),
           rate(f.stratus.reqPerSec),
           rate(f.raw.reqPerSec),
           fmt(f.ratio, 3),
+          f.goal === null ? '-' : `>= ${f.goal.toFixed(2)}`,
           rate(f.made.reqPerSec),
           fmt(f.madeRatio, 3),
-          f.goal === null ? '-' : `>= ${f.goal.toFixed(2)}`,
+          f.madeGoal === null ? '-' : `>= ${f.madeGoal.toFixed(2)}`,
           fmt(f.stratus.p50Ms),
           fmt(f.stratus.p99Ms),
           fmt(f.stratus.statementsPerRequest, 1),
-          [f.goal === null ? '' : verdict(f.ratio >= f.goal), `p99 ${verdict(f.stratus.p99Ms < P99_GOAL_MS)}`].filter(Boolean).join(', '),
+          fmt(f.made.statementsPerRequest, 1),
+          [
+            f.goal === null ? '' : verdict(f.ratio >= f.goal),
+            f.madeGoal === null ? '' : `made ${verdict(f.madeRatio >= f.madeGoal)}`,
+            `p99 ${verdict(f.stratus.p99Ms < P99_GOAL_MS)}`,
+          ]
+            .filter(Boolean)
+            .join(', '),
         ]),
       ),
     );
+    const shares = sharesMultiple(r.fast);
+    if (shares !== null)
+      out.push(
+        `Shares — the detail page made afresh costs ${fmt(shares, 2)}x with 1000 servers shared by ACL (goal < ${SHARES_GOAL}x): ${verdict(shares < SHARES_GOAL)}`,
+      );
     out.push('');
   }
 
@@ -181,7 +224,7 @@ export function storeBlock(r: StoreReport, settings: { durationS: number; warmup
     );
     out.push(
       ...table(
-        ['request', 'req/s', 'mean ms', 'p99 ms', 'stmts/req', 'raw req/s', 'ratio', 'before ratio', 'x before', 'result'],
+        ['request', 'req/s', 'mean ms', 'p99 ms', 'stmts/req', 'raw req/s', 'ratio', 'ratio goal', 'before ratio', 'x before', 'result'],
         r.writes.map((w) => {
           const before = WRITE_BASELINE[r.engine]?.[w.label];
           const x = before ? w.ratio / before.ratio : null;
@@ -193,9 +236,12 @@ export function storeBlock(r: StoreReport, settings: { durationS: number; warmup
             fmt(w.stratus.statementsPerRequest, 1),
             rate(w.raw.reqPerSec),
             fmt(w.ratio, 4),
+            w.label in WRITE_RATIO_GOAL ? `>= ${WRITE_RATIO_GOAL[w.label].toFixed(2)}` : '-',
             before ? fmt(before.ratio, 4) : '-',
             fmt(x, 2),
-            x === null ? '' : verdict(x >= WRITE_GOAL),
+            [x === null ? '' : verdict(x >= WRITE_GOAL), w.label in WRITE_RATIO_GOAL ? `ratio ${verdict(w.ratio >= WRITE_RATIO_GOAL[w.label])}` : '']
+              .filter(Boolean)
+              .join(', '),
           ];
         }),
       ),

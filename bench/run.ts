@@ -58,7 +58,7 @@ async function runStore(spec: Options['stores'][number], opts: Options): Promise
       const at = await flatAt(store, uncached, seeded, accounts.caller, size, opts, async () => {
         if (i > 0) return;
         progress(`${spec.engine}: fast (vs raw replay)`);
-        fast = await fastSection(stratus!, uncached!, seeded, accounts.solo, opts);
+        fast = await fastSection(stratus!, uncached!, seeded, accounts, opts);
       });
       flat.push(...at.rows);
       memory.push(at.memory);

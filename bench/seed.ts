@@ -9,7 +9,8 @@
  *
  * Sharing: another user owns 1,000 such servers and drives carrying a tag; an ACL made through the API
  * grants the measured user LIST, START, STOP and OPEN_VNC on that tag, so every list the measured user
- * asks for is the union of their own rows and 1,000 shared ones.
+ * asks for is the union of their own rows and 1,000 shared ones. The same ACL grants them to `peer`, whose
+ * own 20 servers are shaped like solo's: solo's page against peer's is what 1,000 shares cost.
  */
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
@@ -44,6 +45,8 @@ export interface Accounts {
   sharer: Account;
   writer: Account;
   solo: Account;
+  /** Shaped like solo (20 servers, each with a tag) and a grantee of the 1,000 shared servers too: what shares cost. */
+  peer: Account;
 }
 
 /** What the bench has made so far, and the uuids its URLs name. */
@@ -76,7 +79,7 @@ export async function makeAccounts(s: Services): Promise<Accounts> {
     await setAccountLimits(s, email, 'off');
     return { uuid: user.uuid, email, headers: basicAuth(email, password) };
   };
-  return { caller: await one('caller'), sharer: await one('sharer'), writer: await one('writer'), solo: await one('solo') };
+  return { caller: await one('caller'), sharer: await one('sharer'), writer: await one('writer'), solo: await one('solo'), peer: await one('peer') };
 }
 
 const mac = (prefix: number, i: number) =>
@@ -174,7 +177,7 @@ export async function seedStart(store: Store, api: string, accounts: Accounts): 
   const shareTag = (await call<Made>(`${api}tags/`, sharer.headers, 'POST', { name: 'shared-with-caller' })).objects[0].uuid;
   await call(`${api}acls/`, sharer.headers, 'POST', {
     name: 'bench-share',
-    grantees: [{ uuid: caller.uuid }],
+    grantees: [{ uuid: caller.uuid }, { uuid: accounts.peer.uuid }],
     rules: ['LIST', 'START', 'STOP', 'OPEN_VNC'].map((permission) => ({ permission })),
     tags: [shareTag],
   });
@@ -186,6 +189,11 @@ export async function seedStart(store: Store, api: string, accounts: Accounts): 
   ).objects.map((o) => o.uuid);
   await bulk(store, solo.uuid, 0, 20, template, { prefix: 'solo', macPrefix: 0x21, tagsOf: (i) => ({ serverTags: [soloTags[i % TAGS]], driveTags: [] }) });
   const soloServer = (await call<Made>(`${api}servers/?limit=1`, solo.headers)).objects[0].uuid;
+  const peer = accounts.peer;
+  const peerTags = (
+    await call<Made>(`${api}tags/`, peer.headers, 'POST', { objects: Array.from({ length: TAGS }, (_, i) => ({ name: `peer-tag-${i}` })) })
+  ).objects.map((o) => o.uuid);
+  await bulk(store, peer.uuid, 0, 20, template, { prefix: 'peer', macPrefix: 0x23, tagsOf: (i) => ({ serverTags: [peerTags[i % TAGS]], driveTags: [] }) });
   return { own: 1, server, drive, tag: tags[0], tags, template, solo: { server: soloServer, tag: soloTags[0] } };
 }
 

@@ -317,9 +317,11 @@ export class StoredCollection implements CollectionService {
     const validated = this.validated(ctx, input, 'update');
     await ctx.store.transaction(async (tx) => {
       const row = await this.authorize(ctx, uuid, 'EDIT', tx);
+      const writes = ctx.store.resources.rows.writeCount;
       const values = this.hooks.beforeUpdate ? await this.hooks.beforeUpdate(tx, ctx, row, validated) : validated;
-      // The row is locked since authorize(); re-read it in case a hook changed it in this transaction.
-      const fresh = (await ctx.store.resources.lock(tx, this.kind, uuid)) ?? row;
+      // The row is locked since authorize(); re-read it only if some row was written since (a hook may have
+      // changed this one in this transaction): one statement fewer for most PUTs.
+      const fresh = ctx.store.resources.rows.writeCount === writes ? row : ((await ctx.store.resources.lock(tx, this.kind, uuid)) ?? row);
       await ctx.store.resources.write(tx, ctx.clock.now(), fresh, { ...fresh.body, ...this.bodyOf(values) });
       await this.afterWrite(tx, ctx, row, values, 'update', input);
     });

@@ -1,7 +1,7 @@
 import type { Ctx } from './context.js';
 import type { Db, Tx } from '../store/db.js';
 import type { AnyQuery, SharedRows, VisibleSet } from '../store/repository.js';
-import { grantedUuids } from '../store/resources/acls.js';
+import { grantedUuids, grantOfRow } from '../store/resources/acls.js';
 
 /**
  * The rows of a kind the caller may see: their own, plus — for shareable kinds — those an ACL grants
@@ -9,10 +9,17 @@ import { grantedUuids } from '../store/resources/acls.js';
  * every user's rows, so lists page and count in the database.
  */
 export function visibleRows(ctx: Ctx, kind: string, db: Db | Tx = ctx.store.db, shared = false): VisibleSet {
-  return ctx.store.resources.visible(db, kind, ctx.caller.uuid, shared ? sharedRows(`acl.${kind}`, (me) => grantedUuids(db, me, kind, 'LIST')) : undefined);
+  const rows = shared
+    ? sharedRows(
+        `acl.${kind}`,
+        (me) => grantedUuids(db, me, kind, 'LIST'),
+        (me) => grantOfRow(db, me, kind, 'LIST'),
+      )
+    : undefined;
+  return ctx.store.resources.visible(db, kind, ctx.caller.uuid, rows);
 }
 
 /** A shared-rows subquery of the caller's uuid, with the key that names its shape (see SharedRows). */
-export function sharedRows(key: string, build: (me: string) => AnyQuery): SharedRows {
-  return Object.assign((me: string) => build(me), { key });
+export function sharedRows(key: string, build: (me: string) => AnyQuery, holds?: (me: string) => AnyQuery): SharedRows {
+  return Object.assign((me: string) => build(me), { key, ...(holds ? { holds } : {}) });
 }

@@ -13,6 +13,7 @@ import { ResourceScans } from './resources/scans.js';
 import { ResourceSql } from './resources/sql.js';
 import { TagMembership } from './resources/tags.js';
 import { VisibleSets } from './resources/visible.js';
+import { SharedSeqs } from './resources/shared-seqs.js';
 
 export type {
   AnyExpressions,
@@ -47,6 +48,8 @@ export class ResourceRepository {
   readonly sets: VisibleSets;
   readonly anchors: OwnAnchors;
   readonly pages: ResourcePages;
+  /** ACL-shared rows kept between requests (SQLite). */
+  readonly shared: SharedSeqs;
   /** The ACL relation tables (acls.ts). */
   readonly acls = aclTables;
 
@@ -69,7 +72,8 @@ export class ResourceRepository {
     this.relations = new ResourceRelations(this.sql);
     this.sets = new VisibleSets(this.sql, this.relations);
     this.anchors = new OwnAnchors(this.sql, this.counts, this.relations, anchorStep);
-    this.pages = new ResourcePages(this.sql, this.sets, this.relations, this.anchors);
+    this.shared = new SharedSeqs(this.sql);
+    this.pages = new ResourcePages(this.sql, this.sets, this.relations, this.anchors, this.shared);
   }
 
   // ---- rows.ts

@@ -43,6 +43,12 @@ export interface ResourceCountsTable {
   version: Generated<number>;
 }
 
+/** Counters raised by triggers in the writing transaction (migration 0050): `sharing` for ACL and membership writes. */
+export interface ChangeCountersTable {
+  scope: string;
+  n: number;
+}
+
 /** Tag membership: which resources carry which tag (both directions are indexed). */
 export interface TagMembersTable {
   seq: Generated<number>;
@@ -391,5 +397,6 @@ export interface Database {
   users: UsersTable;
   resources: ResourcesTable;
   resource_counts: ResourceCountsTable;
+  change_counters: ChangeCountersTable;
   tag_members: TagMembersTable;
 }

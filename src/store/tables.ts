@@ -28,7 +28,7 @@ const t = (family: TableFamily, reset: TableInfo['reset'], announces = true): Ta
 
 export const TABLES: { readonly [K in keyof Database]: TableInfo } = {
   // Changes in transit from an operator command to a serving SQLite process's event stream (usually empty).
-  change_relay: t('audit', 'empty', false),
+  change_relay: { family: 'audit', reset: 'empty', exported: false, announces: false },
   // Drive data (store/data/): bytes, not state. A state file is JSON and carries drives, not their bytes (a
   // 1 GiB image is no JSON document); an imported drive reads as zeroes. Only the maps change answers
   // (a snapshot's size is the difference of two).
@@ -59,6 +59,9 @@ export const TABLES: { readonly [K in keyof Database]: TableInfo } = {
   // The drive library (no owner) is the deployment's, not state: it stays, with its count.
   resource_counts: t('resources', { keepWhere: ['owner_uuid', '=', ''] }),
   resources: t('resources', { keepWhere: ['owner_uuid', 'is', null] }),
+  // Raised by triggers (migration 0050): derived from writes, never state of its own; a reset keeps it
+  // (it only ever grows), and it stays out of state files.
+  change_counters: { family: 'resources', reset: 'keep', exported: false, announces: false },
   rate_counters: t('limits', 'empty', false),
   rate_limit_overrides: t('limits', 'empty'),
   sessions: t('accounts', 'empty', false),

@@ -18,6 +18,7 @@ import { notifications } from './0020_notifications.js';
 import { answerChanges } from './0021_answer_changes.js';
 import { timesAsTimes } from './0022_times_as_times.js';
 import { driveData } from './0040_drive_data.js';
+import { changeCounters } from './0050_change_counters.js';
 import { changeRelay } from './0070_change_relay.js';
 
 /**
@@ -90,6 +91,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0021_answer_changes': answerChanges(dialect),
     '0022_times_as_times': timesAsTimes(),
     '0040_drive_data': driveData(dialect),
+    '0050_change_counters': changeCounters(dialect),
     '0070_change_relay': changeRelay(serialPk),
   };
 }

@@ -1,3 +1,4 @@
+import { sql, type SqlBool } from 'kysely';
 import type { Db, Tx } from '../db.js';
 import type { AnyQuery } from './model.js';
 
@@ -27,6 +28,11 @@ export function grantedUuids(db: Db | Tx, grantee: string, kind: string, permiss
     .whereRef('t.acl_uuid', '=', 'g.acl_uuid')
     .whereRef('tm.tag_uuid', '=', 't.tag_uuid')
     .where('tm.res_type', '=', kind);
+}
+
+/** `grantedUuids` for the outer query's `resources` row only (an EXISTS probe, see SharedRows.holds). */
+export function grantOfRow(db: Db | Tx, grantee: string, kind: string, permission: string) {
+  return grantedUuids(db, grantee, kind, permission).where(sql<SqlBool>`tm.res_uuid = resources.uuid`);
 }
 
 /** Whether `grantee` holds `permission` on one resource through some ACL. */

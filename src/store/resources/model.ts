@@ -130,6 +130,11 @@ export type Condition = (eb: ResourceExpressions) => SqlCondition;
 export interface SharedRows {
   key: string;
   (me: string): AnyQuery;
+  /**
+   * The same rule for one row, correlated to the outer `resources` row (an EXISTS probe): a single read then
+   * walks that row's memberships instead of building the list of everything shared with the caller.
+   */
+  holds?: (me: string) => AnyQuery;
 }
 
 /** The rows of a kind a caller may see, with the conditions filters put on them; not yet SQL. */

@@ -7,6 +7,7 @@ import type { OwnAnchors } from './anchors.js';
 import type { ResourceRelations } from './relations.js';
 import type { ResourceSql } from './sql.js';
 import type { VisibleSets } from './visible.js';
+import type { SharedSeqs } from './shared-seqs.js';
 
 /**
  * A page of a visible set and its total (`total_count`), in the list's order, with the relations the
@@ -40,6 +41,7 @@ export class ResourcePages {
     private readonly sets: VisibleSets,
     private readonly relations: ResourceRelations,
     private readonly anchors: OwnAnchors,
+    private readonly shared: SharedSeqs,
   ) {}
 
   /** Whether `listPage` reads this page in several statements (a deep page, from anchors): then it needs one snapshot. */
@@ -64,15 +66,13 @@ export class ResourcePages {
     type A = keyof typeof args;
     const deep = this.pagesInSteps(set, p);
     // No ORDER BY/LIMIT here: SQLite sorts with a bound LIMIT at a fixed cost of tens of microseconds.
-    const first =
-      set.shared && (deep || this.sql.dialect === 'sqlite')
-        ? await this.sql.run<{ seq: number; updated_at: string }, A>(
-            this.sets.shapeKey('visible.theirs', set),
-            db,
-            (arg) => this.sets.theirHalf(set, arg),
-            args,
-          )
-        : undefined;
+    const theirKey = this.sets.shapeKey('visible.theirs', set);
+    const readTheirs = () => this.sql.run<{ seq: number; updated_at: string }, A>(theirKey, db, (arg) => this.sets.theirHalf(set, arg), args);
+    // In creation order an ACL's shared rows are kept between requests (shared-seqs.ts); the other order
+    // needs their `updated_at`, which changes with every write of them.
+    const keptKey = theirKey && p.order === 'created' && set.shared?.key.startsWith('acl.') && this.shared.applies(db) ? `${theirKey}|${set.owner}` : undefined;
+    const first: readonly { seq: number; updated_at: string }[] | undefined =
+      set.shared && (deep || this.sql.dialect === 'sqlite') ? await (keptKey ? this.shared.get(db as Db, keptKey, readTheirs) : readTheirs()) : undefined;
     if (deep)
       return this.anchors.deepPage(
         set,
@@ -82,7 +82,7 @@ export class ResourcePages {
         rel,
       );
     // Only the shared rows that can reach the page take part in the merge.
-    const theirs = first && p.limit > 0 ? first.sort(JS_ORDER[p.order]).slice(0, args.end) : first;
+    const theirs = first && p.limit > 0 ? (keptKey ? first : [...first].sort(JS_ORDER[p.order])).slice(0, args.end) : first;
     const mode: SharedIn = !set.shared ? 'none' : !theirs ? 'cte' : theirs.length ? 'list' : 'none';
     const found = await this.sql.run<RelRow & { rel_own: number | null; rel_theirs?: number | null }, A | 'theirs'>(
       this.sets.shapeKey('visible.page-with', set, p.order, p.limit > 0, p.offset > 0, relKey(rel), mode),

@@ -34,7 +34,17 @@ export class ResourceRows {
 
   /** A user's object changed in this transaction (nothing happens unless the change feed is on). */
   private changed(tx: Tx, kind: string, uuid: string, owner: string | null | undefined): void {
+    this.writes++;
     if (owner && this.changes?.enabled) this.changes.note(tx, { owner, kind, uuid });
+  }
+
+  private writes = 0;
+  /**
+   * Rows this store has written, inserted or deleted so far (in any transaction): a caller holding a row it
+   * locked may keep using it while the count has not moved (nothing, not even its own hooks, wrote since).
+   */
+  get writeCount(): number {
+    return this.writes;
   }
 
   /** The whole rows of one kind (or of several). */
@@ -141,6 +151,7 @@ export class ResourceRows {
   /** Replace the body of a row read through `lock()` in this transaction. */
   async write(tx: Tx, now: Date, row: Pick<Resource, 'seq'> & Partial<Pick<Resource, 'kind' | 'uuid' | 'owner_uuid'>>, body: Obj): Promise<void> {
     if (row.kind && row.uuid) this.changed(tx, row.kind, row.uuid, row.owner_uuid);
+    else this.writes++;
     const values = { body: JSON.stringify(body), ...mirrors(body), updated_at: stamp(now) };
     await this.sql.shaped(
       tx,

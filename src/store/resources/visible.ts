@@ -83,7 +83,13 @@ export class VisibleSets {
             .where('resources.kind', '=', arg('kind'))
             .where('resources.uuid', '=', arg('uuid'))
             .where((eb) =>
-              set.shared ? eb.or([eb('resources.owner_uuid', '=', me), eb('resources.uuid', 'in', set.shared(me))]) : eb('resources.owner_uuid', '=', me),
+              set.shared
+                ? eb.or([
+                    eb('resources.owner_uuid', '=', me),
+                    // A probe of this row's grants where the rule has one: the list of everything shared is O(shares).
+                    set.shared.holds ? eb.exists(set.shared.holds(me)) : eb('resources.uuid', 'in', set.shared(me)),
+                  ])
+                : eb('resources.owner_uuid', '=', me),
             ),
           set.where,
         );

@@ -1,0 +1,72 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sql } from 'kysely';
+import type { Ctx } from '../../src/core/context.js';
+import { Outcome } from '../../src/core/resource.js';
+import { engine } from '../helpers/db.js';
+import { listQuery, openServices, type ServiceFixture } from '../helpers/services.js';
+
+/**
+ * What an ACL shares shows in the grantee's lists at once after any write that changes it: on SQLite the
+ * shared rows are kept between lists (store/resources/shared-seqs.ts) under a counter the database's
+ * triggers raise, so a kept set must never outlive an ACL, membership or deletion write, whoever makes it.
+ */
+let fx: ServiceFixture;
+before(async () => {
+  fx = await openServices();
+});
+after(() => fx.close());
+
+type Obj = Record<string, unknown>;
+const value = <T>(w: T | Outcome<T>): T => (w instanceof Outcome ? w.value : w);
+const uuids = (objs: Obj[]) => objs.map((o) => String(o.uuid));
+
+test('a grantee’s list follows every write that changes what is shared, and reads the shared rows once', async () => {
+  const servers = fx.collection('servers').service;
+  const tags = fx.collection('tags').service;
+  const acls = fx.collection('acls').service;
+  const alice = await fx.user();
+  const bob = await fx.user();
+  const make = async (ctx: Ctx, name: string) =>
+    String(value(await servers.create!(ctx, [{ name, cpu: 1000, mem: 1024 ** 3, vnc_password: 'secret-vnc' }]))[0].uuid);
+  const [a1, a2, a3] = [await make(alice, 'a1'), await make(alice, 'a2'), await make(alice, 'a3')];
+  const b1 = await make(bob, 'b1');
+  const tag = String(value(await tags.create!(alice, [{ name: 'shared', resources: [a1, a2] }]))[0].uuid);
+  const acl = String(
+    value(await acls.create!(alice, [{ name: 'share', grantees: [{ uuid: bob.caller.uuid }], rules: [{ permission: 'LIST' }], tags: [tag] }]))[0].uuid,
+  );
+
+  const seen = async () => {
+    const page = await servers.list(bob, listQuery({ limit: 20 }));
+    return { total: page.total, uuids: uuids(page.objects).sort() };
+  };
+  assert.deepEqual(await seen(), { total: 3, uuids: [a1, a2, b1].sort() });
+  // The same list again: on SQLite the shared rows are not read again (one statement fewer).
+  const before = fx.services.store.statements;
+  await seen();
+  const once = fx.services.store.statements - before;
+  const again = fx.services.store.statements;
+  assert.deepEqual(await seen(), { total: 3, uuids: [a1, a2, b1].sort() });
+  assert.equal(fx.services.store.statements - again, once);
+  // (Verify mode reads them anyway, to compare.)
+  if (engine === 'sqlite' && process.env.STRATUS_ANSWER_CACHE_VERIFY !== '1')
+    assert.equal(once, 2, 'the sharing counter and the page: the shared rows were kept');
+
+  await tags.update!(alice, tag, { name: 'shared', resources: [a1, a2, a3] });
+  assert.deepEqual(await seen(), { total: 4, uuids: [a1, a2, a3, b1].sort() }, 'a member added');
+  await servers.remove!(alice, a2);
+  assert.deepEqual(await seen(), { total: 3, uuids: [a1, a3, b1].sort() }, 'a shared server deleted');
+  await acls.update!(alice, acl, { rules: [{ permission: 'EDIT' }] });
+  assert.deepEqual(await seen(), { total: 1, uuids: [b1] }, 'LIST no longer granted');
+  await acls.update!(alice, acl, { rules: [{ permission: 'LIST' }] });
+  assert.deepEqual(await seen(), { total: 3, uuids: [a1, a3, b1].sort() }, 'LIST granted again');
+  await acls.update!(alice, acl, { grantees: [] });
+  assert.deepEqual(await seen(), { total: 1, uuids: [b1] }, 'bob no longer a grantee');
+  await acls.update!(alice, acl, { grantees: [{ uuid: bob.caller.uuid }] });
+  assert.equal((await seen()).total, 3);
+  // A write from outside the services (an operator's SQL, another process on the same file).
+  await sql`delete from tag_members where res_uuid = ${a1}`.execute(fx.services.store.db);
+  assert.deepEqual(await seen(), { total: 2, uuids: [a3, b1].sort() }, 'a membership row deleted directly');
+  await acls.remove!(alice, acl);
+  assert.deepEqual(await seen(), { total: 1, uuids: [b1] }, 'the ACL deleted');
+});
