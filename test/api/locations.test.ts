@@ -217,6 +217,14 @@ describe(`two locations in one process (${engine})`, () => {
     }
     assert.equal((await call(port, S, 'GET', '/api/2.0/balance/', { auth: `only-sjc-${email}:seeded-pass-1` })).status, 200);
     assert.equal((await call(port, Z, 'GET', '/api/2.0/balance/', { auth: `only-sjc-${email}:seeded-pass-1` })).status, 401);
+    // Export takes the location too: sjc's state has the sjc-only user, zrh's not.
+    const [ex, ez] = await Promise.all([
+      cli(['export', '--db', db.url, '--locations', 'zrh,sjc', '--location', 'sjc']),
+      cli(['export', '--db', db.url, '--locations', 'zrh,sjc']),
+    ]);
+    assert.equal(ex.status, 0, ex.stderr);
+    assert.ok(ex.stdout.includes(`only-sjc-${email}`));
+    assert.ok(!ez.stdout.includes(`only-sjc-${email}`) && ez.stdout.includes(email));
     const bad = await cli(['users', 'list', '--db', db.url, '--locations', 'zrh,sjc', '--location', 'fra']);
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /location fra is not one of --locations \(zrh, sjc\)/);
