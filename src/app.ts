@@ -9,6 +9,7 @@ import { registry, startKinds } from './registry.js';
 import type { ResourceDecl } from './core/resource.js';
 import { registerBodyParsers } from './http/body.js';
 import { clientErrorHandler, frameworkErrors, guardUnusedBodies, hostMissing } from './http/edges.js';
+import { locationRefusal } from './http/locations.js';
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
 import { fromDatabaseError } from './store/errors.js';
@@ -55,7 +56,14 @@ export async function buildApp(
   services: Services,
   kinds: ResourceDecl[] = registry,
   /** Serve HTTPS with this key and certificate (http/tls.ts); plain HTTP without. */
-  opts: { tls?: { key: string; cert: string } | null } = {},
+  opts: {
+    tls?: { key: string; cert: string } | null;
+    /**
+     * One location of several (http/locations.ts): its server never listens, the front server hands it the
+     * requests for its location (and does TLS); `baseUrl` is the front's, for e-mailed links.
+     */
+    detached?: { baseUrl: () => string };
+  } = {},
 ): Promise<FastifyInstance> {
   const { config } = services;
   // The kinds' start-up work (the library catalogue into the database): idempotent, safe for several processes.
@@ -75,7 +83,7 @@ export async function buildApp(
         requireHostHeader: false,
       };
       // An https.Server is an http.Server to Fastify (same request events); `req.protocol` reads the socket.
-      return opts.tls
+      return opts.tls && !opts.detached
         ? (https.createServer({ ...options, key: opts.tls.key, cert: opts.tls.cert }, handler) as unknown as http.Server)
         : http.createServer(options, handler);
     },
@@ -116,6 +124,9 @@ export async function buildApp(
     req.format = negotiate(q.format, req.headers.accept);
     const noHost = hostMissing(req.raw);
     if (noHost) throw noHost;
+    // A host naming a location this service does not serve (several locations: http/locations.ts).
+    const refused = locationRefusal(req.raw);
+    if (refused) throw refused;
     if (closing) throw new ApiError('concurrency', 'The service is shutting down; retry the request', null, { Connection: 'close' });
     // Faults injected through the admin plane: one boolean per request while none is in force.
     if (faults.active) faults.check(req.method, req.url);
@@ -161,7 +172,7 @@ export async function buildApp(
   app.decorate('notifier', notifier);
   app.addHook('onClose', async () => notifier.stop());
   await new EventStream(services, auth.asyncAuth, app.log).attach(app);
-  const publicUrl = () => config.publicUrl ?? listeningUrl(app, config.host, opts.tls ? 'https' : 'http');
+  const publicUrl = () => config.publicUrl ?? (opts.detached ? opts.detached.baseUrl() : listeningUrl(app, config.host, opts.tls ? 'https' : 'http'));
   const accounts = accountPaths(services, auth, { mailer, publicUrl, log: app.log });
   await registerConfirmPage(app, services, () => `${publicUrl()}/api/2.0/`);
   const limiter = RateLimiter.create(services, app.log);

@@ -7,6 +7,7 @@ import { BUILTIN_CATALOGUE, readCatalogue, type LibraryEntry } from './resources
 import { DEFAULT_LOGIN_PROTECTION, describeLoginProtection, LoginRuleError, parseLoginProtection, type LoginProtection } from './core/login-rules.js';
 import { readCatalogue as readPriceCatalogue, type PriceCatalogue } from './billing/catalogue.js';
 import { parseCapacity, DEFAULT_CAPACITY, type CloudCapacity } from './billing/capacity.js';
+import { LOCATIONS, locationDb } from './core/locations.js';
 import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, type IpPoolBlock } from './core/ip-pool.js';
 
 export interface Config {
@@ -67,6 +68,12 @@ export interface Config {
   tlsKey: string | null;
   /** The location this service is (`zrh`): `/locations/`, and the `{location}.cloudsigma.com` name it answers as. */
   location: string;
+  /**
+   * Every location this deployment serves (`--locations zrh,sjc`), each a cloud of its own with its own store
+   * (core/locations.ts); one, `location`, unless given. `location` is then the one operator commands act on
+   * and the one a host naming none (localhost, an address) reaches: the first unless `--location` names another.
+   */
+  locations: string[];
   /** Host named in VNC tunnel URLs (`vnc://<host>:<port>`). */
   vncHost: string;
   /** Simulated durations of infrastructure operations, ms. */
@@ -252,6 +259,9 @@ const wrapped =
 
 const DEFAULT_CAPABILITIES = assetPath('resources/capabilities/defaults.json');
 const DEFAULT_PRICING = assetPath('billing/prices.json');
+/** The price list of a location with Intel hosts (`intel_cpu`/`intel_mem`), when several are served. */
+const INTEL_PRICING = assetPath('billing/prices-intel.json');
+let intelPricing: PriceCatalogue | undefined;
 
 export const SETTINGS: Setting<keyof Config>[] = [
   { key: 'host', flag: 'host', env: 'STRATUS_HOST', help: 'address to listen on', parse: (s) => s, fallback: () => '127.0.0.1' },
@@ -575,6 +585,21 @@ export const SETTINGS: Setting<keyof Config>[] = [
     fallback: () => 'zrh',
   },
   {
+    key: 'locations',
+    flag: 'locations',
+    env: 'STRATUS_LOCATIONS',
+    help: `locations this deployment serves, each its own cloud chosen by the request's host (${Object.keys(LOCATIONS).join(', ')})`,
+    parse: (raw) => {
+      const codes = raw.split(',').map((c) => c.trim().toLowerCase());
+      for (const c of codes)
+        if (!LOCATIONS[c]) throw new ConfigError(`locations: unknown location "${c}"; the built-in ones are ${Object.keys(LOCATIONS).join(', ')}`);
+      if (new Set(codes).size !== codes.length) throw new ConfigError(`locations: a location is named twice in "${raw}"`);
+      return codes;
+    },
+    shown: 'the one of --location',
+    fallback: () => [],
+  },
+  {
     key: 'vncHost',
     flag: 'vnc-host',
     env: 'STRATUS_VNC_HOST',
@@ -720,15 +745,50 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
     out[s.key] = raw === undefined ? (ci && s.ci ? s.ci() : s.fallback()) : s.parse(raw, { ci });
   }
   const config = out as Config;
+  if (config.locations.length === 0) config.locations = [config.location];
+  else if (rawOf(SETTINGS.find((s) => s.key === 'location')!) === undefined) config.location = config.locations[0];
+  else if (!config.locations.includes(config.location))
+    throw new ConfigError(`location ${config.location} is not one of --locations (${config.locations.join(', ')})`);
   // A location whose hosts are Intel (`--cpu-type intel`) offers that type where the capabilities say amd.
-  const hypervisors = config.capabilities.hypervisors as Record<string, string[]> | undefined;
-  if (config.cpuType !== 'amd' && hypervisors?.kvm && !hypervisors.kvm.includes(config.cpuType))
-    config.capabilities = { ...config.capabilities, hypervisors: { ...hypervisors, kvm: hypervisors.kvm.map((t) => (t === 'amd' ? config.cpuType : t)) } };
+  config.capabilities = hostCapabilities(config.capabilities, config.cpuType);
   if (!config.pricing.rowAt('cpu', 0, config.currency) && !config.pricing.rows.some((r) => r.currency === config.currency))
     throw new ConfigError(
       `currency ${config.currency} has no prices in the price catalogue (--pricing); it prices ${[...new Set(config.pricing.rows.map((r) => r.currency))].join(', ')}`,
     );
   return config;
+}
+
+/**
+ * The configuration of one served location. With one location it is `config` itself (a deployment of one
+ * location is what it always was: every setting as given). With several, each location's entry of the
+ * built-in catalogue (core/locations.ts) sets its currency, hosts (CPU type, capabilities, price list), IP
+ * pool and library, and each has its own store (`locationDb`: the first keeps `--db`).
+ */
+export function locationConfig(config: Config, code: string): Config {
+  if (config.locations.length === 1) return config;
+  const e = LOCATIONS[code];
+  if (!e || !config.locations.includes(code)) throw new ConfigError(`location ${code} is not served here (${config.locations.join(', ')})`);
+  const own: Config = {
+    ...config,
+    location: code,
+    db: code === config.locations[0] ? config.db : locationDb(config.db, code),
+    currency: e.currency,
+    cpuType: e.cpuType,
+    // AMD locations bill on --pricing (the built-in zrh list by default), Intel ones on the Intel list.
+    pricing: e.cpuType === 'intel' ? (intelPricing ??= readPriceCatalogue(INTEL_PRICING)) : config.pricing,
+    capabilities: hostCapabilities(config.capabilities, e.cpuType),
+    ipPool: parseIpPool(e.ipPool),
+    libdrives: config.libdrives.filter((d) => !e.libraryWithout.includes(String(d.body.distribution))),
+  };
+  return own;
+}
+
+/** A location whose hosts are Intel (`--cpu-type intel`) offers that type where the capabilities say amd. */
+function hostCapabilities(capabilities: Record<string, unknown>, cpuType: Config['cpuType']): Record<string, unknown> {
+  const hypervisors = capabilities.hypervisors as Record<string, string[]> | undefined;
+  if (cpuType !== 'amd' && hypervisors?.kvm && !hypervisors.kvm.includes(cpuType))
+    return { ...capabilities, hypervisors: { ...hypervisors, kvm: hypervisors.kvm.map((t) => (t === 'amd' ? cpuType : t)) } };
+  return capabilities;
 }
 
 export { ConfigError };

@@ -15,8 +15,9 @@ export const CLOCK_SETTING = 'clock_offset_ms';
 /** At most ten years per move: a typo (ms for s) should not put the service in another century. */
 const MAX_MOVE_MS = 10 * 365 * 86_400_000;
 
-export async function storedOffset(s: Pick<Services, 'store'>): Promise<number | null> {
-  const value = await s.store.settings.get(s.store.db, CLOCK_SETTING);
+export async function storedOffset(s: Pick<Services, 'store' | 'clockStore'>): Promise<number | null> {
+  const store = s.clockStore ?? s.store;
+  const value = await store.settings.get(store.db, CLOCK_SETTING);
   const n = value !== undefined ? Number(value) : NaN;
   return Number.isFinite(n) ? n : null;
 }
@@ -52,10 +53,11 @@ export async function moveClock(s: Services, move: ClockMove): Promise<ClockStat
   if ('advanceMs' in move && (!Number.isInteger(move.advanceMs) || move.advanceMs < 0 || move.advanceMs > MAX_MOVE_MS))
     throw validation('advance_ms', 'advance must be a whole number of milliseconds from 0 to ten years (the clock only moves forward)');
   if ('to' in move && Number.isNaN(move.to.getTime())) throw validation('set', 'set must be an ISO-8601 time, e.g. 2030-01-01T00:00:00Z');
-  const offset = await s.store.transaction(async (tx) => {
+  const store = s.clockStore ?? s.store;
+  const offset = await store.transaction(async (tx) => {
     // One row, locked, so two operators moving the clock at once both count.
-    await s.store.settings.insertIfAbsent(tx, CLOCK_SETTING, '0');
-    const stored = await s.store.settings.lock(tx, CLOCK_SETTING);
+    await store.settings.insertIfAbsent(tx, CLOCK_SETTING, '0');
+    const stored = await store.settings.lock(tx, CLOCK_SETTING);
     const local = s.clock instanceof AdjustableClock ? s.clock.offset : 0;
     const base = Math.max(Number(stored) || 0, local);
     const realNow = Date.now();
@@ -65,7 +67,7 @@ export async function moveClock(s: Services, move: ClockMove): Promise<ClockStat
       throw validation('set', `the clock only moves forward: it is ${isoTimestamp(new Date(current))}, ${isoTimestamp(new Date(target))} is earlier`);
     if (target - current > MAX_MOVE_MS) throw validation('set', 'a move of more than ten years is refused (check the unit)');
     const next = target - realNow;
-    await s.store.settings.put(tx, CLOCK_SETTING, String(next));
+    await store.settings.put(tx, CLOCK_SETTING, String(next));
     return { next, target };
   });
   if (s.clock instanceof AdjustableClock) s.clock.setOffset(offset.next);

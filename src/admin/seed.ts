@@ -33,7 +33,7 @@ export interface SeedReport {
   existing: Record<string, number>;
 }
 
-const USER_KEYS = ['email', 'password', 'state', 'rate_limits', 'balance', 'ips', 'vlans', 'drives', 'servers', 'tags'];
+const USER_KEYS = ['email', 'password', 'state', 'rate_limits', 'balance', 'ips', 'vlans', 'drives', 'servers', 'tags', 'locations'];
 const KINDS = ['drives', 'servers', 'tags'] as const;
 type Obj = Record<string, unknown>;
 
@@ -49,6 +49,8 @@ interface SeedUser {
   drives: Obj[];
   servers: Obj[];
   tags: Obj[];
+  /** The locations the user is made in (a deployment of several, `--locations`); absent: every one the seed is applied to. */
+  locations?: string[];
 }
 
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -109,8 +111,16 @@ export function parseSeed(doc: unknown): SeedUser[] {
       drives: list('drives'),
       servers: list('servers'),
       tags: list('tags'),
+      ...(u.locations === undefined ? {} : { locations: codes(u.locations, `${at}.locations`) }),
     };
   });
+}
+
+/** A user's `locations`: location codes like `zrh`. */
+function codes(v: unknown, at: string): string[] {
+  if (!Array.isArray(v) || v.some((c) => typeof c !== 'string' || !/^[a-z][a-z0-9]{1,15}$/i.test(c)))
+    throw validation(at, 'locations must be a list of location codes, e.g. ["zrh", "sjc"]');
+  return v.map((c: string) => c.toLowerCase());
 }
 
 /**
@@ -132,6 +142,8 @@ export async function seed(
     side[what] = (side[what] ?? 0) + n;
   };
   for (const [i, u] of users.entries()) {
+    // A user of other locations only (several locations are served, each seeded with the same file).
+    if (u.locations && !u.locations.includes(s.config.location)) continue;
     const user = await seedUser(s, u, tally);
     if (u.rate_limits !== undefined) await setAccountLimits(s, u.email, u.rate_limits);
     const ctx: Ctx = { ...s, caller: { uuid: user.uuid, email: user.email, state: user.state } };

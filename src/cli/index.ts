@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, settingDefault, SETTINGS, type Config } from '../config.js';
+import { ConfigError, loadConfig, locationConfig, settingDefault, SETTINGS, type Config } from '../config.js';
 import { AdjustableClock } from '../core/clock.js';
 import { syncClock } from '../admin/clock.js';
 import type { Services } from '../core/context.js';
@@ -250,9 +250,25 @@ export interface CliOptions {
  * `schema`: the server and `stratus migrate` create or upgrade the schema; other commands only check it.
  */
 export async function openServices(config: Config, schema: 'migrate' | 'check'): Promise<Services> {
-  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, statementCache: config.statementCache, schema });
+  // Several locations: the one of --location (the first by default), with its own store; the shared clock's
+  // offset is kept in the first location's.
+  const here = locationConfig(config, config.location);
+  const store = await Store.open(here.db, { cacheMiB: config.cacheMiB, statementCache: config.statementCache, schema });
+  let clockStore: Store | undefined;
+  if (here.db !== config.db)
+    clockStore = await Store.open(config.db, { cacheMiB: 1, schema }).catch(async (e: unknown) => {
+      await store.close();
+      throw e;
+    });
   // The deployment's shared clock (real time plus the offset the admin plane or `stratus clock` set).
-  const services: Services = withSimulator({ store, clock: new AdjustableClock(), ids: randomIds, config, events: new EventSubscriptions() });
+  const services: Services = withSimulator({
+    store,
+    clock: new AdjustableClock(),
+    ids: randomIds,
+    config: here,
+    events: new EventSubscriptions(),
+    ...(clockStore ? { clockStore } : {}),
+  });
   await syncClock(services);
   return services;
 }
@@ -267,6 +283,33 @@ function operatorEvents(s: Services): void {
   s.events?.subscribe(Object.keys(EVENT_NOTIFICATIONS));
   s.store.changes.enabled = true;
   s.store.changes.relay = true;
+}
+
+/**
+ * Every served location's services (`serve` with several locations): each its own store, simulator and
+ * configuration (config.ts locationConfig), all on one clock whose offset the first location's store keeps.
+ */
+export async function openLocations(config: Config, schema: 'migrate' | 'check'): Promise<Services[]> {
+  const clock = new AdjustableClock();
+  const out: Services[] = [];
+  try {
+    for (const code of config.locations) {
+      const c = locationConfig(config, code);
+      const store = await Store.open(c.db, { cacheMiB: config.cacheMiB, statementCache: config.statementCache, schema });
+      out.push(withSimulator({ store, clock, ids: randomIds, config: c, events: new EventSubscriptions(), ...(out[0] ? { clockStore: out[0].store } : {}) }));
+    }
+  } catch (e) {
+    await Promise.allSettled(out.map((s) => s.store.close()));
+    throw e;
+  }
+  await syncClock(out[0]);
+  return out;
+}
+
+/** Closes what openServices opened. */
+export async function closeServices(s: Services): Promise<void> {
+  await s.store.close();
+  if (s.clockStore && s.clockStore !== s.store) await s.clockStore.close();
 }
 
 const OPTIONS = {
@@ -386,24 +429,26 @@ async function dispatch(argv: string[], io: CliIo, opts: CliOptions): Promise<vo
     const progress = progressOn(io.err, command, { tty: io.errIsTTY === true, asked: flags.progress === true });
     io.out(await OPERATOR[command](services, rest, flags as Record<string, string | undefined>, commandHelp(command), progress));
   } finally {
-    await services.store.close();
+    await closeServices(services);
   }
 }
 
-/** `stratus migrate`: creates the schema of `--db`, or upgrades it to this version's; says which it did. */
+/** `stratus migrate`: creates the schema of `--db` (of every location's store), or upgrades it to this version's; says which it did. */
 async function migrateCommand(config: Config, io: CliIo): Promise<void> {
-  const store = await Store.open(config.db, { cacheMiB: config.cacheMiB, schema: 'migrate' });
-  try {
-    const { known } = await store.schemaStatus();
-    const where = `${store.dialect} ${store.location}`;
-    const n = store.migrated.length;
-    io.out(
-      n === 0
-        ? `schema of ${where} is current (${known.at(-1)})\n`
-        : `schema of ${where} ${n === known.length ? 'created' : 'upgraded'}: ${n} migration(s) applied, now at ${known.at(-1)}\n`,
-    );
-  } finally {
-    await store.close();
+  for (const code of config.locations) {
+    const store = await Store.open(locationConfig(config, code).db, { cacheMiB: config.cacheMiB, schema: 'migrate' });
+    try {
+      const { known } = await store.schemaStatus();
+      const where = `${store.dialect} ${store.location}`;
+      const n = store.migrated.length;
+      io.out(
+        n === 0
+          ? `schema of ${where} is current (${known.at(-1)})\n`
+          : `schema of ${where} ${n === known.length ? 'created' : 'upgraded'}: ${n} migration(s) applied, now at ${known.at(-1)}\n`,
+      );
+    } finally {
+      await store.close();
+    }
   }
 }
 

@@ -22,6 +22,11 @@ export interface Services {
   config: Config;
   /** The simulated infrastructure (core/sim.ts): the only way resource code reaches "hardware". */
   sim: Simulator;
+  /**
+   * Where the deployment's shared clock offset is kept when it is not `store`: with several locations, the
+   * first location's store (one clock for every location, admin/clock.ts).
+   */
+  clockStore?: Store;
   /** Event types something consumes (an outbox row is written for those); none when absent. */
   events?: EventSubscriptions;
   /** DNS for outgoing webhook deliveries (tests map names to addresses); the system's resolver when absent. */

@@ -30,6 +30,9 @@ export function prettyLine(line: string): string {
 /** The start event as a person reads it: where it listens, the demo login, a first request, the admin plane. */
 export function bannerText(o: Record<string, unknown>): string {
   const lines = [String(o.msg)];
+  // Several locations (src/serve-locations.ts): each one's base URLs.
+  const locations = o.locations as Record<string, Record<string, string>> | undefined;
+  if (locations) for (const [code, urls] of Object.entries(locations)) lines.push(`Location ${code}: ${Object.values(urls).join('  ')}`);
   const demo = o.demo_login as { email: string; password: string } | null;
   if (demo) lines.push(`Demo login: ${demo.email} / ${demo.password}`, `Try: ${String(o.try)}`);
   if (typeof o.tls === 'string') lines.push(o.tls);

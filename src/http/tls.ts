@@ -36,8 +36,11 @@ export function tlsFolder(config: Pick<Config, 'db'>): string {
 }
 
 /** The DNS names and addresses the served certificate names. */
-export function certificateNames(config: Pick<Config, 'host' | 'location'>): { dns: string[]; ips: string[] } {
-  const dns = ['*.cloudsigma.com', 'cloudsigma.com', `*.${config.location}.cloudsigma.com`, 'localhost'];
+export function certificateNames(config: Pick<Config, 'host' | 'location'> & Partial<Pick<Config, 'locations'>>): { dns: string[]; ips: string[] } {
+  const served = config.locations && config.locations.length > 1 ? config.locations : [config.location];
+  const dns = ['*.cloudsigma.com', 'cloudsigma.com', ...served.map((l) => `*.${l}.cloudsigma.com`), 'localhost'];
+  // Several locations: each also by its local name (http/locations.ts), which a wildcard under `localhost` cannot cover.
+  if (served.length > 1) dns.push(...served.flatMap((l) => [`${l}.localhost`, `direct.${l}.localhost`]));
   const ips = ['127.0.0.1', '::1'];
   const host = config.host;
   if (isIP(host)) {

@@ -207,7 +207,9 @@ export class Store {
             ? 'db: an in-memory database belongs to the one process that made it: give this command the --db of the running server (a file or postgres://)'
             : `db: there is no database at ${url}: run \`stratus migrate --db ${url}\` (or start \`stratus serve\`) to create it, or fix --db`,
         );
-      store = isPostgresUrl(url) ? await Store.openPostgres(url, opts, cleanup) : Store.openSqlite(url, { ...opts, mustExist: check }, cleanup);
+      store = isPostgresUrl(url)
+        ? await Store.openPostgres(url, { ...opts, createSchema: !check }, cleanup)
+        : Store.openSqlite(url, { ...opts, mustExist: check }, cleanup);
       const status = await store.schemaStatus();
       if (status.unknown.length)
         throw new ConfigError(
@@ -231,7 +233,7 @@ export class Store {
 
   private static async openPostgres(
     url: string,
-    opts: { poolSize?: number; cacheMiB?: number; anchorStep?: number; connectTimeoutMs?: number },
+    opts: { poolSize?: number; cacheMiB?: number; anchorStep?: number; connectTimeoutMs?: number; createSchema?: boolean },
     cleanup: (() => unknown)[],
   ): Promise<Store> {
     // Kysely calls `log` after every statement; counting is all it does here.
@@ -260,7 +262,20 @@ export class Store {
     });
     try {
       const client = await Promise.race([pool.connect(), timeout]);
-      client.release();
+      try {
+        // A search_path naming a schema that does not exist yet (a location's own, core/locations.ts): made here.
+        if (opts.createSchema) {
+          const { rows } = await client.query<{ s: string | null; p: string }>(`select current_schema() as s, current_setting('search_path') as p`);
+          const first = rows[0]?.p
+            .split(',')[0]
+            .trim()
+            .replace(/^"(.*)"$/, '$1');
+          if (rows[0] && rows[0].s === null && first && /^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(first))
+            await client.query(`create schema if not exists "${first}"`);
+        }
+      } finally {
+        client.release();
+      }
     } finally {
       clearTimeout(timer);
     }

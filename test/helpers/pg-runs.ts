@@ -9,7 +9,8 @@ export const PG_URL = process.env.STRATUS_TEST_PG_URL ?? 'postgres://postgres@12
  * The runner hands its id to the test processes in STRATUS_TEST_RUN_ID.
  */
 export const newRunId = () => randomBytes(5).toString('hex');
-const SCHEMA = /^t_([0-9a-f]{10})_[0-9a-f]{12}$/;
+// A location's own schema (`<schema>_sjc`, core/locations.ts) belongs to its run too.
+const SCHEMA = /^t_([0-9a-f]{10})_[0-9a-f]{12}(_[a-z0-9]+)?$/;
 export const schemaPrefix = (runId: string) => `t_${runId}_`;
 
 /**

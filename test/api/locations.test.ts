@@ -1,0 +1,274 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import http from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chooseLocation } from '../../src/http/locations.js';
+import { locationDb } from '../../src/core/locations.js';
+import { ApiError } from '../../src/core/errors.js';
+import { cli } from '../helpers/cli.js';
+import { engine, freshDatabase } from '../helpers/db.js';
+import { childEnv, serveProcess, type Running } from '../helpers/process.js';
+import { needs } from '../helpers/skips.js';
+
+/**
+ * Several locations in one deployment (`serve --locations zrh,sjc`), on the engine under test: each location
+ * is its own cloud (accounts, passwords, balances, currencies, resources, capabilities, prices, library),
+ * chosen by the request's host, and nothing of one is reachable from the other.
+ */
+const TOKEN = 'locations-admin-token-0123456789';
+const INSTANT = 'drive.create=0,drive.clone=0,drive.clone.per_gib=0,drive.resize=0,server.boot=0,server.stop=0,server.shutdown=0';
+
+interface Answer {
+  status: number;
+  json: any;
+}
+
+/** A request with an explicit Host header (what a client of `https://sjc.cloudsigma.com` sends), to the loopback server. */
+function call(port: number, host: string, method: string, path: string, opts: { auth?: string; token?: string; body?: unknown } = {}): Promise<Answer> {
+  const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+  const headers: Record<string, string> = { Host: host, Accept: 'application/json' };
+  if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
+  if (opts.token) headers.Authorization = `Bearer ${opts.token}`;
+  if (body) headers['Content-Type'] = 'application/json';
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path, headers }, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode!, json: text ? JSON.parse(text) : null }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('host and path choose the location', () => {
+  const served = ['zrh', 'sjc'];
+  test('real names, direct names, local names, a path prefix, and the default for any other host', () => {
+    assert.deepEqual(chooseLocation('sjc.cloudsigma.com', '/api/2.0/', served, 'zrh'), { code: 'sjc' });
+    assert.deepEqual(chooseLocation('direct.sjc.cloudsigma.com:8443', '/websocket', served, 'zrh'), { code: 'sjc' });
+    assert.deepEqual(chooseLocation('SJC.localhost:8080', '/api/2.0/', served, 'zrh'), { code: 'sjc' });
+    assert.deepEqual(chooseLocation('127.0.0.1:8080', '/sjc/api/2.0/servers/?limit=0', served, 'zrh'), { code: 'sjc', url: '/api/2.0/servers/?limit=0' });
+    assert.deepEqual(chooseLocation('127.0.0.1:8080', '/api/2.0/', served, 'zrh'), { code: 'zrh' });
+    assert.deepEqual(chooseLocation(undefined, '/fra/api/2.0/', served, 'zrh'), { code: 'zrh' });
+  });
+  test('a name of a location not served is refused, never answered by another location', () => {
+    for (const host of ['fra.cloudsigma.com', 'direct.fra.cloudsigma.com', 'fra.localhost', 'www.cloudsigma.com']) {
+      const c = chooseLocation(host, '/api/2.0/', served, 'zrh');
+      assert.ok(c instanceof ApiError && c.type === 'notexist', host);
+    }
+  });
+  test("each location's store: the first keeps --db, the others a SQLite file or a PostgreSQL schema of their own", () => {
+    assert.equal(locationDb('./data/stratus.db', 'sjc'), './data/stratus-sjc.db');
+    assert.equal(locationDb(':memory:', 'sjc'), ':memory:');
+    assert.equal(locationDb('postgres://u:p@h:5432/db', 'sjc'), `postgres://u:p@h:5432/db?options=${encodeURIComponent('-c search_path=public_sjc')}`);
+    assert.equal(
+      locationDb(`postgres://h/db?sslmode=disable&options=${encodeURIComponent('-c search_path=t_1')}`, 'sjc'),
+      `postgres://h/db?sslmode=disable&options=${encodeURIComponent('-c search_path=t_1_sjc')}`,
+    );
+  });
+});
+
+describe(`two locations in one process (${engine})`, () => {
+  let dir: string;
+  let db: { url: string; drop: () => Promise<void> };
+  let srv: Running;
+  let port: number;
+  const email = `both-${process.pid}-${Date.now()}@example.com`;
+  const zrh = `${email}:zrh-password-1`;
+  const sjc = `${email}:sjc-password-2`;
+  const Z = 'zrh.cloudsigma.com';
+  const S = 'sjc.cloudsigma.com';
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'stratus-locations-'));
+    db = engine === 'sqlite' ? { url: join(dir, 's.db'), drop: async () => {} } : await freshDatabase();
+    srv = await serveProcess(['--db', db.url, '--locations', 'zrh,sjc', '--rate-limits', 'off', '--admin-token', TOKEN, '--delays', INSTANT]);
+    port = Number(new URL(srv.base).port);
+    // The same e-mail in both: through zrh's admin plane, and through the operator command with --location sjc.
+    assert.equal((await call(port, Z, 'POST', '/_stratus/admin/users', { token: TOKEN, body: { email, password: 'zrh-password-1' } })).status, 201);
+    const add = await cli(['users', 'add', email, '--password', 'sjc-password-2', '--db', db.url, '--locations', 'zrh,sjc', '--location', 'sjc']);
+    assert.equal(add.status, 0, add.stderr);
+  });
+  after(async () => {
+    srv?.child.kill('SIGTERM');
+    await srv?.exited;
+    await db?.drop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('one e-mail is two accounts: separate passwords, balances and currencies', async () => {
+    const a = await call(port, Z, 'GET', '/api/2.0/balance/', { auth: zrh });
+    const b = await call(port, S, 'GET', '/api/2.0/balance/', { auth: sjc });
+    assert.equal(a.status, 200);
+    assert.equal(b.status, 200);
+    assert.equal(a.json.currency, 'EUR');
+    assert.equal(b.json.currency, 'USD');
+    // Each password opens its own location only.
+    assert.equal((await call(port, S, 'GET', '/api/2.0/balance/', { auth: zrh })).status, 401);
+    assert.equal((await call(port, Z, 'GET', '/api/2.0/balance/', { auth: sjc })).status, 401);
+    const [ua, ub] = await Promise.all([call(port, Z, 'GET', '/api/2.0/profile/', { auth: zrh }), call(port, S, 'GET', '/api/2.0/profile/', { auth: sjc })]);
+    assert.notEqual(ua.json.uuid, ub.json.uuid);
+    // A payment in one location moves that balance only.
+    const paid = await cli(['billing', 'topup', email, '5', '--db', db.url, '--locations', 'zrh,sjc', '--location', 'sjc']);
+    assert.equal(paid.status, 0, paid.stderr);
+    assert.equal((await call(port, S, 'GET', '/api/2.0/balance/', { auth: sjc })).json.balance, '10005.00000000000000000000');
+    assert.equal((await call(port, Z, 'GET', '/api/2.0/balance/', { auth: zrh })).json.balance, a.json.balance);
+  });
+
+  test("a resource of one location is 404 in the other, by any of its names; lists show each location's own", async () => {
+    const made = await call(port, Z, 'POST', '/api/2.0/drives/', { auth: zrh, body: { name: 'only-zrh', size: 1073741824, media: 'disk' } });
+    assert.equal(made.status, 201);
+    const uuid = made.json.objects[0].uuid;
+    assert.equal((await call(port, Z, 'GET', `/api/2.0/drives/${uuid}/`, { auth: zrh })).status, 200);
+    assert.equal((await call(port, 'zrh.localhost', 'GET', `/api/2.0/drives/${uuid}/`, { auth: zrh })).status, 200);
+    assert.equal((await call(port, '127.0.0.1', 'GET', `/zrh/api/2.0/drives/${uuid}/`, { auth: zrh })).status, 200);
+    for (const [host, path] of [
+      [S, `/api/2.0/drives/${uuid}/`],
+      ['direct.sjc.cloudsigma.com', `/api/2.0/drives/${uuid}/`],
+      ['sjc.localhost', `/api/2.0/drives/${uuid}/`],
+      [`127.0.0.1:${port}`, `/sjc/api/2.0/drives/${uuid}/`],
+    ]) {
+      const res = await call(port, host, 'GET', path, { auth: sjc });
+      assert.equal(res.status, 404, `${host}${path}`);
+      assert.equal(res.json[0].error_type, 'notexist');
+    }
+    assert.deepEqual((await call(port, S, 'GET', '/api/2.0/drives/?limit=0', { auth: sjc })).json.objects, []);
+    assert.deepEqual(
+      (await call(port, Z, 'GET', '/api/2.0/drives/?limit=0', { auth: zrh })).json.objects.map((d: any) => d.uuid),
+      [uuid],
+    );
+    // A host of no location is answered with the API's error, by no location's data.
+    const fra = await call(port, 'fra.cloudsigma.com', 'GET', `/api/2.0/drives/${uuid}/`, { auth: zrh });
+    assert.equal(fra.status, 404);
+    assert.match(fra.json[0].error_message, /No location fra here/);
+    // A host naming none reaches the default location (the first).
+    assert.equal((await call(port, `127.0.0.1:${port}`, 'GET', `/api/2.0/drives/${uuid}/`, { auth: zrh })).status, 200);
+  });
+
+  test('capabilities, prices and library drives differ as the catalogue configures them', async () => {
+    const [capZ, capS] = await Promise.all([
+      call(port, Z, 'GET', '/api/2.0/capabilities/', { auth: zrh }),
+      call(port, S, 'GET', '/api/2.0/capabilities/', { auth: sjc }),
+    ]);
+    assert.deepEqual(capZ.json.hypervisors.kvm, ['amd']);
+    assert.deepEqual(capS.json.hypervisors.kvm, ['intel']);
+    const [pZ, pS] = await Promise.all([
+      call(port, Z, 'GET', '/api/2.0/pricing/?limit=0', { auth: zrh }),
+      call(port, S, 'GET', '/api/2.0/pricing/?limit=0', { auth: sjc }),
+    ]);
+    const resources = (p: Answer) => new Set(p.json.objects.map((o: any) => o.resource));
+    assert.ok(!resources(pZ).has('intel_cpu'));
+    assert.ok(resources(pS).has('intel_cpu'));
+    const [lZ, lS] = await Promise.all([
+      call(port, Z, 'GET', '/api/2.0/libdrives/?limit=0', { auth: zrh }),
+      call(port, S, 'GET', '/api/2.0/libdrives/?limit=0', { auth: sjc }),
+    ]);
+    const distributions = (l: Answer) => new Set(l.json.objects.map((o: any) => o.distribution));
+    assert.ok(distributions(lZ).has('openSUSE'));
+    assert.ok(!distributions(lS).has('openSUSE'));
+    assert.ok(lS.json.objects.length > 0 && lS.json.objects.length < lZ.json.objects.length);
+  });
+
+  test('/locations/ lists both, and the URLs it gives reach their location', async () => {
+    const res = await call(port, S, 'GET', '/api/2.0/locations/?limit=0', { auth: sjc });
+    assert.equal(res.status, 200);
+    assert.deepEqual(
+      res.json.objects.map((l: any) => [l.id, l.display_name, l.country_code]),
+      [
+        ['ZRH', 'Zurich, Switzerland', 'CH'],
+        ['SJC', 'San Jose, United States', 'US'],
+      ],
+    );
+    for (const [loc, auth, currency] of [
+      [res.json.objects[0], zrh, 'EUR'],
+      [res.json.objects[1], sjc, 'USD'],
+    ]) {
+      for (const key of ['api_endpoint', 'upload_url']) {
+        const u = new URL(loc[key]);
+        const b = await call(port, u.host, 'GET', `${u.pathname}balance/`, { auth });
+        assert.equal(b.json.currency, currency, `${key} ${loc[key]}`);
+      }
+    }
+  });
+
+  test('one clock: moved through one location, every location reads the same time', async () => {
+    const moved = await call(port, S, 'POST', '/_stratus/admin/clock', { token: TOKEN, body: { advance_ms: 3_600_000 } });
+    assert.equal(moved.status, 200);
+    const there = await call(port, Z, 'GET', '/_stratus/admin/clock', { token: TOKEN });
+    assert.equal(there.json.offset_ms, moved.json.offset_ms);
+  });
+
+  test('operator commands act on the location --location names; one not served is refused', async () => {
+    const zList = await cli(['users', 'list', '--db', db.url, '--locations', 'zrh,sjc']);
+    const sList = await cli(['users', 'list', '--db', db.url, '--locations', 'zrh,sjc', '--location', 'sjc']);
+    assert.equal(zList.status, 0, zList.stderr);
+    assert.equal(sList.status, 0, sList.stderr);
+    assert.match(zList.stdout, new RegExp(email));
+    assert.match(sList.stdout, new RegExp(email));
+    const seedFile = join(dir, 'seed.json');
+    writeFileSync(seedFile, JSON.stringify({ users: [{ email: `only-sjc-${email}`, password: 'seeded-pass-1', locations: ['sjc'] }] }));
+    for (const loc of ['zrh', 'sjc']) {
+      const r = await cli(['seed', seedFile, '--db', db.url, '--locations', 'zrh,sjc', '--location', loc]);
+      assert.equal(r.status, 0, r.stderr);
+    }
+    assert.equal((await call(port, S, 'GET', '/api/2.0/balance/', { auth: `only-sjc-${email}:seeded-pass-1` })).status, 200);
+    assert.equal((await call(port, Z, 'GET', '/api/2.0/balance/', { auth: `only-sjc-${email}:seeded-pass-1` })).status, 401);
+    // Export takes the location too: sjc's state has the sjc-only user, zrh's not.
+    const [ex, ez] = await Promise.all([
+      cli(['export', '--db', db.url, '--locations', 'zrh,sjc', '--location', 'sjc']),
+      cli(['export', '--db', db.url, '--locations', 'zrh,sjc']),
+    ]);
+    assert.equal(ex.status, 0, ex.stderr);
+    assert.ok(ex.stdout.includes(`only-sjc-${email}`));
+    assert.ok(!ez.stdout.includes(`only-sjc-${email}`) && ez.stdout.includes(email));
+    const bad = await cli(['users', 'list', '--db', db.url, '--locations', 'zrh,sjc', '--location', 'fra']);
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /location fra is not one of --locations \(zrh, sjc\)/);
+    const unknown = await cli(['users', 'list', '--db', db.url, '--locations', 'zrh,xyz']);
+    assert.equal(unknown.status, 2);
+    assert.match(unknown.stderr, /unknown location "xyz"/);
+  });
+});
+
+const PYTHON = '/usr/bin/python3';
+const SCRIPT = fileURLToPath(new URL('../clients/libcloud_locations.py', import.meta.url));
+
+describe(`libcloud picks a location by region (${engine})`, { skip: needs('python3-libcloud') }, () => {
+  async function run(flags: string[], clientEnv: (stdout: string) => NodeJS.ProcessEnv = () => ({})): Promise<void> {
+    const dir = mkdtempSync(join(tmpdir(), 'stratus-libcloud-loc-'));
+    const db = engine === 'sqlite' ? { url: join(dir, 'l.db'), drop: async () => {} } : await freshDatabase();
+    const srv = await serveProcess(['--db', db.url, '--locations', 'zrh,sjc', '--rate-limits', 'off', '--delays', INSTANT, ...flags]);
+    try {
+      const login = /Demo login: (\S+) \/ (\S+)/.exec(srv.stdout());
+      assert.ok(login, srv.stdout());
+      const res = spawnSync(PYTHON, [SCRIPT, srv.base, login[1], login[2]], {
+        encoding: 'utf8',
+        timeout: 100_000,
+        env: { ...childEnv(), ...clientEnv(srv.stdout()) },
+      });
+      assert.equal(res.status, 0, `${res.stdout}\n${res.stderr}`);
+      assert.match(res.stdout, /ALL OK/);
+    } finally {
+      srv.child.kill('SIGTERM');
+      await srv.exited;
+      await db.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  test('local form: each driver pointed at the server and its location prefix', { timeout: 120_000 }, async () => {
+    await run([]);
+  });
+
+  test('HTTPS: drivers built with region=zrh and region=sjc, a name mapping and the CA only', { timeout: 120_000 }, async () => {
+    await run(['--tls'], (stdout) => {
+      const ca = /trust the local CA (\S+) \(/.exec(stdout);
+      assert.ok(ca, stdout);
+      return { SSL_CERT_FILE: ca[1] };
+    });
+  });
+});
