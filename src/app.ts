@@ -203,10 +203,14 @@ export async function buildApp(
   if (config.adminToken && config.adminToken !== 'off')
     registerAdmin(app, services, config.adminToken, config.adminAccess, faults, {
       kinds,
+      // The clock is the deployment's: with several locations a move makes every location's work due, and each runs it.
       runDue: async () => {
-        const ran = (await app.schedulerProbe?.runDue?.()) ?? 0;
-        // Moving the clock may make retries due: the admin plane runs those too.
-        await app.notifier.runDue();
+        let ran = 0;
+        for (const a of app.locationApps?.values() ?? [app]) {
+          ran += (await a.schedulerProbe?.runDue?.()) ?? 0;
+          // Moving the clock may make retries due: the admin plane runs those too.
+          await a.notifier.runDue();
+        }
         return ran;
       },
       forgetCredentials: () => auth.cache.clear(),

@@ -86,6 +86,13 @@ export interface Config {
   ipPool: IpPoolBlock[];
   /** Nameservers every pool IP shows. */
   nameservers: string[];
+  /** VLAN tags the operator assigns VLANs from (`bottom_vlan_tag`, lowest free first); null = VLANs show no tag. */
+  vlanPool: VlanPool | null;
+  /**
+   * Per-location overrides of the built-in catalogue (`--location-settings`), by location code: what a
+   * location of several takes instead of its catalogue entry or the deployment's setting.
+   */
+  locationSettings: Record<string, LocationOverrides>;
   /** Login protection against password guessing (resources/accounts/login-guard.ts), or null when off. */
   loginProtection: LoginProtection | null;
   /** The `--ci` preset: other settings' defaults become what a test pipeline wants (no limits, no delays). */
@@ -105,6 +112,15 @@ export interface Config {
   /** One `info` line per request: method, path, status, duration, request id, user. */
   accessLog: boolean;
 }
+
+/** A range of VLAN tags, both ends included (1..4094). */
+export interface VlanPool {
+  from: number;
+  to: number;
+}
+
+/** What `--location-settings` may set for one location (each key as the setting of the same name takes it). */
+export type LocationOverrides = Partial<Pick<Config, 'rateLimits' | 'ipPool' | 'vlanPool' | 'currency' | 'cpuType' | 'pricing' | 'capabilities'>>;
 
 /** Every setting: flag name, environment variable, default, and how to read it. */
 interface Setting<K extends keyof Config> {
@@ -171,6 +187,55 @@ function readRateLimits(raw: string): readonly Rule[] | null {
     if (e instanceof RuleError) throw new ConfigError(`rate-limits${value.includes('=') ? '' : ` file ${value}`}: ${e.message}`);
     throw e;
   }
+}
+
+/** `FROM-TO` VLAN tags (1..4094), or `off`. */
+function readVlanPool(raw: string): VlanPool | null {
+  const value = raw.trim();
+  if (value === 'off') return null;
+  const m = /^(\d{1,4})-(\d{1,4})$/.exec(value);
+  const [from, to] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
+  if (!m || from < 1 || to > 4094 || from > to)
+    throw new ConfigError(`vlan-pool must be FROM-TO with 1 <= FROM <= TO <= 4094 (e.g. 100-199), or off; got "${raw}"`);
+  return { from, to };
+}
+
+/** The settings `--location-settings` may set per location (by flag name) and the Config key each sets. */
+const LOCATION_KEYS = ['rate-limits', 'ip-pool', 'vlan-pool', 'currency', 'cpu-type', 'pricing', 'capabilities'] as const;
+
+/**
+ * `--location-settings`: inline JSON (starting with `{`) or a JSON file, `{code: {flag: value}}`, each value read
+ * by that setting's own parser, so it takes exactly what the flag takes and a bad one is refused the same way.
+ */
+function readLocationSettings(raw: string): Record<string, LocationOverrides> {
+  const value = raw.trim();
+  let doc: unknown;
+  try {
+    doc = JSON.parse(value.startsWith('{') ? value : readFileSync(value, 'utf8'));
+  } catch (e) {
+    throw new ConfigError(`location-settings: cannot read ${value.startsWith('{') ? 'the inline JSON' : value} (${(e as Error).message})`);
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw new ConfigError('location-settings must be a JSON object of locations: {"sjc": {...}}');
+  const out: Record<string, LocationOverrides> = {};
+  for (const [code, given] of Object.entries(doc)) {
+    if (!LOCATIONS[code]) throw new ConfigError(`location-settings: unknown location "${code}"; the built-in ones are ${Object.keys(LOCATIONS).join(', ')}`);
+    if (typeof given !== 'object' || given === null || Array.isArray(given)) throw new ConfigError(`location-settings: ${code} must be an object of settings`);
+    const own: Record<string, unknown> = {};
+    for (const [flag, v] of Object.entries(given as Record<string, unknown>)) {
+      const setting = SETTINGS.find((x) => x.flag === flag);
+      if (!setting || !(LOCATION_KEYS as readonly string[]).includes(flag))
+        throw new ConfigError(`location-settings: ${code}: "${flag}" is not a per-location setting (${LOCATION_KEYS.join(', ')})`);
+      if (typeof v !== 'string') throw new ConfigError(`location-settings: ${code}: ${flag} must be a string, as the flag takes it`);
+      try {
+        own[setting.key] = setting.parse(v, { ci: false });
+      } catch (e) {
+        throw new ConfigError(`location-settings: ${code}: ${(e as Error).message}`);
+      }
+    }
+    out[code] = own as LocationOverrides;
+  }
+  return out;
 }
 
 /** An optional absolute URL setting ('' = unset) with one of the given schemes. */
@@ -620,6 +685,24 @@ export const SETTINGS: Setting<keyof Config>[] = [
     fallback: () => parseIpPool(DEFAULT_IP_POOL),
   },
   {
+    key: 'vlanPool',
+    flag: 'vlan-pool',
+    env: 'STRATUS_VLAN_POOL',
+    help: 'VLAN tags VLANs are assigned from: FROM-TO (1..4094), or off (VLANs show no bottom_vlan_tag)',
+    parse: readVlanPool,
+    shown: 'off (with several locations: a range of its own each)',
+    fallback: () => null,
+  },
+  {
+    key: 'locationSettings',
+    flag: 'location-settings',
+    env: 'STRATUS_LOCATION_SETTINGS',
+    help: `per-location settings over the catalogue, JSON (inline or a file): {"sjc": {"rate-limits": "GET=50/min", ...}}; keys ${LOCATION_KEYS.join(', ')}`,
+    parse: readLocationSettings,
+    shown: 'none (the catalogue, src/core/locations.ts)',
+    fallback: () => ({}),
+  },
+  {
     key: 'nameservers',
     flag: 'nameservers',
     env: 'STRATUS_NAMESERVERS',
@@ -744,18 +827,28 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
     const raw = rawOf(s);
     out[s.key] = raw === undefined ? (ci && s.ci ? s.ci() : s.fallback()) : s.parse(raw, { ci });
   }
-  const config = out as Config;
+  let config = out as Config;
   if (config.locations.length === 0) config.locations = [config.location];
   else if (rawOf(SETTINGS.find((s) => s.key === 'location')!) === undefined) config.location = config.locations[0];
   else if (!config.locations.includes(config.location))
     throw new ConfigError(`location ${config.location} is not one of --locations (${config.locations.join(', ')})`);
+  for (const code of Object.keys(config.locationSettings))
+    if (!config.locations.includes(code)) throw new ConfigError(`location-settings: ${code} is not served here (${config.locations.join(', ')})`);
+  // One location: its own settings are the deployment's (with several, locationConfig applies each one's).
+  if (config.locations.length === 1) config = { ...config, ...config.locationSettings[config.location] };
   // A location whose hosts are Intel (`--cpu-type intel`) offers that type where the capabilities say amd.
   config.capabilities = hostCapabilities(config.capabilities, config.cpuType);
+  checkCurrency(config);
+  for (const code of config.locations.length > 1 ? config.locations : []) locationConfig(config, code);
+  return config;
+}
+
+/** The currency must be one the price list prices (a location's own, checked at start). */
+function checkCurrency(config: Config, where = ''): void {
   if (!config.pricing.rowAt('cpu', 0, config.currency) && !config.pricing.rows.some((r) => r.currency === config.currency))
     throw new ConfigError(
-      `currency ${config.currency} has no prices in the price catalogue (--pricing); it prices ${[...new Set(config.pricing.rows.map((r) => r.currency))].join(', ')}`,
+      `${where}currency ${config.currency} has no prices in the price catalogue (--pricing); it prices ${[...new Set(config.pricing.rows.map((r) => r.currency))].join(', ')}`,
     );
-  return config;
 }
 
 /**
@@ -778,9 +871,16 @@ export function locationConfig(config: Config, code: string): Config {
     pricing: e.cpuType === 'intel' ? (intelPricing ??= readPriceCatalogue(INTEL_PRICING)) : config.pricing,
     capabilities: hostCapabilities(config.capabilities, e.cpuType),
     ipPool: parseIpPool(e.ipPool),
+    vlanPool: readVlanPool(e.vlanPool),
     libdrives: config.libdrives.filter((d) => !e.libraryWithout.includes(String(d.body.distribution))),
   };
-  return own;
+  // `--location-settings`: this location's own values over the catalogue's (capabilities follow its CPU type).
+  const over = config.locationSettings[code] ?? {};
+  const cpuType = over.cpuType ?? own.cpuType;
+  const mine: Config = { ...own, ...over, capabilities: hostCapabilities(over.capabilities ?? config.capabilities, cpuType) };
+  if (over.cpuType && !over.pricing) mine.pricing = cpuType === 'intel' ? (intelPricing ??= readPriceCatalogue(INTEL_PRICING)) : config.pricing;
+  checkCurrency(mine, `location ${code}: `);
+  return mine;
 }
 
 /** A location whose hosts are Intel (`--cpu-type intel`) offers that type where the capabilities say amd. */

@@ -4,7 +4,6 @@
  * (buildApp) with its notifier, caches and rate limiter, and a scheduler; they share the clock. One front
  * server listens and hands each request to its location's app by the request's host (http/locations.ts).
  */
-import { rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
@@ -20,7 +19,7 @@ import { loadTls, type TlsMaterial } from './http/tls.js';
 import { frontServer } from './http/locations.js';
 import type { SeedReport } from './admin/seed.js';
 import { VERSION } from './version.js';
-import { clearReadyFile, demoLimits, listenError, seedAtStart, writeReadyFile } from './serve-steps.js';
+import { clearReadyFile, demoLimits, listenError, onSignals, readyContent, seedAtStart, writeReadyFile } from './serve-steps.js';
 
 interface Served {
   code: string;
@@ -87,6 +86,8 @@ export async function serveLocations(config: Config): Promise<void> {
     x.scheduler.start();
     x.app.notifier.start();
     x.app.schedulerProbe = x.scheduler;
+    // Health, readiness and metrics report every location; the admin clock runs every location's due work.
+    x.app.locationApps = apps;
   }
   const urls = Object.fromEntries(
     served.map((x) => [
@@ -122,22 +123,12 @@ export async function serveLocations(config: Config): Promise<void> {
   };
   log.child({}, { level: 'info' }).info(banner, `Stratus listening at ${url} for ${served.map((x) => x.code).join(', ')} (default ${config.location})`);
   if (config.readyFile)
-    writeReadyFile(config.readyFile, {
-      url,
-      locations: Object.fromEntries(served.map((x) => [x.code, urls[x.code].api])),
-      email: demo?.email ?? null,
-      password: demo?.password ?? null,
-      admin_token: adminToken === 'off' ? null : adminToken,
-      pid: process.pid,
-      ...(tls?.caFile ? { ca: tls.caFile } : {}),
-    });
+    writeReadyFile(
+      config.readyFile,
+      readyContent({ url, locations: Object.fromEntries(served.map((x) => [x.code, urls[x.code].api])), demo, adminToken, tls }),
+    );
 
-  let closing = false;
-  const shutdown = async (signal: string) => {
-    if (closing) return;
-    closing = true;
-    log.info({ signal }, 'shutting down');
-    if (config.readyFile) rmSync(config.readyFile, { force: true });
+  onSignals(log, config.readyFile, async () => {
     const stopped = new Promise((resolve) => front.close(resolve));
     front.closeIdleConnections();
     // The apps answer 503 to requests still arriving on open connections while in-flight ones finish.
@@ -146,8 +137,5 @@ export async function serveLocations(config: Config): Promise<void> {
     await stopped;
     await Promise.allSettled(served.map((x) => x.scheduler.stop()));
     await closeStores();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
+  });
 }

@@ -74,3 +74,43 @@ export async function demoLimits(services: Services, email: string): Promise<voi
   const user = await findUserByEmail(services, email);
   if (user && (await getAccountLimitsText(services, user.uuid)) === undefined) await setAccountLimits(services, email, DEMO_LIMITS);
 }
+
+/**
+ * The ready file's contents (one location or several): where the API is, the demo login, the admin token (a
+ * generated one exists nowhere else), this process, the local CA to trust; `locations` with several.
+ */
+export function readyContent(o: {
+  url: string;
+  locations?: Record<string, string>;
+  demo: { email: string; password: string } | null;
+  adminToken: string;
+  tls: { caFile?: string | null } | null;
+}): Record<string, unknown> {
+  return {
+    url: o.url,
+    ...(o.locations ? { locations: o.locations } : {}),
+    email: o.demo?.email ?? null,
+    password: o.demo?.password ?? null,
+    admin_token: o.adminToken === 'off' ? null : o.adminToken,
+    pid: process.pid,
+    ...(o.tls?.caFile ? { ca: o.tls.caFile } : {}),
+  };
+}
+
+/**
+ * SIGTERM/SIGINT, once: the ready file goes first (a pipeline must not find a server that is leaving), then
+ * `stop` (stop accepting, let in-flight requests finish, stop the schedulers, close the stores), then exit 0.
+ */
+export function onSignals(log: { info: (obj: object, msg: string) => void }, readyFile: string | null, stop: () => Promise<unknown>): void {
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    log.info({ signal }, 'shutting down');
+    if (readyFile) rmSync(readyFile, { force: true });
+    await stop();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+}

@@ -2,7 +2,6 @@
  * `stratus serve`: the API server in this process (src/main.ts loads this module only for `serve`), with
  * its scheduler loop and signal handling.
  */
-import { rmSync } from 'node:fs';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { randomAlnum, randomPassword } from './core/passwords.js';
@@ -15,7 +14,7 @@ import { loadTls, type TlsMaterial } from './http/tls.js';
 import { VERSION } from './version.js';
 import { serveLocations } from './serve-locations.js';
 export { DEMO_LIMITS } from './serve-steps.js';
-import { clearReadyFile, demoLimits, listenError, seedAtStart, writeReadyFile } from './serve-steps.js';
+import { clearReadyFile, demoLimits, listenError, onSignals, readyContent, seedAtStart, writeReadyFile } from './serve-steps.js';
 
 export async function serve(config: Config): Promise<void> {
   // Several locations: one app per location behind a front server that picks by host (src/serve-locations.ts).
@@ -84,29 +83,12 @@ export async function serve(config: Config): Promise<void> {
     seeded: seeded ?? null,
   };
   app.log.child({}, { level: 'info' }).info(banner, `Stratus listening at ${base} (database: ${banner.database})`);
-  if (config.readyFile) {
-    writeReadyFile(config.readyFile, {
-      url: base,
-      email: demo?.email ?? null,
-      password: demo?.password ?? null,
-      admin_token: adminToken === 'off' ? null : adminToken,
-      pid: process.pid,
-      ...(tls?.caFile ? { ca: tls.caFile } : {}),
-    });
-  }
+  if (config.readyFile) writeReadyFile(config.readyFile, readyContent({ url: base, demo, adminToken, tls }));
 
   // SIGTERM/SIGINT: stop accepting, let in-flight requests finish, then close the database.
-  let closing = false;
-  const shutdown = async (signal: string) => {
-    if (closing) return;
-    closing = true;
-    app.log.info({ signal }, 'shutting down');
-    if (config.readyFile) rmSync(config.readyFile, { force: true });
+  onSignals(app.log, config.readyFile, async () => {
     await app.close();
     await scheduler.stop();
     await services.store.close();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
+  });
 }

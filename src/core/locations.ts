@@ -3,9 +3,10 @@
  * its recorded `/locations/` answer lists them (id, display name, country), with what Stratus makes differ
  * between them when it serves several: the currency accounts bill in, the hosts' CPU type (and with it the
  * capabilities and the price list: AMD locations bill `cpu`/`mem`, Intel ones `intel_cpu`/`intel_mem`), the
- * public IP pool and the library drives. The currencies, pools and libraries are Stratus's choices (the
- * recording shows none of them): each location bills in the currency of its country where the price list
- * has one (CHF, EUR, GBP, USD), USD elsewhere; pools are distinct blocks so an address names its location.
+ * public IP pool, the VLAN tags and the library drives. The currencies, pools and libraries are Stratus's
+ * choices (the recording shows none of them): each location bills in the currency of its country where the
+ * price list has one (CHF, EUR, GBP, USD), USD elsewhere; pools are distinct blocks so an address (or a VLAN
+ * tag) names its location. `--location-settings` overrides any of this per location (config.ts).
  */
 export interface LocationEntry {
   id: string;
@@ -15,6 +16,8 @@ export interface LocationEntry {
   cpuType: 'amd' | 'intel';
   /** `CIDR[@GATEWAY],…` as `--ip-pool` takes it. */
   ipPool: string;
+  /** `FROM-TO` as `--vlan-pool` takes it: 200 tags of its own per location (its place in the catalogue). */
+  vlanPool: string;
   /** Distributions missing from this location's library (the built-in library otherwise). */
   libraryWithout: string[];
   /** The documentation version the recorded answer links to. */
@@ -30,7 +33,7 @@ const entry = (
   ipPool: string,
   libraryWithout: string[] = [],
   docs = '2.11',
-): LocationEntry => ({ id, displayName, countryCode, currency, cpuType, ipPool, libraryWithout, docs });
+): Omit<LocationEntry, 'vlanPool'> => ({ id, displayName, countryCode, currency, cpuType, ipPool, libraryWithout, docs });
 
 /** Every location the recorded answer (and the published list of endpoints) names. */
 export const LOCATIONS: Record<string, LocationEntry> = Object.fromEntries(
@@ -52,7 +55,7 @@ export const LOCATIONS: Record<string, LocationEntry> = Object.fromEntries(
     entry('crk', 'Clark, Philippines', 'PH', 'USD', 'amd', '103.16.44.0/24', ['openSUSE', 'Fedora']),
     entry('tyo', 'Tokyo, Japan', 'JP', 'USD', 'amd', '103.16.45.0/24', ['openSUSE']),
     entry('ruh', 'Riyadh, Saudi Arabia', 'SA', 'USD', 'amd', '103.16.46.0/24', ['openSUSE', 'Fedora']),
-  ].map((e) => [e.id, e]),
+  ].map((e, i) => [e.id, { ...e, vlanPool: `${i * 200 + 2}-${i * 200 + 201}` }]),
 );
 
 /**

@@ -43,7 +43,8 @@ import { OPS_BASE } from './ops.js';
  *   GET    clock                                               {now, offset_ms}
  *   POST   clock                     {advance_ms} | {advance: "1h30m"} | {set: ISO}
  *                                                              move the deployment's shared clock forward; due
- *                                                              work runs at once here, at the next tick elsewhere
+ *                                                              work runs at once here (in every location this
+ *                                                              process serves), at the next tick elsewhere
  *   GET    faults                                              the HTTP fault rules in force
  *   POST   faults                    {type: "boot", server}    the server's next boot fails
  *                                    {type: "clone", drive?}   the next clone of the drive (of any drive) fails

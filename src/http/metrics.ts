@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../core/context.js';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { documentPath, routeLabel } from './routes.js';
 
 /**
@@ -22,6 +22,10 @@ import { documentPath, routeLabel } from './routes.js';
  *   stratus_object_cache_bytes             what the kept presented objects take (bounded by --cache-mib)
  *   process_*, nodejs_*                    prom-client's default process metrics
  *
+ * With several locations (`--locations`) every metric carries a `location` label (each location's app has its
+ * registry, labelled), and `/_stratus/metrics` of any location answers for all of them: one exposition with
+ * every location's series (the process_* ones are the process's, the same under each label).
+ *
  * The request path pays for one histogram observation: an `onResponse` hook looks the labelled child up in
  * nested maps (no string is built per request) and observes the elapsed time Fastify already measured.
  * Everything else is read when Prometheus scrapes. prom-client is bundled into the `serve` chunk: loaded
@@ -40,6 +44,7 @@ export class Metrics {
 
   constructor(services: Services, app: FastifyInstance) {
     const registers = [this.registry];
+    if (services.config.locations.length > 1) this.registry.setDefaultLabels({ location: services.config.location });
     this.duration = new Histogram({
       name: 'stratus_http_request_duration_seconds',
       help: 'Answered HTTP requests by route pattern, method and status, and how long each took',
@@ -140,11 +145,28 @@ export class Metrics {
   text(): Promise<string> {
     return this.registry.metrics();
   }
+
+  json(): Promise<MetricObjectWithValues<MetricValue<string>>[]> {
+    return this.registry.getMetricsAsJSON();
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: Metrics;
+  }
+}
+
+/** Every location's metrics as one exposition: series of one name from several registries side by side (their `location` labels differ). */
+async function allLocations(apps: ReadonlyMap<string, FastifyInstance>): Promise<string> {
+  const each = await Promise.all([...apps.values()].map((a) => a.metrics.json()));
+  return AggregatorRegistry.aggregate(each).metrics();
 }
 
 /** Installs the request hook and `/_stratus/metrics`. */
 export function registerMetrics(app: FastifyInstance, services: Services): Metrics {
   const metrics = new Metrics(services, app);
+  app.decorate('metrics', metrics);
   // The callback form: no promise per request.
   app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
     metrics.observe(routeLabel(req), req.method, reply.statusCode, reply.elapsedTime / 1000);
@@ -158,7 +180,8 @@ export function registerMetrics(app: FastifyInstance, services: Services): Metri
   app.route({
     method: ['GET', 'HEAD'],
     url: '/_stratus/metrics',
-    handler: async (_req, reply) => reply.header('content-type', metrics.contentType).send(await metrics.text()),
+    handler: async (_req, reply) =>
+      reply.header('content-type', metrics.contentType).send(await (app.locationApps ? allLocations(app.locationApps) : metrics.text())),
   });
   return metrics;
 }

@@ -59,18 +59,38 @@ export const vlans = storedDecl(
 /** Create `count` private VLANs for an account (the operator's `stratus vlans assign`; subscriptions later). */
 export async function assignVlans(
   tx: Tx,
-  s: Pick<Services, 'clock' | 'ids' | 'store'>,
+  s: Pick<Services, 'clock' | 'ids' | 'store' | 'config'>,
   ownerUuid: string,
   count: number,
   opts: { subscription?: number } = {},
 ): Promise<string[]> {
   const subscription = opts.subscription === undefined ? null : { id: opts.subscription, resource_uri: `/api/2.0/subscriptions/${opts.subscription}/` };
+  const tags = await freeVlanTags(tx, s, count);
   const out: string[] = [];
   for (let i = 0; i < count; i++) {
     const uuid = s.ids.uuid();
-    await vlans.service.insert(tx, s, uuid, ownerUuid, { bottom_vlan_tag: null, meta: {}, name: null, subscription });
+    await vlans.service.insert(tx, s, uuid, ownerUuid, { bottom_vlan_tag: tags?.[i] ?? null, meta: {}, name: null, subscription });
     out.push(uuid);
   }
+  return out;
+}
+
+/**
+ * The lowest `count` tags of the location's VLAN pool (`--vlan-pool`, a range per location with several) no
+ * VLAN holds; null without a pool (VLANs show no tag, as the recorded answers do). An exhausted pool refuses
+ * the assignment (403 `permission`, naming the pool) rather than handing out a tag twice.
+ */
+async function freeVlanTags(tx: Tx, s: Pick<Services, 'store' | 'config'>, count: number): Promise<number[] | null> {
+  const pool = s.config.vlanPool;
+  if (!pool || count <= 0) return null;
+  const used = new Set<number>();
+  for await (const row of s.store.resources.ownedFields(tx, 'vlans', ['bottom_vlan_tag'])) {
+    const tag = Number(row.fields.bottom_vlan_tag);
+    if (Number.isInteger(tag)) used.add(tag);
+  }
+  const out: number[] = [];
+  for (let tag = pool.from; tag <= pool.to && out.length < count; tag++) if (!used.has(tag)) out.push(tag);
+  if (out.length < count) throw permission(`The VLAN pool ${pool.from}-${pool.to} of this location has ${out.length} free tags, ${count} asked`, 'vlans');
   return out;
 }
 
