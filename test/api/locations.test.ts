@@ -13,6 +13,7 @@ import { cli } from '../helpers/cli.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { childEnv, serveProcess, type Running } from '../helpers/process.js';
 import { needs } from '../helpers/skips.js';
+import { until } from '../helpers/until.js';
 
 /**
  * Several locations in one deployment (`serve --locations zrh,sjc`), on the engine under test: each location
@@ -20,6 +21,7 @@ import { needs } from '../helpers/skips.js';
  * chosen by the request's host, and nothing of one is reachable from the other.
  */
 const TOKEN = 'locations-admin-token-0123456789';
+const SJC_SETTINGS = JSON.stringify({ sjc: { 'rate-limits': 'GET:/tags/=2/day', 'ip-pool': '10.20.0.0/24', 'vlan-pool': '500-509' } });
 const INSTANT = 'drive.create=0,drive.clone=0,drive.clone.per_gib=0,drive.resize=0,server.boot=0,server.stop=0,server.shutdown=0';
 
 interface Answer {
@@ -86,7 +88,22 @@ describe(`two locations in one process (${engine})`, () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'stratus-locations-'));
     db = engine === 'sqlite' ? { url: join(dir, 's.db'), drop: async () => {} } : await freshDatabase();
-    srv = await serveProcess(['--db', db.url, '--locations', 'zrh,sjc', '--rate-limits', 'off', '--admin-token', TOKEN, '--delays', INSTANT]);
+    srv = await serveProcess([
+      '--db',
+      db.url,
+      '--locations',
+      'zrh,sjc',
+      '--rate-limits',
+      'off',
+      '--admin-token',
+      TOKEN,
+      // Boots take an hour of the shared clock here: the clock test moves it.
+      '--delays',
+      INSTANT.replace('server.boot=0', 'server.boot=3600000'),
+      // sjc's own rate limits, IP and VLAN pools over the catalogue's (zrh keeps the deployment's and the catalogue's).
+      '--location-settings',
+      SJC_SETTINGS,
+    ]);
     port = Number(new URL(srv.base).port);
     // The same e-mail in both: through zrh's admin plane, and through the operator command with --location sjc.
     assert.equal((await call(port, Z, 'POST', '/_stratus/admin/users', { token: TOKEN, body: { email, password: 'zrh-password-1' } })).status, 201);
@@ -195,11 +212,105 @@ describe(`two locations in one process (${engine})`, () => {
     }
   });
 
-  test('one clock: moved through one location, every location reads the same time', async () => {
+  test("rate limits, the public IP pool and the VLAN pool are each location's own (--location-settings over the catalogue)", async () => {
+    // sjc allows two GETs of /tags/ a day; zrh has the deployment's (off).
+    const codes = async (host: string, auth: string) => {
+      const out: number[] = [];
+      for (let i = 0; i < 3; i++) out.push((await call(port, host, 'GET', '/api/2.0/tags/', { auth })).status);
+      return out;
+    };
+    assert.deepEqual(await codes(S, sjc), [200, 200, 429]);
+    assert.deepEqual(await codes(Z, zrh), [200, 200, 200]);
+    // An IP and a VLAN each, through each location's admin plane: from that location's pools.
+    for (const host of [Z, S]) {
+      const seeded = await call(port, host, 'POST', '/_stratus/admin/seed', { token: TOKEN, body: { users: [{ email, ips: 1, vlans: 1 }] } });
+      assert.equal(seeded.status, 200, JSON.stringify(seeded.json));
+    }
+    const [ipZ, ipS] = await Promise.all([call(port, Z, 'GET', '/api/2.0/ips/', { auth: zrh }), call(port, S, 'GET', '/api/2.0/ips/', { auth: sjc })]);
+    assert.match(ipZ.json.objects[0].uuid, /^185\.12\.6\.\d+$/);
+    assert.match(ipS.json.objects[0].uuid, /^10\.20\.0\.\d+$/);
+    const [vZ, vS] = await Promise.all([
+      call(port, Z, 'GET', '/api/2.0/vlans/detail/', { auth: zrh }),
+      call(port, S, 'GET', '/api/2.0/vlans/detail/', { auth: sjc }),
+    ]);
+    // zrh: the first 200 tags (the catalogue's first entry); sjc: its own range.
+    const tagZ = vZ.json.objects[0].bottom_vlan_tag;
+    assert.ok(tagZ >= 2 && tagZ <= 201, String(tagZ));
+    assert.equal(vS.json.objects[0].bottom_vlan_tag, 500);
+  });
+
+  test('health, readiness and metrics report every location, from any of them', async () => {
+    for (const [host, path] of [
+      [S, '/_stratus/ready'],
+      [`127.0.0.1:${port}`, '/zrh/_stratus/ready'],
+    ]) {
+      const ready = await call(port, host, 'GET', path);
+      assert.equal(ready.status, 200, JSON.stringify(ready.json));
+      assert.equal(ready.json.status, 'ready');
+      assert.equal(ready.json.location, host === S ? 'sjc' : 'zrh');
+      assert.deepEqual(Object.keys(ready.json.locations).sort(), ['sjc', 'zrh']);
+      for (const r of Object.values(ready.json.locations) as any[]) assert.equal(r.checks.scheduler.running, true);
+    }
+    const health = await call(port, Z, 'GET', '/_stratus/health');
+    assert.deepEqual(health.json, { location: 'zrh', locations: { sjc: 'ok', zrh: 'ok' }, status: 'ok' });
+    const text = await new Promise<string>((resolve, reject) =>
+      http
+        .get({ host: '127.0.0.1', port, path: '/_stratus/metrics', headers: { Host: S } }, (res) => {
+          let t = '';
+          res.on('data', (d) => (t += d));
+          res.on('end', () => resolve(t));
+        })
+        .on('error', reject),
+    );
+    for (const loc of ['zrh', 'sjc']) assert.match(text, new RegExp(`stratus_scheduler_running\\{location="${loc}"\\} 1`));
+    // Every series names its location.
+    const series = text.split('\n').filter((l) => l && !l.startsWith('#'));
+    assert.ok(series.length > 20);
+    for (const line of series) assert.match(line, /location="(zrh|sjc)"/, line);
+  });
+
+  test('one clock: moved once through one location, the servers booting in both reach running', async () => {
+    const boot = async (host: string, auth: string, name: string) => {
+      const made = await call(port, host, 'POST', '/api/2.0/servers/', { auth, body: { name, cpu: 1000, mem: 536870912, vnc_password: 'vncpass1' } });
+      assert.equal(made.status, 201, JSON.stringify(made.json));
+      const uuid = made.json.objects[0].uuid as string;
+      assert.equal((await call(port, host, 'POST', `/api/2.0/servers/${uuid}/action/?do=start`, { auth })).status, 202);
+      assert.equal((await call(port, host, 'GET', `/api/2.0/servers/${uuid}/`, { auth })).json.status, 'starting');
+      return uuid;
+    };
+    const status = async (host: string, auth: string, uuid: string) => (await call(port, host, 'GET', `/api/2.0/servers/${uuid}/`, { auth })).json.status;
+    const [a, b] = [await boot(Z, zrh, 'clock-zrh'), await boot(S, sjc, 'clock-sjc')];
+    // The admin plane of sjc moves the deployment's clock past the boots: each location runs its due work at once.
     const moved = await call(port, S, 'POST', '/_stratus/admin/clock', { token: TOKEN, body: { advance_ms: 3_600_000 } });
     assert.equal(moved.status, 200);
     const there = await call(port, Z, 'GET', '/_stratus/admin/clock', { token: TOKEN });
     assert.equal(there.json.offset_ms, moved.json.offset_ms);
+    assert.deepEqual([await status(Z, zrh, a), await status(S, sjc, b)], ['running', 'running']);
+    // Moved from outside (the operator command on the first location's store): each location's scheduler sees it at its next tick.
+    const [c, d] = [await boot(Z, zrh, 'clock-zrh-2'), await boot(S, sjc, 'clock-sjc-2')];
+    const adv = await cli(['clock', 'advance', '1h', '--db', db.url, '--locations', 'zrh,sjc']);
+    assert.equal(adv.status, 0, adv.stderr);
+    await until(
+      'both servers running after the operator moved the clock',
+      async () => (await status(Z, zrh, c)) === 'running' && (await status(S, sjc, d)) === 'running',
+    );
+  });
+
+  test("the admin plane's state export and import act on the location of its host", async () => {
+    const exported = await call(port, S, 'GET', '/_stratus/admin/state', { token: TOKEN });
+    assert.equal(exported.status, 200);
+    const made = await call(port, S, 'POST', '/api/2.0/drives/', { auth: sjc, body: { name: 'after-export', size: 1073741824, media: 'disk' } });
+    assert.equal(made.status, 201);
+    const names = async (host: string, auth: string) =>
+      (await call(port, host, 'GET', '/api/2.0/drives/detail/?limit=0', { auth })).json.objects.map((o: any) => o.name as string).sort();
+    const zrhBefore = await names(Z, zrh);
+    const imported = await call(port, S, 'POST', '/_stratus/admin/state', { token: TOKEN, body: exported.json });
+    assert.equal(imported.status, 200, JSON.stringify(imported.json));
+    assert.deepEqual(await names(S, sjc), [], 'sjc as exported: no drives');
+    assert.deepEqual(await names(Z, zrh), zrhBefore);
+    assert.ok(zrhBefore.includes('only-zrh'), zrhBefore.join());
+    // The admin plane of an unserved location's name is refused, never another location's.
+    assert.equal((await call(port, 'fra.cloudsigma.com', 'GET', '/_stratus/admin/clock', { token: TOKEN })).status, 404);
   });
 
   test('operator commands act on the location --location names; one not served is refused', async () => {
