@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chooseLocation } from '../../src/http/locations.js';
 import { locationDb } from '../../src/core/locations.js';
+import { ConfigError, loadConfig, locationConfig } from '../../src/config.js';
 import { ApiError } from '../../src/core/errors.js';
 import { cli } from '../helpers/cli.js';
 import { engine, freshDatabase } from '../helpers/db.js';
@@ -72,6 +73,47 @@ describe('host and path choose the location', () => {
       locationDb(`postgres://h/db?sslmode=disable&options=${encodeURIComponent('-c search_path=t_1')}`, 'sjc'),
       `postgres://h/db?sslmode=disable&options=${encodeURIComponent('-c search_path=t_1_sjc')}`,
     );
+  });
+});
+
+describe('--location-settings and --vlan-pool', () => {
+  const load = (flags: Record<string, string>) => loadConfig(flags, {});
+  test("each location's settings over the catalogue's; the others keep the catalogue's and the deployment's", () => {
+    const c = load({ locations: 'zrh,sjc', 'rate-limits': 'off', 'location-settings': SJC_SETTINGS });
+    const [z, j] = [locationConfig(c, 'zrh'), locationConfig(c, 'sjc')];
+    assert.equal(z.rateLimits, null);
+    assert.deepEqual(j.rateLimits, [{ method: 'GET', path: '/tags/', count: 2, per: 'day' }]);
+    assert.deepEqual([z.ipPool[0].cidr, j.ipPool[0].cidr], ['185.12.6.0/24', '10.20.0.0/24']);
+    assert.deepEqual(
+      [z.vlanPool, j.vlanPool],
+      [
+        { from: 2, to: 201 },
+        { from: 500, to: 509 },
+      ],
+    );
+    assert.deepEqual([z.currency, j.currency], ['EUR', 'USD']);
+  });
+  test("one location: as it always was (no VLAN tags), its own settings become the deployment's", () => {
+    assert.equal(load({}).vlanPool, null);
+    const one = load({ location: 'sjc', 'location-settings': '{"sjc": {"vlan-pool": "7-9", "ip-pool": "10.9.0.0/24"}}' });
+    assert.deepEqual([one.vlanPool, one.ipPool[0].cidr], [{ from: 7, to: 9 }, '10.9.0.0/24']);
+    assert.deepEqual(load({ 'vlan-pool': '100-199' }).vlanPool, { from: 100, to: 199 });
+  });
+  test('bad settings stop start-up with a message naming the setting', () => {
+    for (const [flags, message] of [
+      [{ 'vlan-pool': '0-10' }, /vlan-pool must be FROM-TO/],
+      [{ locations: 'zrh,sjc', 'location-settings': '{"fra": {}}' }, /location-settings: fra is not served here/],
+      [{ 'location-settings': '{"xyz": {}}' }, /unknown location "xyz"/],
+      [{ locations: 'zrh,sjc', 'location-settings': '{"sjc": {"db": "x"}}' }, /"db" is not a per-location setting/],
+      [{ locations: 'zrh,sjc', 'location-settings': '{"sjc": {"rate-limits": "GET=lots"}}' }, /location-settings: sjc: rate-limits/],
+      [{ locations: 'zrh,sjc', 'location-settings': '{"sjc": {"currency": "JPY"}}' }, /location sjc: currency JPY has no prices/],
+      [{ 'location-settings': '{not json' }, /location-settings: cannot read/],
+    ] as const)
+      assert.throws(
+        () => load(flags as Record<string, string>),
+        (e: Error) => e instanceof ConfigError && message.test(e.message),
+        JSON.stringify(flags),
+      );
   });
 });
 
