@@ -161,6 +161,22 @@ describe('the docs', () => {
     });
   }
 
+  test('the libcloud recipe for picking a location runs with the real client against two locations', { skip: needs('python3-libcloud') }, async () => {
+    const recipe = blocks('README.md').find((b) => b.lang === 'python' && b.tags.includes('libcloud-locations'));
+    assert.ok(recipe, 'README.md has a python libcloud-locations block');
+    const db = await freshDatabase();
+    const srv = await serveProcess(['--db', db.url, '--locations', 'zrh,sjc', '--ci', '--demo-login', 'ci@example.com:s3cret']);
+    try {
+      const port = new URL(srv.base).port;
+      const res = spawnSync('/usr/bin/python3', ['-c', recipe.code.replace(', 8080, False', `, ${port}, False`)], { encoding: 'utf8', timeout: 120_000 });
+      assert.equal(res.status, 0, res.stderr);
+    } finally {
+      srv.child.kill('SIGTERM');
+      await srv.exited;
+      await db.drop();
+    }
+  });
+
   test('the libcloud recipe runs with the real client', { skip: needs('python3-libcloud') }, async () => {
     const recipe = blocks('README.md').find((b) => b.lang === 'python' && b.tags.includes('libcloud'));
     assert.ok(recipe, 'README.md has a python libcloud block');
