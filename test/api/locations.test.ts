@@ -406,6 +406,7 @@ describe(`two locations in one process (${engine})`, () => {
   });
 
   test('operator commands act on the location --location names; one not served is refused', async () => {
+    const on = (loc: string) => ['--db', db.url, '--locations', 'zrh,sjc', '--location', loc];
     const zList = await cli(['users', 'list', '--db', db.url, '--locations', 'zrh,sjc']);
     const sList = await cli(['users', 'list', '--db', db.url, '--locations', 'zrh,sjc', '--location', 'sjc']);
     assert.equal(zList.status, 0, zList.stderr);
@@ -428,6 +429,17 @@ describe(`two locations in one process (${engine})`, () => {
     assert.equal(ex.status, 0, ex.stderr);
     assert.ok(ex.stdout.includes(`only-sjc-${email}`));
     assert.ok(!ez.stdout.includes(`only-sjc-${email}`) && ez.stdout.includes(email));
+    // Import takes it too: sjc's export imported into sjc drops what sjc got since; zrh is untouched.
+    const file = join(dir, 'sjc-state.json');
+    writeFileSync(file, ex.stdout);
+    const later = `later-${email}`;
+    assert.equal((await cli(['users', 'add', later, '--password', 'later-pass-1', ...on('sjc')])).status, 0);
+    const zrhUsers = (await cli(['users', 'list', ...on('zrh')])).stdout;
+    const imp = await cli(['import', file, ...on('sjc')]);
+    assert.equal(imp.status, 0, imp.stderr);
+    const sjcUsers = (await cli(['users', 'list', ...on('sjc')])).stdout;
+    assert.ok(!sjcUsers.includes(later) && sjcUsers.includes(`only-sjc-${email}`), sjcUsers);
+    assert.equal((await cli(['users', 'list', ...on('zrh')])).stdout, zrhUsers);
     const bad = await cli(['users', 'list', '--db', db.url, '--locations', 'zrh,sjc', '--location', 'fra']);
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /location fra is not one of --locations \(zrh, sjc\)/);
