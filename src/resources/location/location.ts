@@ -1,6 +1,12 @@
 import { LOCATIONS } from '../../core/locations.js';
 import type { SingletonDecl } from '../../core/resource.js';
 
+/**
+ * Where a location's web console is, from the location's base (`https://sjc.cloudsigma.com`): the one place that
+ * says so (`/locations/`' `default_frontend_url`; the console itself is served at `/ui/` of every location).
+ */
+export const consoleUrl = (base: string): string => `${base}/ui/`;
+
 export function describeLocation(code: string): Record<string, string> {
   const host = `${code}.cloudsigma.com`;
   const known = LOCATIONS[code];
@@ -9,8 +15,8 @@ export function describeLocation(code: string): Record<string, string> {
     alternative_frontend_url: `https://${host}/ui/2.0/`,
     api_endpoint: `https://${host}/api/2.0/`,
     country_code: countryCode,
-    default_frontend_signup_url: `https://${host}/ui/`,
-    default_frontend_url: `https://${host}/ui/`,
+    default_frontend_signup_url: consoleUrl(`https://${host}`),
+    default_frontend_url: consoleUrl(`https://${host}`),
     display_name: displayName,
     documentation_url: `https://cloudsigma-docs.readthedocs.org/en/${known?.docs ?? '2.14'}/`,
     id: code.toUpperCase(),
