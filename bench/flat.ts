@@ -1,13 +1,15 @@
 /**
- * "Flat": the same URLs on the measured account at each size (100, 10k, 100k servers and as many drives,
- * plus 1,000 servers shared through an ACL), on one Stratus process over one database that grows
- * between sizes. Each figure is compared with the same URL at the smallest size of the same run: the
- * cost multiple is req/s at the reference over req/s at the size (goal < 2x). The server process's
- * resident memory is read meanwhile (idle after seeding, peak during the runs, after the runs).
+ * "Flat": the same URLs on the measured account at each size (100, 10k, 100k servers and as many drives),
+ * each measured twice: with the account's own rows only, and with 1,000 more servers shared with it through
+ * an ACL (the sharer's ACL names it as a grantee for the second run only). One Stratus process over one
+ * database that grows between sizes. Each figure is compared with the same URL and the same sharing at the
+ * smallest size of the same run: the cost multiple is req/s at the reference over req/s at the size (goal
+ * < 2x); and at each size the shared run with the own-only run (what 1,000 shares cost, goal < 1.3x). The
+ * server process's resident memory is read meanwhile (idle after seeding, peak during the runs, after the runs).
  */
 import type { Child } from './children.js';
 import { measure, type Run, type RunSettings } from './measure.js';
-import { growTo, type Account, type Seeded } from './seed.js';
+import { growTo, sharedWith, type Accounts, type Seeded } from './seed.js';
 import type { Store } from '../src/store/db.js';
 
 export const FLAT_GOAL = 2;
@@ -15,6 +17,8 @@ export const FLAT_GOAL = 2;
 export interface FlatRow {
   size: number;
   label: string;
+  /** `own`: the account's own rows only; `shared`: plus the 1,000 servers shared with it. */
+  who: 'own' | 'shared';
   run: Run;
 }
 
@@ -44,18 +48,22 @@ export async function flatAt(
   store: Store,
   stratus: Child,
   seeded: Seeded,
-  caller: Account,
+  accounts: Accounts,
   size: number,
   s: RunSettings,
   before: () => Promise<void> = async () => {},
 ): Promise<{ rows: FlatRow[]; memory: MemoryRow }> {
   const t0 = performance.now();
-  await growTo(store, caller, seeded, size);
+  await growTo(store, accounts.caller, seeded, size);
   const seedSeconds = (performance.now() - t0) / 1000;
   const idle = stratus.memory().rssMiB;
   await before();
   const rows: FlatRow[] = [];
-  for (const u of urls(seeded)) rows.push({ size, label: u.label, run: await measure(stratus, { path: u.path, headers: caller.headers }, s) });
+  const api = `${stratus.base}/api/2.0/`;
+  for (const who of ['own', 'shared'] as const) {
+    await sharedWith(api, accounts, seeded, who === 'shared');
+    for (const u of urls(seeded)) rows.push({ size, label: u.label, who, run: await measure(stratus, { path: u.path, headers: accounts.caller.headers }, s) });
+  }
   return {
     rows,
     memory: {

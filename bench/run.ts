@@ -55,7 +55,7 @@ async function runStore(spec: Options['stores'][number], opts: Options): Promise
       progress(`${spec.engine}: ${size} servers`);
       // Fast runs first, on the smallest account: its minute of load also settles the fresh process and
       // database (JIT, caches, PostgreSQL's writes after the bulk load) before the reference row is taken.
-      const at = await flatAt(store, uncached, seeded, accounts.caller, size, opts, async () => {
+      const at = await flatAt(store, uncached, seeded, accounts, size, opts, async () => {
         if (i > 0) return;
         progress(`${spec.engine}: fast (vs raw replay)`);
         fast = await fastSection(stratus!, uncached!, seeded, accounts, opts);
@@ -93,7 +93,7 @@ function runsOf(r: StoreReport): [string, Run][] {
       [`${r.engine} fast stratus ${f.label}`, f.stratus],
       [`${r.engine} fast raw ${f.label}`, f.raw],
     ]),
-    ...r.flat.map((f): [string, Run] => [`${r.engine} flat ${f.size} ${f.label}`, f.run]),
+    ...r.flat.map((f): [string, Run] => [`${r.engine} flat ${f.size} ${f.who} ${f.label}`, f.run]),
     ...r.writes.flatMap((w): [string, Run][] => [
       [`${r.engine} writes stratus ${w.label}`, w.stratus],
       [`${r.engine} writes raw ${w.label}`, w.raw],

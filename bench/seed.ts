@@ -60,6 +60,8 @@ export interface Seeded {
   template: { server: Obj; drive: Obj };
   /** The fast account's first server and tag (its 20 servers carry one of its 20 tags each). */
   solo: { server: string; tag: string };
+  /** The sharer's ACL granting the 1,000 shared servers (to the measured user while `sharedWith` says so, and to peer). */
+  acl: string;
 }
 
 export function servicesOf(store: Store, db: string, flags: Record<string, string> = {}): Services {
@@ -175,7 +177,7 @@ export async function seedStart(store: Store, api: string, accounts: Accounts): 
   const template = { server: s.body, drive: d.body };
 
   const shareTag = (await call<Made>(`${api}tags/`, sharer.headers, 'POST', { name: 'shared-with-caller' })).objects[0].uuid;
-  await call(`${api}acls/`, sharer.headers, 'POST', {
+  const acl = await call<Made>(`${api}acls/`, sharer.headers, 'POST', {
     name: 'bench-share',
     grantees: [{ uuid: caller.uuid }, { uuid: accounts.peer.uuid }],
     rules: ['LIST', 'START', 'STOP', 'OPEN_VNC'].map((permission) => ({ permission })),
@@ -194,7 +196,16 @@ export async function seedStart(store: Store, api: string, accounts: Accounts): 
     await call<Made>(`${api}tags/`, peer.headers, 'POST', { objects: Array.from({ length: TAGS }, (_, i) => ({ name: `peer-tag-${i}` })) })
   ).objects.map((o) => o.uuid);
   await bulk(store, peer.uuid, 0, 20, template, { prefix: 'peer', macPrefix: 0x23, tagsOf: (i) => ({ serverTags: [peerTags[i % TAGS]], driveTags: [] }) });
-  return { own: 1, server, drive, tag: tags[0], tags, template, solo: { server: soloServer, tag: soloTags[0] } };
+  return { own: 1, server, drive, tag: tags[0], tags, template, solo: { server: soloServer, tag: soloTags[0] }, acl: acl.objects[0].uuid };
+}
+
+/**
+ * Whether the sharer's ACL grants its 1,000 servers to the measured user (peer keeps its grant), through the
+ * API at `api`: the flat section measures the same account own-only and with the shares.
+ */
+export async function sharedWith(api: string, accounts: Accounts, seeded: Seeded, on: boolean): Promise<void> {
+  const grantees = [...(on ? [{ uuid: accounts.caller.uuid }] : []), { uuid: accounts.peer.uuid }];
+  await call(`${api}acls/${seeded.acl}/`, accounts.sharer.headers, 'PUT', { grantees });
 }
 
 /** Grow the measured account to `size` servers (and drives); then refresh PostgreSQL's statistics. */

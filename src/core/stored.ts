@@ -227,9 +227,11 @@ export class StoredCollection implements CollectionService {
    * The object if the caller may use `perm` on it: 404 when invisible, 403 when visible but not permitted.
    * Inside a transaction the row is locked first (the decision and the write it allows see one state).
    */
-  async authorize(ctx: Ctx, uuid: string, perm: Permission, tx?: Tx): Promise<Row> {
+  async authorize(ctx: Ctx, uuid: string, perm: Permission, tx?: Tx, rel?: Relations): Promise<Row> {
     const db = tx ?? ctx.store.db;
-    const row = tx ? await ctx.store.resources.lock(tx, this.kind, uuid) : await ctx.store.resources.get(db, this.kind, uuid);
+    const row = tx
+      ? await (rel ? ctx.store.resources.lockWith(tx, this.kind, uuid, ctx.caller.uuid, rel) : ctx.store.resources.lock(tx, this.kind, uuid))
+      : await ctx.store.resources.get(db, this.kind, uuid);
     if (row && row.owner_uuid === ctx.caller.uuid) return row;
     const visible = row && (await this.visibleToCaller(ctx, db, row)) ? row : undefined;
     if (this.hooks.access) {
@@ -297,35 +299,83 @@ export class StoredCollection implements CollectionService {
   async create(ctx: Ctx, inputs: Obj[]): Promise<Obj[]> {
     // Validate everything first: one bad object rejects the whole request and writes nothing.
     const all = inputs.map((input) => this.validated(ctx, input, 'create'));
-    const uuids = await ctx.store.transaction(async (tx) => {
+    const rel = this.relations();
+    const { uuids, rows } = await ctx.store.transaction(async (tx) => {
       await this.hooks.beforeCreate?.(tx, ctx, all);
       const made: string[] = [];
+      // The rows as inserted, while nothing else this transaction did can change how they show (see `asWritten`).
+      let written: Row[] | undefined = rel.members ? undefined : [];
       for (const [i, values] of all.entries()) {
         const uuid = ctx.ids.uuid();
         const owner = this.hooks.ownerOf ? await this.hooks.ownerOf(tx, ctx, values) : ctx.caller.uuid;
         const stored = this.hooks.beforeInsert ? await this.hooks.beforeInsert(tx, ctx, uuid, values) : values;
-        await this.insert(tx, ctx, uuid, owner, this.bodyOf(stored));
+        const body = this.bodyOf(stored);
+        const now = ctx.clock.now();
+        await ctx.store.resources.insert(tx, now, { kind: this.kind, uuid, owner, body });
+        const writes = ctx.store.resources.rows.writeCount;
         await this.afterWrite(tx, ctx, { uuid, owner_uuid: owner }, stored, 'create', inputs[i]);
+        const tagged = ((stored.tags as unknown[] | null | undefined) ?? []).length > 0;
+        written =
+          written && owner === ctx.caller.uuid && !tagged && ctx.store.resources.rows.writeCount === writes
+            ? [...written, this.asWritten({ kind: this.kind, uuid, owner_uuid: owner, version: 0, now }, body, rel)]
+            : undefined;
         made.push(uuid);
       }
-      return made;
+      return { uuids: made, rows: written };
     });
-    return this.presentUuids(ctx, uuids);
+    return rows ? this.shown(ctx, rows, rel) : this.presentUuids(ctx, uuids);
+  }
+
+  /**
+   * A row as this request's transaction wrote it, with the relations it had: what reading it again after the
+   * commit would give, one statement fewer per write. Only where nothing else the transaction did can change
+   * how it shows: no other row written (hooks may write this one again), no tags given (tag membership is
+   * what sharing follows), and a kind that shows no members. Its body is what the store keeps (a JSON round trip).
+   */
+  private asWritten(
+    row: Pick<Row, 'kind' | 'uuid' | 'owner_uuid' | 'version'> & { seq?: number; created_at?: string; now: Date },
+    body: Obj,
+    rel: Relations,
+    related: NonNullable<Row['related']> = { tags: [], grants: [], held: [], members: [] },
+  ): Row {
+    if (rel.members) throw new Error('asWritten: a kind showing members is read again');
+    const text = JSON.stringify(body);
+    // As the store stamps them (store/resources/model.ts `stamp`); nothing shown reads them.
+    const at = row.now.toISOString().replace(/\.(\d{3})Z$/, '.$1000+00:00');
+    return {
+      seq: row.seq ?? 0,
+      kind: row.kind,
+      uuid: row.uuid,
+      owner_uuid: row.owner_uuid,
+      version: row.version,
+      created_at: row.created_at ?? at,
+      updated_at: at,
+      body: JSON.parse(text) as Obj,
+      related,
+    } as Row;
   }
 
   async update(ctx: Ctx, uuid: string, input: Obj): Promise<Obj> {
     const validated = this.validated(ctx, input, 'update');
-    await ctx.store.transaction(async (tx) => {
-      const row = await this.authorize(ctx, uuid, 'EDIT', tx);
+    const rel = this.relations();
+    // The row is locked with its relations as the caller sees them: the answer is then the row as written.
+    const read = rel.members ? undefined : rel;
+    const written = await ctx.store.transaction(async (tx) => {
+      const row = await this.authorize(ctx, uuid, 'EDIT', tx, read);
       const writes = ctx.store.resources.rows.writeCount;
       const values = this.hooks.beforeUpdate ? await this.hooks.beforeUpdate(tx, ctx, row, validated) : validated;
       // The row is locked since authorize(); re-read it only if some row was written since (a hook may have
       // changed this one in this transaction): one statement fewer for most PUTs.
       const fresh = ctx.store.resources.rows.writeCount === writes ? row : ((await ctx.store.resources.lock(tx, this.kind, uuid)) ?? row);
-      await ctx.store.resources.write(tx, ctx.clock.now(), fresh, { ...fresh.body, ...this.bodyOf(values) });
+      const body = { ...fresh.body, ...this.bodyOf(values) };
+      const now = ctx.clock.now();
+      await ctx.store.resources.write(tx, now, fresh, body);
+      const after = ctx.store.resources.rows.writeCount;
       await this.afterWrite(tx, ctx, row, values, 'update', input);
+      const same = fresh === row && row.related && row.uuid === uuid && values.tags === undefined && ctx.store.resources.rows.writeCount === after;
+      return same ? this.asWritten({ ...row, version: Number(row.version) + 1, now }, body, rel, row.related) : undefined;
     });
-    return this.get(ctx, uuid);
+    return written ? (await this.shown(ctx, [written], rel))[0] : this.get(ctx, uuid);
   }
 
   /**

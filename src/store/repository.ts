@@ -178,6 +178,9 @@ export class ResourceRepository {
   findManyWith(...a: Parameters<ResourceRelations['findManyWith']>) {
     return this.relations.findManyWith(...a);
   }
+  lockWith(...a: Parameters<ResourceRelations['lockWith']>) {
+    return this.relations.lockWith(...a);
+  }
   pagesInSteps(...a: Parameters<ResourcePages['pagesInSteps']>) {
     return this.pages.pagesInSteps(...a);
   }

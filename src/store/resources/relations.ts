@@ -35,6 +35,28 @@ export class ResourceRelations {
   }
 
   /**
+   * One row of a kind, locked until the transaction ends (as `ResourceRows.lock`), with the relations `rel`
+   * asks for as `me` sees them: a write can then answer with the object it wrote without reading it again.
+   */
+  async lockWith(tx: Tx, kind: string, uuid: string, me: string, rel: Relations): Promise<Resource | undefined> {
+    const pg = this.sql.dialect === 'postgres';
+    const rows = await this.sql.shaped<RelRow, 'kind' | 'uuid' | 'me'>(
+      tx,
+      `resources.lock-with:${relKey(rel)}`,
+      (arg) => {
+        const q = tx
+          .selectFrom('resources')
+          .select([...COLUMNS, ...this.columns(rel, arg('me'))])
+          .where('resources.kind', '=', arg('kind'))
+          .where('resources.uuid', '=', arg('uuid'));
+        return pg ? q.forUpdate() : q;
+      },
+      { kind, uuid, me },
+    );
+    return rows[0] && withRelated(rows[0]);
+  }
+
+  /**
    * The JSON columns of the relations `rel` asks for, on rows of `resources` (the outer query's table, not
    * aliased) as the caller `me` sees them. Each is a subquery per row, run only for the rows the statement
    * returns, and each is a walk down indexes from that row, whatever the plan's estimates.
