@@ -498,6 +498,15 @@ export class Store {
     return rows[0]?.ok === true;
   }
 
+  /**
+   * Waits for the claim on `name` and holds it until the transaction ends: for a read-then-assign over rows
+   * no constraint guards (a pool's free values), so two PostgreSQL transactions take turns. SQLite: nothing
+   * to do (its writers take turns anyway).
+   */
+  async claim(tx: Tx, name: string): Promise<void> {
+    if (this.dialect === 'postgres') await sql`select pg_advisory_xact_lock(hashtext(${`claim/${name}/`} || current_schema()))`.execute(tx);
+  }
+
   async ping(): Promise<void> {
     await sql`select 1`.execute(this.db);
   }

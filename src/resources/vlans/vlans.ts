@@ -83,6 +83,8 @@ export async function assignVlans(
 async function freeVlanTags(tx: Tx, s: Pick<Services, 'store' | 'config'>, count: number): Promise<number[] | null> {
   const pool = s.config.vlanPool;
   if (!pool || count <= 0) return null;
+  // Another request or process may be taking tags at the same time: take turns until commit.
+  await s.store.claim(tx, 'vlan-pool');
   const used = new Set<number>();
   for await (const row of s.store.resources.ownedFields(tx, 'vlans', ['bottom_vlan_tag'])) {
     const tag = Number(row.fields.bottom_vlan_tag);
