@@ -125,7 +125,7 @@ function DeleteForm({ a, def, base }: { a: Action; def: KindDef; base: string })
 function useAll(kind: string): Obj[] | null {
   const [all, setAll] = useState<Obj[] | null>(null);
   useEffect(() => {
-    get<ListAnswer>(`${kind}/?limit=0`).then(
+    get<ListAnswer>(`${kind}/detail/?limit=0`).then(
       (a) => setAll(a.objects),
       () => setAll([]),
     );

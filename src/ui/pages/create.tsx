@@ -122,7 +122,7 @@ export function CreateServer() {
   useEffect(() => {
     setFrom('');
     if (source === 'library' || source === 'mine')
-      get<ListAnswer>(`${source === 'library' ? 'libdrives' : 'drives'}/${query({ limit: 0 })}`).then(
+      get<ListAnswer>(`${source === 'library' ? 'libdrives' : 'drives'}/detail/${query({ limit: 0 })}`).then(
         (a) => setChoices(a.objects),
         () => setChoices([]),
       );
