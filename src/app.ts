@@ -28,6 +28,7 @@ import { EventStream } from './http/event-stream.js';
 import type { RawQuery } from './http/query.js';
 import { RateLimiter } from './http/ratelimit/limiter.js';
 import { registerOps } from './http/ops.js';
+import { registerConsole } from './http/console.js';
 import { registerOpenApi } from './http/openapi.js';
 import { Faults, registerAdmin } from './http/admin.js';
 import { syncClock } from './admin/clock.js';
@@ -156,7 +157,7 @@ export async function buildApp(
   app.setErrorHandler((err, req, reply) => {
     const e = toApiError(err, req);
     if (metrics && (e.type === 'ratelimit' || e.type === 'auth')) metrics.rejected(rejectionReason(e));
-    return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: e.headers });
+    return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: withoutBrowserChallenge(req, e.headers) });
   });
   app.setNotFoundHandler((req, reply) => {
     const e = new ApiError('notexist', `No resource at ${req.url.split('?')[0]}`);
@@ -196,6 +197,8 @@ export async function buildApp(
   for (const spec of [...resourcePaths(kinds, services), ...accounts, ...data]) registerPath(app, spec, auth.authenticate, limiter, answers);
   // Health, readiness, version and the API index: public, never limited (http/ops.ts).
   registerOps(app, services, kinds);
+  // The web console (http/console.ts): a client of the routes above, served as files.
+  if (config.consoleDir) registerConsole(app, config.consoleDir);
   // The contract of every route above (and of the admin plane below, read on the first request).
   registerOpenApi(app, kinds);
   metrics = registerMetrics(app, services);
@@ -220,6 +223,18 @@ export async function buildApp(
     });
 
   return app;
+}
+
+/**
+ * A page's script (the web console, src/ui/) marks its requests `X-Requested-With: XMLHttpRequest` (the
+ * convention of Django, Rails, Spring): its 401s come without `WWW-Authenticate`, else the browser answers
+ * the Basic challenge with a password dialog of its own over the page (and a headless one waits for it
+ * forever). Every other client gets the challenges as before.
+ */
+function withoutBrowserChallenge(req: FastifyRequest, headers: Record<string, string | string[]> | undefined): Record<string, string | string[]> | undefined {
+  if (!headers || !('WWW-Authenticate' in headers) || req.headers['x-requested-with'] !== 'XMLHttpRequest') return headers;
+  const { 'WWW-Authenticate': _challenge, ...rest } = headers;
+  return rest;
 }
 
 function noFastifySchemas(): never {
