@@ -17,6 +17,8 @@ const TOOLS = {
   'ssh-keygen': ['ssh-keygen', '-?'],
   'python3-libcloud': ['/usr/bin/python3', '-c', 'import libcloud'],
   'python3-requests': ['/usr/bin/python3', '-c', 'import requests'],
+  // Debian's Chromium, which the console's browser tests drive (test/helpers/browser.ts).
+  chromium: ['/usr/bin/chromium', '--version'],
 } as const;
 export type Tool = keyof typeof TOOLS;
 
