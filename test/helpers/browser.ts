@@ -84,10 +84,10 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   return path;
 }
 
-/** Waits (no fixed sleep) until `probe`, run in the page, returns something truthy. */
-export async function waitInPage<T>(page: Page, probe: () => T, what: string, timeout = WAIT_MS): Promise<void> {
+/** Waits (no fixed sleep) until `probe(arg)`, run in the page, returns something truthy. */
+export async function waitInPage(page: Page, probe: (arg: string) => unknown, what: string, arg: string, timeout = WAIT_MS): Promise<void> {
   try {
-    await page.waitForFunction(probe, undefined, { timeout, polling: 100 });
+    await page.waitForFunction(probe, arg, { timeout, polling: 100 });
   } catch (err) {
     throw new Error(`${what}: not within ${timeout} ms`, { cause: err });
   }
