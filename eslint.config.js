@@ -12,6 +12,8 @@
 //              services: http/admin.ts and cli/ call them, the composition root injects the kinds)
 //   config.ts  never imports http/, notify/, admin/, registry.ts, cli/, app.ts, serve.ts, main.ts, nor resources/
 //              other than the library catalogue's reader (its parsers live in core/, sim/, billing/)
+//   ui/        the web console (browser code, its own tsconfig): imports nothing of the server's folders, and
+//              nothing of the server imports it; it talks to the server only over HTTP (the public API)
 // and no runtime import cycle anywhere in src/ (type-only imports are not followed; dynamic `import()`
 // are, so a cycle hidden behind `await import` is still a cycle). Dynamic imports in src/ need an
 // `eslint-disable-next-line no-restricted-syntax -- why` comment where a lazy load is deliberate.
@@ -22,6 +24,7 @@
 import js from '@eslint/js';
 import { defineConfig } from 'eslint/config';
 import prettier from 'eslint-config-prettier';
+import { readdirSync } from 'node:fs';
 import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
 import { importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
@@ -38,6 +41,9 @@ const NO_QUERY_BUILDING = {
     'CallExpression[callee.property.name=/^(selectFrom|selectNoFrom|insertInto|replaceInto|updateTable|deleteFrom|mergeInto|where|innerJoin|leftJoin|orderBy|groupBy|executeTakeFirst|executeTakeFirstOrThrow)$/]',
   message: 'SQL lives in src/store/ (one module per table family): call a store method instead of building a query here.',
 };
+
+/** Every top-level file and folder of src/ but the console (src/ui/): the server's side of the ui zone. */
+const SERVER = readdirSync(`${import.meta.dirname}/src`).filter((f) => f !== 'ui');
 
 /** A zone of import-x/no-restricted-paths: files under `target` may not import from `from`. */
 const layer = (target, from, why) => ({ target: `./src/${target}`, from: from.map((f) => `./src/${f}`), message: why });
@@ -109,7 +115,7 @@ export default defineConfig(
 
   // The layer rules: src/ only (test/ and bench/ may reach anywhere).
   {
-    files: ['src/**/*.ts'],
+    files: ['src/**/*.ts', 'src/**/*.tsx'],
     rules: {
       'import-x/no-restricted-paths': [
         'error',
@@ -151,6 +157,14 @@ export default defineConfig(
               // The library catalogue is checked against the library drive's declared fields when the configuration loads.
               except: ['./libdrives/catalogue.ts'],
             },
+            layer(
+              'ui',
+              SERVER,
+              'src/ui/ is the web console, code for the browser: it reaches the server only over HTTP (src/ui/api.ts), never by importing server code.',
+            ),
+            ...SERVER.map((f) =>
+              layer(f, ['ui'], 'The server never imports the web console (src/ui/): it serves its build (dist/ui/) as files (http/console.ts).'),
+            ),
             layer('sim', ['resources', 'notify', 'http'], 'sim/ is the simulator boundary: it never imports resource kinds or HTTP.'),
             layer(
               'resources',
@@ -197,7 +211,7 @@ export default defineConfig(
   // The query rule: SQL lives in src/store/, one module per table family; no other file imports kysely or
   // builds a query (no exceptions).
   {
-    files: ['src/**/*.ts'],
+    files: ['src/**/*.ts', 'src/**/*.tsx'],
     ignores: ['src/store/**'],
     rules: {
       'no-restricted-imports': [

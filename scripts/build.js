@@ -11,6 +11,7 @@
  * The .map files map the bundle back to the sources: `NODE_OPTIONS=--enable-source-maps`.
  * `--no-minify` keeps the bundle readable (profiles).
  */
+import { Buffer } from 'node:buffer';
 import { cpSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -48,7 +49,8 @@ const patches = {
 
 const dataFiles = (dir) =>
   readdirSync(dir, { recursive: true })
-    .filter((f) => f.endsWith('.json'))
+    // (src/ui/ is the console's: bundled for the browser by buildUi, its tsconfig is no data file.)
+    .filter((f) => f.endsWith('.json') && !f.startsWith('ui/'))
     .map((f) => join(dir, f));
 
 /** The package directory a bundled file belongs to (`…/node_modules/@scope/name`), or null for our own. */
@@ -96,11 +98,75 @@ async function packageEntries() {
   return [...entries].sort();
 }
 
+/**
+ * The web console (src/ui/, docs/console.md): a browser bundle of its own (Preact, TSX through esbuild's
+ * automatic JSX runtime, `*.module.css` as local CSS), written to `outdir` (dist/ui/ in the build) with
+ * content-hashed names, and an index.html naming them. Every file is local: the page loads nothing from
+ * elsewhere (src/http/console.ts serves it under a CSP that allows only 'self'). Returns the files as
+ * `{ path, contents }` without writing when `write` is false (buildDist writes them with the rest).
+ */
+export async function buildUi({ outdir = join(DIST, 'ui'), minify = true, write = true } = {}) {
+  const result = await build({
+    absWorkingDir: root,
+    entryPoints: { app: 'src/ui/main.tsx' },
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: ['es2022', 'chrome110', 'firefox110', 'safari16'],
+    jsx: 'automatic',
+    jsxImportSource: 'preact',
+    tsconfig: 'src/ui/tsconfig.json',
+    outdir,
+    entryNames: '[name]-[hash]',
+    assetNames: '[name]-[hash]',
+    minify,
+    sourcemap: 'linked',
+    sourcesContent: false,
+    legalComments: 'none',
+    metafile: true,
+    write: false,
+    logLevel: 'warning',
+  });
+  const files = result.outputFiles.map((f) => ({ path: f.path, contents: f.contents }));
+  const name = (ext) => {
+    const f = files.find((x) => x.path.endsWith(ext) && !x.path.endsWith('.map'));
+    if (!f) throw new Error(`the console build made no ${ext} file`);
+    return relative(outdir, f.path);
+  };
+  const js = name('.js');
+  const css = name('.css');
+  // One page for every route of the console (the server answers it for /ui/ and any /ui/<route>): the
+  // assets are named relative to it, so the same build works under a location's prefix (/sjc/ui/).
+  const html = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<base href="./">
+<title>Stratus console</title>
+<link rel="stylesheet" href="${css}">
+<script type="module" src="${js}"></script>
+</head>
+<body>
+<noscript>The Stratus console needs JavaScript. The API itself is at ../api/2.0/.</noscript>
+<div id="app"></div>
+</body>
+</html>
+`;
+  files.push({ path: join(outdir, 'index.html'), contents: Buffer.from(html) });
+  if (write)
+    for (const f of files) {
+      mkdirSync(dirname(f.path), { recursive: true });
+      writeFileSync(f.path, f.contents);
+    }
+  return files;
+}
+
 /** Builds dist/ from src/; resolves to the build's duration in ms. */
 export async function buildDist({ minify = true } = {}) {
   const started = performance.now();
   const startedAt = new Date();
-  const vendors = await packageEntries();
+  const [vendors, ui] = await Promise.all([packageEntries(), buildUi({ minify, write: false })]);
   const result = await build({
     ...common,
     entryPoints: [
@@ -133,6 +199,7 @@ export async function buildDist({ minify = true } = {}) {
   const files = [
     ...dataFiles(src).map((f) => ({ to: join(DIST, relative(src, f)), from: f })),
     ...result.outputFiles.map((f) => ({ to: f.path, contents: f.contents })),
+    ...ui.map((f) => ({ to: f.path, contents: f.contents })),
   ].sort((a, b) => Number(a.to === entry) - Number(b.to === entry));
   // Each file is written beside its place and renamed over it, the entry last: a process starting
   // meanwhile loads either the old build or the whole new one, never half a file or a missing chunk.

@@ -98,6 +98,8 @@ export interface Config {
   adminAccess: 'loopback' | 'any';
   /** Where `serve` writes `{url, email, password, admin_token, pid}` once it answers; null = nowhere. */
   readyFile: string | null;
+  /** The web console's build folder (dist/ui/, scripts/build.js), served at /ui/; null = no console. */
+  consoleDir: string | null;
   /** A seed file (src/admin/seed.ts) `serve` applies before it answers; null = none. */
   seed: string | null;
   /** Log lines as JSON (pino's) or readable text; default pretty on a terminal, json otherwise. */
@@ -694,6 +696,18 @@ export const SETTINGS: Setting<keyof Config>[] = [
       return raw;
     },
     fallback: () => 'loopback',
+  },
+  {
+    key: 'consoleDir',
+    flag: 'console-dir',
+    env: 'STRATUS_CONSOLE_DIR',
+    help: 'the web console build served at /ui/ (off: none)',
+    parse: (raw) => {
+      if (!raw.trim()) throw new ConfigError('console-dir must be a folder or off');
+      return raw === 'off' ? null : raw;
+    },
+    // From src/ (tsx) and from dist/ (the bundle) alike: the build's dist/ui/ (scripts/build.js).
+    fallback: () => assetPath('../dist/ui/'),
   },
   {
     key: 'readyFile',

@@ -91,7 +91,12 @@ export async function serveLocations(config: Config): Promise<void> {
   const urls = Object.fromEntries(
     served.map((x) => [
       x.code,
-      { api: `${base}/${x.code}/api/2.0/`, local: `${scheme}://${x.code}.localhost:${port}/api/2.0/`, name: `https://${x.code}.cloudsigma.com/api/2.0/` },
+      {
+        api: `${base}/${x.code}/api/2.0/`,
+        local: `${scheme}://${x.code}.localhost:${port}/api/2.0/`,
+        name: `https://${x.code}.cloudsigma.com/api/2.0/`,
+        ...(config.consoleDir ? { console: `${base}/${x.code}/ui/` } : {}),
+      },
     ]),
   );
   const url = `${base}/api/2.0/`;
@@ -105,6 +110,8 @@ export async function serveLocations(config: Config): Promise<void> {
     database: Object.fromEntries(all.map((s) => [s.config.location, `${s.store.dialect} ${s.store.location}`])),
     demo_login: demo ? { email: demo.email, password: demo.password } : null,
     try: demo ? `curl -u '${demo.email}:${demo.password}' ${urls[served[1].code].api}capabilities/` : null,
+    // The web console of the default location (each location's is in `locations`).
+    console: config.consoleDir ? `${base}/ui/` : null,
     tls: tls
       ? tls.caFile
         ? `HTTPS for ${tls.names.join(', ')}; trust the local CA ${tls.caFile} (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS) and map the names, e.g. curl --cacert ${tls.caFile} --resolve ${served[1].code}.cloudsigma.com:<port>:127.0.0.1`

@@ -71,6 +71,8 @@ export async function serve(config: Config): Promise<void> {
     database: `${services.store.dialect} ${services.store.location}`,
     demo_login: demo ? { email: demo.email, password: demo.password } : null,
     try: demo ? `curl -u '${demo.email}:${demo.password}' ${base}capabilities/` : null,
+    // The web console (http/console.ts), where the demo login signs in too.
+    console: config.consoleDir ? `${address}/ui/` : null,
     tls: tls
       ? tls.caFile
         ? `HTTPS for ${tls.names.join(', ')}; trust the local CA ${tls.caFile} (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS) and map the name, e.g. curl --cacert ${tls.caFile} --resolve ${config.location}.cloudsigma.com:<port>:127.0.0.1`
@@ -83,7 +85,9 @@ export async function serve(config: Config): Promise<void> {
         : { url: `${address}/_stratus/admin/`, access: config.adminAccess, token: config.adminToken === null ? adminToken : 'from --admin-token' },
     seeded: seeded ?? null,
   };
-  app.log.child({}, { level: 'info' }).info(banner, `Stratus listening at ${base} (database: ${banner.database})`);
+  app.log
+    .child({}, { level: 'info' })
+    .info(banner, `Stratus listening at ${base} (database: ${banner.database})${banner.console ? `, console at ${banner.console}` : ''}`);
   if (config.readyFile) {
     writeReadyFile(config.readyFile, {
       url: base,

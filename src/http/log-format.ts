@@ -35,6 +35,7 @@ export function bannerText(o: Record<string, unknown>): string {
   if (locations) for (const [code, urls] of Object.entries(locations)) lines.push(`Location ${code}: ${Object.values(urls).join('  ')}`);
   const demo = o.demo_login as { email: string; password: string } | null;
   if (demo) lines.push(`Demo login: ${demo.email} / ${demo.password}`, `Try: ${String(o.try)}`);
+  if (typeof o.console === 'string') lines.push(`Console: ${o.console}${demo ? ' (sign in with the demo login)' : ''}`);
   if (typeof o.tls === 'string') lines.push(o.tls);
   const admin = o.admin as { url: string; access: string; token: string } | null;
   if (admin) lines.push(`Admin plane: ${admin.url} (${admin.access === 'any' ? 'any client' : 'loopback only'}); token ${admin.token}`);
