@@ -19,7 +19,7 @@ import { AnswerCache } from './http/answer-cache.js';
 import { ENCODINGS, ZLIB_OPTIONS } from './http/compression.js';
 import { resourcePaths } from './http/resource-routes.js';
 import { driveDataPaths } from './http/drive-data.js';
-import { Auth } from './http/auth/index.js';
+import { Auth, errorHeaders } from './http/auth/index.js';
 import { accountPaths } from './http/accounts/routes.js';
 import { registerConfirmPage } from './http/accounts/confirm-page.js';
 import { createMailer } from './notify/mailer.js';
@@ -157,7 +157,7 @@ export async function buildApp(
   app.setErrorHandler((err, req, reply) => {
     const e = toApiError(err, req);
     if (metrics && (e.type === 'ratelimit' || e.type === 'auth')) metrics.rejected(rejectionReason(e));
-    return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: e.headers });
+    return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: errorHeaders(e.headers, req) });
   });
   app.setNotFoundHandler((req, reply) => {
     const e = new ApiError('notexist', `No resource at ${req.url.split('?')[0]}`);

@@ -30,7 +30,11 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
 
   const ui = (path = '') => `${srv.base}/ui/${path}`;
   /** The element whose text is `text` (exactly), once it shows. */
-  const shows = (text: string | RegExp, root: Page = page) => root.getByText(text, { exact: typeof text === 'string' }).first().waitFor({ timeout: WAIT_MS });
+  const shows = (text: string | RegExp, root: Page = page) =>
+    root
+      .getByText(text, { exact: typeof text === 'string' })
+      .first()
+      .waitFor({ timeout: WAIT_MS });
 
   before(async () => {
     srv = await startServer({ 'admin-token': ADMIN_TOKEN });
@@ -66,7 +70,7 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     await screenshot(page, '02-overview');
   });
 
-  test('create a drive and a server, start it: running without a reload', async () => {
+  test('create a server with a new drive', async () => {
     await page.goto(ui('servers/new'));
     await page.getByLabel('Name').fill('web');
     await page.getByLabel('A NIC with a public IP (DHCP)').check();
@@ -77,13 +81,34 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     const drives = (await alice.get('drives/')).json.objects;
     assert.equal(drives.length, 1, 'the server came with a new drive');
     await shows('stopped');
+    await screenshot(page, '04-server-created');
+  });
+
+  test('attach a firewall policy to the stopped server', async () => {
+    await page.goto(ui('fwpolicies/new'));
+    await page.getByRole('textbox').first().fill('web-only');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.getByRole('heading', { name: 'web-only' }).waitFor();
+    await screenshot(page, '05-firewall-policy');
+    const policy = (await alice.get('fwpolicies/')).json.objects[0];
+    await page.goto(ui(`servers/${serverUuid}`));
+    await page.getByRole('button', { name: 'Attach firewall policy' }).click();
+    const form = page.getByRole('form', { name: 'Attach firewall policy' });
+    await form.getByLabel('Firewall policy').selectOption(policy.uuid);
+    await form.getByRole('button').first().click();
+    await until('the policy attached', async () => (await alice.get(`servers/${serverUuid}/`)).json.nics[0].firewall_policy?.uuid === policy.uuid, WAIT_MS);
+    await screenshot(page, '06-firewall-attached');
+  });
+
+  test('start the server: it reaches running without a reload', async () => {
+    await page.goto(ui(`servers/${serverUuid}`));
     await page.getByRole('button', { name: 'Start' }).click();
     await shows(/starting|running/);
     // The simulated boot: the clock moves, the event stream tells the page.
     await srv.advance(BOOT_MS);
     await shows('running');
     assert.equal((await alice.get(`servers/${serverUuid}/`)).json.status, 'running');
-    await screenshot(page, '04-server-running');
+    await screenshot(page, '07-server-running');
   });
 
   test('take a snapshot of the drive', async () => {
@@ -100,22 +125,7 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
       snaps.map((s: any) => s.name),
       ['before-upgrade'],
     );
-    await screenshot(page, '05-snapshots');
-  });
-
-  test('attach a firewall policy to the server', async () => {
-    await page.goto(ui('fwpolicies/new'));
-    await page.getByRole('textbox').first().fill('web-only');
-    await page.getByRole('button', { name: 'Create' }).click();
-    await page.getByRole('heading', { name: 'web-only' }).waitFor();
-    const policy = (await alice.get('fwpolicies/')).json.objects[0];
-    await page.goto(ui(`servers/${serverUuid}`));
-    await page.getByRole('button', { name: 'Attach firewall policy' }).click();
-    const form = page.getByRole('form', { name: 'Attach firewall policy' });
-    await form.getByLabel('Firewall policy').selectOption(policy.uuid);
-    await form.getByRole('button').first().click();
-    await until('the policy attached', async () => (await alice.get(`servers/${serverUuid}/`)).json.nics[0].firewall_policy?.uuid === policy.uuid, WAIT_MS);
-    await screenshot(page, '06-firewall-attached');
+    await screenshot(page, '08-snapshots');
   });
 
   test('the balance chart moves when the operator advances the clock a day', async () => {
@@ -123,7 +133,7 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     const chart = page.locator('#chart-balance');
     await chart.waitFor();
     const before = Number(await chart.getAttribute('data-points'));
-    await screenshot(page, '07-balance-before');
+    await screenshot(page, '09-balance-before');
     // The operator's page, in a second tab: the admin token, then +1d.
     const op = await browser.context.newPage();
     try {
@@ -135,44 +145,53 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
       const t0 = Date.parse((await now.textContent())!);
       await op.getByRole('button', { name: '+1d' }).click();
       await op.waitForFunction(([el, t]) => Date.parse(el!.textContent!) >= t + 86_400_000, [await now.elementHandle(), t0] as const, { timeout: WAIT_MS * 3 });
-      await screenshot(op, '08-operator-clock');
+      await screenshot(op, '10-operator-clock');
       // An error of the admin plane, as it words it.
       await op.getByLabel('Advance by').fill('soon');
       await op.getByRole('button', { name: 'Advance', exact: true }).click();
       await op.getByRole('alert').getByText('advance must be a duration like 90s, 30m, 1h or 1h30m').waitFor();
       await op.goto(ui('operator/accounts'));
       await op.getByRole('cell', { name: alice.email }).waitFor();
-      await screenshot(op, '09-operator-accounts');
+      await screenshot(op, '11-operator-accounts');
     } finally {
       await op.close();
     }
     // The chart page, never reloaded, follows the balance events: a day of polls is many more points.
-    await waitInPage(page, (n) => Number(document.querySelector('#chart-balance')?.getAttribute('data-points')) > Number(n), 'the balance chart grew', String(before));
+    await waitInPage(
+      page,
+      (n) => Number(document.querySelector('#chart-balance')?.getAttribute('data-points')) > Number(n),
+      'the balance chart grew',
+      String(before),
+    );
     const ledger = (await alice.get('ledger/?limit=1')).json.objects[0];
-    await waitInPage(page, (end) => document.querySelector('#chart-balance')?.getAttribute('data-last') === String(Number(end)), 'the last point is the ledger balance', ledger.end);
-    await screenshot(page, '10-balance-after-a-day');
+    await waitInPage(
+      page,
+      (end) => document.querySelector('#chart-balance')?.getAttribute('data-last') === String(Number(end)),
+      'the last point is the ledger balance',
+      ledger.end,
+    );
+    await screenshot(page, '12-balance-after-a-day');
     await page.goto(ui('charts/usage'));
     await page.locator('#chart-usage-cpu canvas').first().waitFor();
-    await screenshot(page, '11-usage');
+    await screenshot(page, '13-usage');
     await page.goto(ui('charts/levels'));
     await page.locator('#chart-level-cpu canvas').first().waitFor();
-    await screenshot(page, '12-burst-levels');
+    await screenshot(page, '14-burst-levels');
   });
 
-  test('sign out; a second user sees none of the first one\'s objects, and the API\'s error as it words it', async () => {
+  test("sign out; a second user sees none of the first one's objects, and the API's error as it words it", async () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     await signIn(bob.email, bob.password);
     await page.goto(ui('servers'));
     await page.getByRole('heading', { name: 'Servers' }).waitFor();
-    await screenshot(page, '13-second-user-servers');
+    await screenshot(page, '15-second-user-servers');
     assert.equal(await page.getByText('web', { exact: true }).count(), 0);
     // The first user's server, asked for by its address: the API's own words.
     const refused = await bob.get(`servers/${serverUuid}/`);
     assert.equal(refused.status, 404);
     await page.goto(ui(`servers/${serverUuid}`));
     await page.getByRole('alert').getByText(refused.json[0].error_message).waitFor();
-    await screenshot(page, '14-not-yours');
+    await screenshot(page, '16-not-yours');
   });
 });
-

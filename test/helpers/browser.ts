@@ -49,7 +49,10 @@ export async function openBrowser(opts: { width?: number; height?: number } = {}
   }
   context.setDefaultTimeout(WAIT_MS);
   context.setDefaultNavigationTimeout(WAIT_MS * 2);
+  // What goes wrong inside the page shows in the test's output (a failing wait alone says only "timeout").
+  context.on('page', report);
   const page = context.pages()[0] ?? (await context.newPage());
+  for (const p of context.pages()) report(p);
   return {
     context,
     page,
@@ -61,6 +64,16 @@ export async function openBrowser(opts: { width?: number; height?: number } = {}
       }
     },
   };
+}
+
+const reported = new WeakSet<Page>();
+function report(page: Page): void {
+  if (reported.has(page)) return;
+  reported.add(page);
+  page.on('pageerror', (err) => console.log(`# page error (${page.url()}): ${err.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error') console.log(`# console error (${page.url()}): ${m.text()}`);
+  });
 }
 
 let artifacts: string | null = null;
