@@ -19,7 +19,7 @@ import { AnswerCache } from './http/answer-cache.js';
 import { ENCODINGS, ZLIB_OPTIONS } from './http/compression.js';
 import { resourcePaths } from './http/resource-routes.js';
 import { driveDataPaths } from './http/drive-data.js';
-import { Auth, errorHeaders } from './http/auth/index.js';
+import { Auth } from './http/auth/index.js';
 import { accountPaths } from './http/accounts/routes.js';
 import { registerConfirmPage } from './http/accounts/confirm-page.js';
 import { createMailer } from './notify/mailer.js';
@@ -28,7 +28,6 @@ import { EventStream } from './http/event-stream.js';
 import type { RawQuery } from './http/query.js';
 import { RateLimiter } from './http/ratelimit/limiter.js';
 import { registerOps } from './http/ops.js';
-import { registerConsole } from './http/console.js';
 import { registerOpenApi } from './http/openapi.js';
 import { Faults, registerAdmin } from './http/admin.js';
 import { syncClock } from './admin/clock.js';
@@ -157,7 +156,7 @@ export async function buildApp(
   app.setErrorHandler((err, req, reply) => {
     const e = toApiError(err, req);
     if (metrics && (e.type === 'ratelimit' || e.type === 'auth')) metrics.rejected(rejectionReason(e));
-    return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: errorHeaders(e.headers, req) });
+    return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: e.headers });
   });
   app.setNotFoundHandler((req, reply) => {
     const e = new ApiError('notexist', `No resource at ${req.url.split('?')[0]}`);
@@ -197,8 +196,6 @@ export async function buildApp(
   for (const spec of [...resourcePaths(kinds, services), ...accounts, ...data]) registerPath(app, spec, auth.authenticate, limiter, answers);
   // Health, readiness, version and the API index: public, never limited (http/ops.ts).
   registerOps(app, services, kinds);
-  // The web console (http/console.ts): a client of the routes above, served as files.
-  if (config.consoleDir) registerConsole(app, config.consoleDir);
   // The contract of every route above (and of the admin plane below, read on the first request).
   registerOpenApi(app, kinds);
   metrics = registerMetrics(app, services);

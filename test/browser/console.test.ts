@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Page } from 'playwright-core';
-import { openBrowser, screenshot, artifactsDir, waitInPage, WAIT_MS, type Browser } from '../helpers/browser.js';
+import { openBrowser, readmeScreenshot, screenshot, artifactsDir, waitInPage, WAIT_MS, type Browser } from '../helpers/browser.js';
 import { startServer, type TestServer } from '../helpers/server.js';
 import { needs, onlyOn } from '../helpers/skips.js';
 import { until } from '../helpers/until.js';
@@ -171,6 +171,7 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
       ledger.end,
     );
     await screenshot(page, '12-balance-after-a-day');
+    await readmeScreenshot(page);
     await page.goto(ui('charts/usage'));
     await page.locator('#chart-usage-cpu canvas').first().waitFor();
     await screenshot(page, '13-usage');

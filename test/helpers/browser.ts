@@ -97,6 +97,16 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   return path;
 }
 
+/**
+ * The README's picture of the console (docs/console.png): written only when STRATUS_README_SCREENSHOT names
+ * the file (`STRATUS_README_SCREENSHOT=docs/console.png npm test -- browser`), the visible viewport only,
+ * so the committed PNG stays small.
+ */
+export async function readmeScreenshot(page: Page): Promise<void> {
+  const path = process.env.STRATUS_README_SCREENSHOT;
+  if (path) await page.screenshot({ path, fullPage: false });
+}
+
 /** Waits (no fixed sleep) until `probe(arg)`, run in the page, returns something truthy. */
 export async function waitInPage(page: Page, probe: (arg: string) => unknown, what: string, arg: string, timeout = WAIT_MS): Promise<void> {
   try {

@@ -20,19 +20,6 @@ export const CSRF_COOKIE = 'csrftoken';
 export const requestInfo = (req: FastifyRequest): RequestInfo => ({ method: req.method, url: req.url, ip: req.ip, headers: req.headers });
 
 /**
- * The headers of an error answer to `req`: without the `WWW-Authenticate` challenges when a page's own script
- * asked (a browser's fetch sends `Sec-Fetch-Mode: cors` or `same-origin`; navigations send `navigate`). A
- * browser answers a Basic challenge with its password dialog, over the web console's own sign-in (headless
- * Chromium holds the request waiting for it); clients outside browsers send no Sec-Fetch-Mode and keep both.
- */
-export function errorHeaders(headers: Record<string, string | string[]>, req: Pick<FastifyRequest, 'headers'>): Record<string, string | string[]> {
-  const mode = req.headers['sec-fetch-mode'];
-  if (!('WWW-Authenticate' in headers) || (mode !== 'cors' && mode !== 'same-origin')) return headers;
-  const { 'WWW-Authenticate': _challenge, ...rest } = headers;
-  return rest;
-}
-
-/**
  * Every authentication scheme behind one Authenticator: an `Authorization` header is Basic or Digest
  * (and decides alone: a bad header is 401 even with a session cookie); without one, the `sessionid`
  * cookie of a browser session. A 401 offers both Basic and Digest challenges (two `WWW-Authenticate`
