@@ -144,6 +144,7 @@ export async function buildUi({ outdir = join(DIST, 'ui'), minify = true, write 
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <base href="./">
 <title>Stratus console</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="${css}">
 <script type="module" src="${js}"></script>
 </head>

@@ -156,7 +156,7 @@ export async function buildApp(
   app.setErrorHandler((err, req, reply) => {
     const e = toApiError(err, req);
     if (metrics && (e.type === 'ratelimit' || e.type === 'auth')) metrics.rejected(rejectionReason(e));
-    return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: e.headers });
+    return send(reply, req.format ?? 'json', { status: e.status, body: [e.toWire()], root: 'objects', headers: withoutBrowserChallenge(req, e.headers) });
   });
   app.setNotFoundHandler((req, reply) => {
     const e = new ApiError('notexist', `No resource at ${req.url.split('?')[0]}`);
@@ -216,6 +216,18 @@ export async function buildApp(
     });
 
   return app;
+}
+
+/**
+ * A page's script (the web console, src/ui/) marks its requests `X-Requested-With: XMLHttpRequest` (the
+ * convention of Django, Rails, Spring): its 401s come without `WWW-Authenticate`, else the browser answers
+ * the Basic challenge with a password dialog of its own over the page (and a headless one waits for it
+ * forever). Every other client gets the challenges as before.
+ */
+function withoutBrowserChallenge(req: FastifyRequest, headers: Record<string, string | string[]> | undefined): Record<string, string | string[]> | undefined {
+  if (!headers || !('WWW-Authenticate' in headers) || req.headers['x-requested-with'] !== 'XMLHttpRequest') return headers;
+  const { 'WWW-Authenticate': _challenge, ...rest } = headers;
+  return rest;
 }
 
 function noFastifySchemas(): never {

@@ -63,7 +63,9 @@ export const onUnauthorized = (fn: () => void): (() => void) => {
  * POST/PUT. Resolves to the decoded answer (null for an empty one); rejects with ApiError.
  */
 export async function api<T = Obj>(method: string, path: string, body?: unknown, init: { raw?: BodyInit; contentType?: string } = {}): Promise<T> {
-  const headers: Record<string, string> = { Accept: 'application/json' };
+  // X-Requested-With: the API's 401 then carries no Basic challenge, which would make the browser ask for a
+  // password in a dialog of its own (src/app.ts withoutBrowserChallenge).
+  const headers: Record<string, string> = { Accept: 'application/json', 'X-Requested-With': 'XMLHttpRequest' };
   if (!SAFE.has(method)) {
     const token = csrfToken();
     if (token) headers['X-CSRFToken'] = token;

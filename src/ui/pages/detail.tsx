@@ -3,7 +3,7 @@ import { get, type Obj } from '../api.js';
 import type { KindDef } from '../kinds.js';
 import { useLive } from '../live.js';
 import { ErrorBox } from '../parts/errors.js';
-import { Fields } from '../parts/value.js';
+import { Cell, Fields } from '../parts/value.js';
 import { href } from '../router.js';
 import { Actions } from './actions.js';
 import css from './detail.module.css';
@@ -42,6 +42,16 @@ export function DetailPage({ def, id }: { def: KindDef; id: string }) {
       <ErrorBox error={error} />
       {obj ? (
         <>
+          <dl class={css.summary} aria-label="Summary">
+            {def.columns.map((c) => (
+              <div key={c.key}>
+                <dt>{c.label}</dt>
+                <dd>
+                  <Cell v={c.get ? c.get(obj) : obj[c.key]} format={c.format} />
+                </dd>
+              </div>
+            ))}
+          </dl>
           <Actions def={def} obj={obj} id={id} reload={reload} />
           <h2>Fields</h2>
           <Fields obj={obj} related={def.related} />
