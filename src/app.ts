@@ -28,6 +28,7 @@ import { EventStream } from './http/event-stream.js';
 import type { RawQuery } from './http/query.js';
 import { RateLimiter } from './http/ratelimit/limiter.js';
 import { registerOps } from './http/ops.js';
+import { registerConsole } from './http/console.js';
 import { registerOpenApi } from './http/openapi.js';
 import { Faults, registerAdmin } from './http/admin.js';
 import { syncClock } from './admin/clock.js';
@@ -196,6 +197,8 @@ export async function buildApp(
   for (const spec of [...resourcePaths(kinds, services), ...accounts, ...data]) registerPath(app, spec, auth.authenticate, limiter, answers);
   // Health, readiness, version and the API index: public, never limited (http/ops.ts).
   registerOps(app, services, kinds);
+  // The web console (http/console.ts): a client of the routes above, served as files.
+  if (config.consoleDir) registerConsole(app, config.consoleDir);
   // The contract of every route above (and of the admin plane below, read on the first request).
   registerOpenApi(app, kinds);
   metrics = registerMetrics(app, services);
