@@ -22,7 +22,7 @@ export const CHROMIUM_ARGS = [
 ];
 
 /** Generous waits: a loaded 2-core machine runs four test files and their servers beside Chromium. */
-export const WAIT_MS = 20_000;
+export const WAIT_MS = 45_000;
 
 export interface Browser {
   context: BrowserContext;
