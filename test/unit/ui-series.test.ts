@@ -74,13 +74,15 @@ describe('console chart series', () => {
         { resource: 'cpu', level: 2, price: '0.02', unit: 'GHz/hour', currency: 'USD' },
         { resource: 'cpu', level: 0, price: '0.008', unit: 'GHz/hour', currency: 'USD' },
         { resource: 'cpu', level: 1, price: '0.01', unit: 'GHz/hour', currency: 'USD' },
+        { resource: 'cpu', level: 1, price: '0.009', unit: 'GHz/hour', currency: 'EUR' },
         { resource: 'ip', level: 1, price: '3', unit: 'IP', currency: 'USD' },
         { resource: 'ip', level: 0, price: '2', unit: 'IP', currency: 'USD' },
         { resource: 'mem', level: 1, price: '0.01', currency: 'USD' },
         { resource: 'mem', level: 2, price: '0.02', currency: 'USD' },
       ],
     };
-    const cpu = levelsOf(pricing, 'cpu');
+    const cpu = levelsOf(pricing, 'cpu', 'USD');
+    assert.deepEqual(levelsOf(pricing, 'cpu', 'EUR').columns, [[1], [0.009]]);
     assert.deepEqual(cpu.columns, [
       [1, 2],
       [0.01, 0.02],

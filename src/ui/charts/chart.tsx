@@ -50,11 +50,12 @@ export function Chart(props: ChartProps) {
     const opts: uPlot.Options = {
       width: Math.max(el.clientWidth, 240),
       height,
-      scales: { x: { time } },
+      // One point alone: a day either side of it (uPlot would spread a lone time over years).
+      scales: { x: points === 1 ? { time, range: (_u, min, max) => [min - (time ? 86_400 : 1), max + (time ? 86_400 : 1)] } : { time } },
       legend: { live: true },
       axes: [
         { label: props.xLabel, stroke: '#4b5563', grid: { stroke: '#eef0f3' } },
-        { stroke: '#4b5563', grid: { stroke: '#eef0f3' }, size: 70, values: (_u, vals) => vals.map((v) => (v === null ? '' : fmt(v))) },
+        { stroke: '#4b5563', grid: { stroke: '#eef0f3' }, size: 96, values: (_u, vals) => vals.map((v) => (v === null ? '' : fmt(v))) },
       ],
       series: [
         { label: time ? 'Time' : (props.xLabel ?? 'x') },

@@ -155,9 +155,9 @@ export function BurstLevels() {
   const [data, error] = useBillingData(async () => {
     const [pricing, usage] = await Promise.all([
       get<Pricing>('pricing/?limit=0'),
-      get<{ usage: Record<string, { burst: number; subscribed: number; using: number }> }>('currentusage/'),
+      get<{ balance: { currency: string }; usage: Record<string, { burst: number; subscribed: number; using: number }> }>('currentusage/'),
     ]);
-    return { pricing, usage: usage.usage };
+    return { pricing, usage: usage.usage, currency: usage.balance?.currency };
   });
   const resources = useMemo(() => (data ? burstResources(data.pricing).filter((r) => ['cpu', 'mem', 'dssd', 'ssd', 'tx'].includes(r)) : []), [data]);
   return (
@@ -171,7 +171,7 @@ export function BurstLevels() {
       {data ? (
         <div class={css.grid}>
           {resources.map((r) => {
-            const l = levelsOf(data.pricing, r);
+            const l = levelsOf(data.pricing, r, data.currency);
             const u = data.usage[r];
             const markers = [
               ...(l.current === null ? [] : [{ x: l.current, label: `now: ${l.current}`, color: '#dc2626' }]),

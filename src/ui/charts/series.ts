@@ -138,13 +138,17 @@ export function usageByGroup(records: readonly UsageRecord[], bursts: readonly B
 /**
  * One resource's price at each burst level (`[levels, prices]`) with the level in force and the next one:
  * what the burst of that resource costs now against what it would cost at the other levels. Level 0 is the
- * subscription price, not a burst level, and is left out.
+ * subscription price, not a burst level, and is left out; with `currency`, only that currency's prices.
  */
 export function levelsOf(
   pricing: Pricing,
   resource: string,
+  currency?: string,
 ): { columns: Columns; current: number | null; next: number | null; unit: string; currency: string } {
-  const rows = pricing.objects.filter((p) => p.resource === resource && p.level > 0).sort((a, b) => a.level - b.level);
+  // The catalogue prices each level in every currency: the account's only (when given).
+  const rows = pricing.objects
+    .filter((p) => p.resource === resource && p.level > 0 && (!currency || !p.currency || p.currency === currency))
+    .sort((a, b) => a.level - b.level);
   return {
     columns: [rows.map((r) => r.level), rows.map((r) => Number(r.price))],
     current: pricing.current[resource] ?? null,
