@@ -97,7 +97,7 @@ function DeleteForm({ a, def, base }: { a: Action; def: KindDef; base: string })
     () => navigate(def.kind),
   );
   return (
-    <form class={form.form} onSubmit={submit} aria-label="Confirm delete">
+    <form class={form.form} onSubmit={submit}>
       <p>{a.confirm}</p>
       {a.delete?.recurse ? (
         <label>
@@ -125,7 +125,7 @@ function DeleteForm({ a, def, base }: { a: Action; def: KindDef; base: string })
 function useAll(kind: string): Obj[] | null {
   const [all, setAll] = useState<Obj[] | null>(null);
   useEffect(() => {
-    get<ListAnswer>(`${kind}/?limit=0`).then(
+    get<ListAnswer>(`${kind}/detail/?limit=0`).then(
       (a) => setAll(a.objects),
       () => setAll([]),
     );
@@ -156,7 +156,7 @@ function FirewallForm({ obj, base, done }: { obj: Obj; base: string; done: () =>
   );
   if (!nics.length) return <p>This server has no NIC.</p>;
   return (
-    <form class={form.form} onSubmit={submit} aria-label="Attach firewall policy">
+    <form class={form.form} onSubmit={submit}>
       <label>
         NIC
         <select value={nic} onChange={(e) => setNic(e.currentTarget.value)}>
@@ -200,7 +200,7 @@ function TagForm({ id, done }: { id: string; done: () => void }) {
     return post('tags/', { name, resources: [id] });
   }, done);
   return (
-    <form class={form.form} onSubmit={submit} aria-label="Tag">
+    <form class={form.form} onSubmit={submit}>
       <label>
         Existing tag
         <select value={tag} onChange={(e) => setTag(e.currentTarget.value)}>
@@ -243,7 +243,7 @@ function ShareForm({ obj, id, done }: { obj: Obj; id: string; done: () => void }
     });
   }, done);
   return (
-    <form class={form.form} onSubmit={submit} aria-label="Share">
+    <form class={form.form} onSubmit={submit}>
       <label>
         Share with (e-mail of another account)
         <input type="email" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
@@ -281,7 +281,7 @@ function SnapshotForm({ obj, id }: { obj: Obj; id: string }) {
     },
   );
   return (
-    <form class={form.form} onSubmit={submit} aria-label="Take snapshot">
+    <form class={form.form} onSubmit={submit}>
       <label>
         Snapshot name
         <input type="text" required value={name} onInput={(e) => setName(e.currentTarget.value)} />

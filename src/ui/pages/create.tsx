@@ -49,6 +49,7 @@ export function CreatePage({ def }: { def: KindDef }) {
           const s = schema?.fields?.[f] ?? {};
           const set = (v: string | boolean) => setValues({ ...values, [f]: v });
           const label = f.replace(/_/g, ' ');
+          const help = s.help_text ? `help-${f}` : undefined;
           if (s.type === 'boolean')
             return (
               <label key={f} class={form.check}>
@@ -57,11 +58,21 @@ export function CreatePage({ def }: { def: KindDef }) {
               </label>
             );
           return (
-            <label key={f}>
-              {label}
-              {s.help_text ? <span class={form.help}>{s.help_text}</span> : null}
+            <div key={f} class={form.field}>
+              <label for={`field-${f}`}>{label}</label>
+              {s.help_text ? (
+                <span class={form.help} id={`help-${f}`}>
+                  {s.help_text}
+                </span>
+              ) : null}
               {Array.isArray(s.choices) && s.choices.length ? (
-                <select value={String(values[f] ?? '')} onChange={(e) => set(e.currentTarget.value)} required={!!s.required}>
+                <select
+                  id={`field-${f}`}
+                  value={String(values[f] ?? '')}
+                  onChange={(e) => set(e.currentTarget.value)}
+                  required={!!s.required}
+                  aria-describedby={help}
+                >
                   <option value="">choose…</option>
                   {s.choices.map((c) => (
                     <option key={String(c)} value={String(c)}>
@@ -70,13 +81,13 @@ export function CreatePage({ def }: { def: KindDef }) {
                   ))}
                 </select>
               ) : f === 'public_key' ? (
-                <textarea rows={4} value={String(values[f] ?? '')} onInput={(e) => set(e.currentTarget.value)} />
+                <textarea id={`field-${f}`} rows={4} value={String(values[f] ?? '')} onInput={(e) => set(e.currentTarget.value)} aria-describedby={help} />
               ) : s.type === 'integer' ? (
-                <input type="number" value={String(values[f] ?? '')} onInput={(e) => set(e.currentTarget.value)} />
+                <input id={`field-${f}`} type="number" value={String(values[f] ?? '')} onInput={(e) => set(e.currentTarget.value)} aria-describedby={help} />
               ) : (
-                <input type="text" value={String(values[f] ?? '')} onInput={(e) => set(e.currentTarget.value)} />
+                <input id={`field-${f}`} type="text" value={String(values[f] ?? '')} onInput={(e) => set(e.currentTarget.value)} aria-describedby={help} />
               )}
-            </label>
+            </div>
           );
         })}
         <ErrorBox error={error} />
@@ -111,7 +122,7 @@ export function CreateServer() {
   useEffect(() => {
     setFrom('');
     if (source === 'library' || source === 'mine')
-      get<ListAnswer>(`${source === 'library' ? 'libdrives' : 'drives'}/${query({ limit: 0 })}`).then(
+      get<ListAnswer>(`${source === 'library' ? 'libdrives' : 'drives'}/detail/${query({ limit: 0 })}`).then(
         (a) => setChoices(a.objects),
         () => setChoices([]),
       );
