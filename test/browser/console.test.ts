@@ -93,7 +93,7 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     const policy = (await alice.get('fwpolicies/')).json.objects[0];
     await page.goto(ui(`servers/${serverUuid}`));
     await page.getByRole('button', { name: 'Attach firewall policy' }).click();
-    const form = page.getByRole('form', { name: 'Attach firewall policy' });
+    const form = page.locator('#action-panel form');
     await form.getByLabel('Firewall policy').selectOption(policy.uuid);
     await form.getByRole('button').first().click();
     await until('the policy attached', async () => (await alice.get(`servers/${serverUuid}/`)).json.nics[0].firewall_policy?.uuid === policy.uuid, WAIT_MS);
@@ -115,7 +115,7 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     const drive = (await alice.get('drives/')).json.objects[0];
     await page.goto(ui(`drives/${drive.uuid}`));
     await page.getByRole('button', { name: 'Take snapshot' }).click();
-    const form = page.getByRole('form', { name: 'Take snapshot' });
+    const form = page.locator('#action-panel form');
     await form.getByLabel('Name').fill('before-upgrade');
     await form.getByRole('button').first().click();
     await page.goto(ui('snapshots'));
