@@ -9,7 +9,8 @@
  *      raw server replaying the same bytes) and the reference "flat" row (bench/flat.ts);
  *   3. the account grown to each further size, "flat" again, with the process's RSS (the memory goal);
  *   4. "writes" (bench/writes.ts) on the largest database.
- * Then the tables, the goals met and missed, and one BENCH_JSON line (bench/report.ts).
+ * Then drive data, start-up, and the web console's size and first paint (bench/console.ts, headless Chromium);
+ * then the tables, the goals met and missed, and one BENCH_JSON line (bench/report.ts).
  *
  * Exits non-zero when a measured run saw a non-2xx status, an error or a timeout; missed goals are
  * printed, not failures.
@@ -21,6 +22,7 @@ import { flatAt, type FlatRow, type MemoryRow } from './flat.js';
 import type { Run } from './measure.js';
 import { optionsFromEnv, type Options } from './options.js';
 import { measureStartup } from './startup.js';
+import { canMeasureConsole, consoleBlock, judgeConsole, measureConsole, type ConsoleReport } from './console.js';
 import { dataBlock, dataSection, type DataRow } from './data.js';
 import { judge, judgeStartup, startupBlock, storeBlock, summaryBlock, type StartupRow, type StoreReport } from './report.js';
 import { makeAccounts, seedStart, servicesOf } from './seed.js';
@@ -126,15 +128,20 @@ async function main(): Promise<void> {
   // Start-up last, on a machine no longer busy with the load runs (BENCH_STARTUP=0 leaves it out).
   progress('start-up (spawn to first answer, idle RSS, operator commands)');
   const startup: StartupRow[] | null = process.env.BENCH_STARTUP === '0' ? null : await measureStartup({ pgUrl: process.env.BENCH_PG_URL });
-  const goals = [...reports.flatMap(judge), ...judgeStartup(startup ?? [])];
+  // The console: its assets' gzip size and first paint in headless Chromium (BENCH_CONSOLE=0 leaves it out).
+  const consoleWhy = process.env.BENCH_CONSOLE === '0' ? 'BENCH_CONSOLE=0' : canMeasureConsole() ? null : 'no /usr/bin/chromium';
+  if (!consoleWhy) progress('console (size, first paint)');
+  const consoleReport: ConsoleReport | null = consoleWhy ? null : await measureConsole();
+  const goals = [...reports.flatMap(judge), ...judgeStartup(startup ?? []), ...(consoleReport ? judgeConsole(consoleReport) : [])];
   const runtimeSeconds = (performance.now() - t0) / 1000;
   const settings = { durationS: opts.durationS, warmupS: opts.warmupS, connections: opts.connections, sizes: opts.sizes };
   process.stdout.write(
     [
       ...startupBlock(startup),
+      ...consoleBlock(consoleReport, consoleWhy ?? undefined),
       ...summaryBlock(goals, runtimeSeconds),
       '',
-      `BENCH_JSON ${JSON.stringify({ settings, runtimeSeconds, stores: reports, data, startup, goals })}`,
+      `BENCH_JSON ${JSON.stringify({ settings, runtimeSeconds, stores: reports, data, startup, console: consoleReport, goals })}`,
     ].join('\n') + '\n',
   );
 

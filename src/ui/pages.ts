@@ -5,6 +5,8 @@ import { DetailPage } from './pages/detail.js';
 import { Overview } from './pages/home.js';
 import { ListPage } from './pages/list.js';
 import { ResetPassword, SignIn, SignUp } from './pages/signin.js';
+import { BalanceCharts, BurstLevels, UsageCharts } from './charts/pages.js';
+import { OperatorAccounts, OperatorControls } from './operator/pages.js';
 
 /**
  * The console's routes: one row per page, matched in order against the path below /ui/ (router.ts).
@@ -50,4 +52,9 @@ export const PAGES: PageRow[] = [
   { path: 'signup', page: SignUp, public: true },
   { path: 'reset', page: ResetPassword, public: true },
   ...kindPages,
+  { path: 'charts/balance', page: BalanceCharts, nav: 'Balance & spending', group: 'Charts' },
+  { path: 'charts/usage', page: UsageCharts, nav: 'Usage', group: 'Charts' },
+  { path: 'charts/levels', page: BurstLevels, nav: 'Burst levels', group: 'Charts' },
+  { path: 'operator/accounts', page: OperatorAccounts, nav: 'Accounts', group: 'Operator', operator: true },
+  { path: 'operator/clock', page: OperatorControls, nav: 'Clock & faults', group: 'Operator', operator: true },
 ];

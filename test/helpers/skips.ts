@@ -17,6 +17,9 @@ const TOOLS = {
   'ssh-keygen': ['ssh-keygen', '-?'],
   'python3-libcloud': ['/usr/bin/python3', '-c', 'import libcloud'],
   'python3-requests': ['/usr/bin/python3', '-c', 'import requests'],
+  // Debian's Chromium, which the console's browser tests drive (test/helpers/browser.ts); its --version
+  // starts the browser (seconds on a loaded machine), so the executable's presence is what is asked.
+  chromium: ['test', '-x', '/usr/bin/chromium'],
 } as const;
 export type Tool = keyof typeof TOOLS;
 
