@@ -134,7 +134,7 @@ describe('the docs', () => {
   for (const file of DOCS) {
     const sh = blocks(file).filter((b) => b.lang === 'sh' && runs(b));
     if (!sh.length) continue;
-    test(`${file}: its shell blocks run, in order, against a real server`, { timeout: 240_000 }, async () => {
+    test(`${file}: its shell blocks run, in order, against a real server`, { timeout: 540_000 }, async () => {
       const dir = mkdtempSync(join(tmpdir(), 'stratus-docs-'));
       cpSync(join(ROOT, 'examples'), join(dir, 'examples'), { recursive: true });
       // The server the reader starts: the README's own start line of the tour when it has one.

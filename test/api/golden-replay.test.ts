@@ -168,7 +168,9 @@ async function make(kind: string, id: string, ex: Exchange, ids: Map<string, str
     }
     case 'drives': {
       if (rec && rec.owner === null) return (await alice.get('libdrives/?limit=1')).json.objects[0].uuid;
-      const uuid = await newDrive(alice, { name: 'replay', size: GiB });
+      // Of the recorded size where the record shows one (a resize answers the size before: drive_resize).
+      const size = typeof rec?.size === 'number' && rec.size >= GiB / 2 && rec.size <= 64 * GiB ? rec.size : GiB;
+      const uuid = await newDrive(alice, { name: 'replay', size });
       await srv.advance(5_000);
       return uuid;
     }
@@ -350,5 +352,9 @@ describe('the golden record replayed', () => {
   test('every listed value deviation still happens', () => {
     const stale = VALUE_DEVIATIONS.filter((_, i) => !used.has(i)).map((v) => `${v.dump} ${v.path}`);
     assert.deepEqual(stale, [], 'entries of test/api/golden-deviations.ts that no difference matched: remove them');
+  });
+  test('every listed value deviation is decided: setup, recording or intended (none open)', () => {
+    const undecided = VALUE_DEVIATIONS.filter((v) => !/^(setup|recording|intended): /.test(v.why)).map((v) => `${v.dump} ${v.path}: ${v.why.slice(0, 60)}`);
+    assert.deepEqual(undecided, []);
   });
 });

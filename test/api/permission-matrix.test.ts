@@ -409,34 +409,38 @@ test('the declarations agree with the expectation table (permissions per kind, p
   }
 });
 
-test('every route x every caller', async () => {
+// One subtest a route: each reports as it ends (the runner sees the file progress), and a failing route does
+// not hide the next ones.
+test('every route x every caller', async (t) => {
   const all = routes();
   assert.ok(all.length > 20, `found ${all.length} routes`);
   let accountCases = 0;
   for (const r of all) {
-    for (const caller of CALLERS) {
-      // Account kinds: only the anonymous caller here (see ACCOUNT_KINDS_CHECKED_ELSEWHERE); counted, never silent.
-      if (expected(r.decl.kind).reach === 'account' && caller !== 'anonymous') {
-        accountCases++;
-        continue;
+    await t.test(`${r.method} ${r.url}${r.action ? `?do=${r.action}` : ''}`, async () => {
+      for (const caller of CALLERS) {
+        // Account kinds: only the anonymous caller here (see ACCOUNT_KINDS_CHECKED_ELSEWHERE); counted, never silent.
+        if (expected(r.decl.kind).reach === 'account' && caller !== 'anonymous') {
+          accountCases++;
+          continue;
+        }
+        const s = await setup(r);
+        const res = await call(r, caller, s);
+        const want = recorded(r, expectation(r, caller));
+        const label = `${r.method} ${r.url}${r.action ? `?do=${r.action}` : ''} as ${caller}`;
+        assert.equal(res.status, want.status, `${label}: ${res.text}`);
+        if (want.listed !== undefined) {
+          const uuids = res.json.objects.map(ID_OF[r.decl.kind] ?? ((o: any) => o.uuid));
+          assert.equal(uuids.includes(s.uuid), want.listed, `${label}: listed`);
+        }
+        // Secrets the caller itself sent in the URL (an error may echo them) are no leak.
+        const path = r.url.replace(':uuid', r.kind === 'tagged' ? s.tagUuid! : (s.uuid ?? ''));
+        if (caller !== 'owner' && res.text)
+          for (const secret of s.secrets.filter((x) => !path.includes(x))) assert.ok(!res.text.includes(secret), `${label} leaks ${secret}`);
+        if (caller === 'exact' && res.status === 200 && res.json && !Array.isArray(res.json) && 'grantees' in res.json)
+          assert.deepEqual(res.json.grantees, [], `${label}: grantees hidden`);
+        cases++;
       }
-      const s = await setup(r);
-      const res = await call(r, caller, s);
-      const want = recorded(r, expectation(r, caller));
-      const label = `${r.method} ${r.url}${r.action ? `?do=${r.action}` : ''} as ${caller}`;
-      assert.equal(res.status, want.status, `${label}: ${res.text}`);
-      if (want.listed !== undefined) {
-        const uuids = res.json.objects.map(ID_OF[r.decl.kind] ?? ((o: any) => o.uuid));
-        assert.equal(uuids.includes(s.uuid), want.listed, `${label}: listed`);
-      }
-      // Secrets the caller itself sent in the URL (an error may echo them) are no leak.
-      const path = r.url.replace(':uuid', r.kind === 'tagged' ? s.tagUuid! : (s.uuid ?? ''));
-      if (caller !== 'owner' && res.text)
-        for (const secret of s.secrets.filter((x) => !path.includes(x))) assert.ok(!res.text.includes(secret), `${label} leaks ${secret}`);
-      if (caller === 'exact' && res.status === 200 && res.json && !Array.isArray(res.json) && 'grantees' in res.json)
-        assert.deepEqual(res.json.grantees, [], `${label}: grantees hidden`);
-      cases++;
-    }
+    });
   }
   console.log(`permission matrix: ${accountCases} account-kind cases for signed-in callers left to ${ACCOUNT_KINDS_CHECKED_ELSEWHERE}`);
 });

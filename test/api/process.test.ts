@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { engine, freshDatabase } from '../helpers/db.js';
-import { Client } from '../helpers/client.js';
+import { Client, IDLE_MS } from '../helpers/client.js';
 import { cli } from '../helpers/cli.js';
 import { serveProcess, stratus } from '../helpers/process.js';
 import { startServer } from '../helpers/server.js';
@@ -169,6 +169,36 @@ describe('server lifecycle', () => {
       assert.equal(body[0].error_type, 'validation');
     } finally {
       await srv.close();
+    }
+  });
+
+  // A client reusing an idle connection the server is closing reads ECONNRESET: the server says how long it
+  // keeps one (Keep-Alive: timeout=…), keeps it at least that long, and the tests' client lets go sooner.
+  test('an idle keep-alive connection is announced and kept for the keep-alive timeout', async () => {
+    const srv = await startServer({ db: db.url, 'keep-alive-timeout': '2000' });
+    try {
+      const url = new URL(srv.base);
+      const sock = net.connect(Number(url.port), url.hostname);
+      let reply = '';
+      sock.on('data', (d) => (reply += d));
+      const closed = new Promise<number>((r) => sock.on('close', () => r(Date.now())));
+      await new Promise((r) => sock.once('connect', r));
+      const sent = Date.now();
+      sock.write('GET /api/2.0/capabilities/ HTTP/1.1\r\nHost: x\r\n\r\n');
+      // Closed by the server only after at least the announced idle time (a lower bound: load only lengthens it).
+      assert.ok((await closed) - sent >= 2000, 'closed before the keep-alive timeout');
+      assert.match(reply, /^HTTP\/1\.1 401/); // (an answer: which one does not matter here)
+      assert.match(reply, /\r\nKeep-Alive: timeout=2\r\n/i);
+    } finally {
+      await srv.close();
+    }
+    const defaults = await startServer({ db: db.url });
+    try {
+      const res = await new Client(defaults.base).get('capabilities/');
+      const announced = Number(/timeout=(\d+)/.exec(String(res.headers['keep-alive']))?.[1]) * 1000;
+      assert.ok(announced >= 60_000 && IDLE_MS < announced, `the server keeps idle connections ${announced} ms, the tests' client ${IDLE_MS} ms`);
+    } finally {
+      await defaults.close();
     }
   });
 });

@@ -149,11 +149,14 @@ export const linkIn = (text: string): string | null => /https?:\/\/\S+\/accounts
 export async function smtpSink(opts: { acceptDelayMs?: number } = {}): Promise<{
   url: string;
   mails: SinkMail[];
+  /** Messages whose data arrived and that are not kept yet (`acceptDelayMs`): 0 when every one sent is in `mails`. */
+  readonly accepting: number;
   /** Resolves with the next mail to `to` (already received ones first). */
   next(to: string): Promise<SinkMail>;
   close(): Promise<void>;
 }> {
   const mails: SinkMail[] = [];
+  let accepting = 0;
   const taken = new Set<SinkMail>();
   const waiters: { to: string; resolve: (m: SinkMail) => void }[] = [];
   const deliver = () => {
@@ -176,7 +179,9 @@ export async function smtpSink(opts: { acceptDelayMs?: number } = {}): Promise<{
       stream.on('end', () => {
         const raw = Buffer.concat(chunks).toString('utf8');
         const parsed = parseMail(raw);
+        accepting++;
         const keep = () => {
+          accepting--;
           mails.push({
             from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
             to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
@@ -199,6 +204,9 @@ export async function smtpSink(opts: { acceptDelayMs?: number } = {}): Promise<{
   return {
     url: `smtp://127.0.0.1:${port}`,
     mails,
+    get accepting() {
+      return accepting;
+    },
     next(to: string) {
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`no mail to ${to} within 10 s`)), 10_000);

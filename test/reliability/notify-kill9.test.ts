@@ -4,11 +4,15 @@
  * A real `stratus serve` process sends its mail to an SMTP sink on loopback that takes a moment for each
  * message (so kills land mid-delivery). Clients ask for password resets of a few accounts
  * (`reset_password`: each acknowledged request commits one notification for the account's address) while
- * the process is killed with SIGKILL at random moments and restarted on the same database. At the end the
- * clock is moved past the delivery lease (a delivery claimed by a killed process is retried then) and the
- * sink must hold, per account, at least one message for every acknowledged request and at most one per
- * request made (a request without an answer may or may not have committed); a message received twice must
- * carry the same Message-ID (at-least-once, recognisable duplicates).
+ * the process is killed with SIGKILL (STRATUS_KILL9_KILLS times, default 3) at random points of the work:
+ * each kill once a random number of requests (half to one and a half times STRATUS_NOTIFY_KILL9_REQUESTS,
+ * default 30) have been acknowledged since the last, and the load ends after as many more. Counts of work,
+ * not durations, so a loaded machine makes the run slower, never weaker. Then the clock is moved past the
+ * delivery lease (a delivery claimed by a killed process is retried then) until the queue has drained: every
+ * event fanned out, no delivery pending, and the sink holding every message it acknowledged. Only then (no
+ * message can arrive later) the sink must hold, per account, at least one message for every acknowledged
+ * request and at most one per request made (a request without an answer may or may not have committed); a
+ * message received twice must carry the same Message-ID (at-least-once, recognisable duplicates).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,10 +24,14 @@ import { smtpSink } from '../helpers/auth.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { Client, connectionLost } from '../helpers/client.js';
 import { serveProcess, stratus, type Running } from '../helpers/process.js';
+import { until } from '../helpers/until.js';
 import { Store } from '../../src/store/db.js';
+import { EVENT_NOTIFICATIONS } from '../../src/resources/notifications/types.js';
 
 const KILLS = Math.max(0, Number(process.env.STRATUS_KILL9_KILLS ?? 3));
-const SECONDS = Math.max(2, Number(process.env.STRATUS_KILL9_SECONDS ?? 12));
+const REQUESTS = Math.max(4, Number(process.env.STRATUS_NOTIFY_KILL9_REQUESTS ?? 30));
+/** Fails a load (or a drain) that makes no progress at all: a deadline, not a measurement. */
+const DEADLINE_MS = Math.max(10, Number(process.env.STRATUS_KILL9_DEADLINE_S ?? 600)) * 1000;
 const ACCOUNTS = 3;
 const TOKEN = 'notify-kill9-admin-token-0123456789';
 
@@ -43,6 +51,9 @@ async function slowSink() {
   const sink = await smtpSink({ acceptDelayMs: 20 });
   return {
     url: sink.url,
+    get accepting() {
+      return sink.accepting;
+    },
     get got() {
       return sink.mails.flatMap((m) => m.to.map((to) => ({ to, id: /^Message-ID:\s*(<[^>]+>)/im.exec(m.raw)?.[1] ?? '' })));
     },
@@ -50,7 +61,7 @@ async function slowSink() {
   };
 }
 
-test(`no notification is lost to kill -9 (${engine}, ${KILLS} kills over ${SECONDS} s)`, async () => {
+test(`no notification is lost to kill -9 (${engine}, ${KILLS} kills, ~${REQUESTS} requests apart)`, async () => {
   const sink = await slowSink();
   try {
     assert.equal(stratus(['migrate', '--db', db.url]).status, 0);
@@ -61,10 +72,17 @@ test(`no notification is lost to kill -9 (${engine}, ${KILLS} kills over ${SECON
     let current: Running = await serveProcess(args);
     let ready: Promise<void> = Promise.resolve();
     const asked = new Map(emails.map((e) => [e, { acked: 0, unanswered: 0 }]));
-    let stopAt = Date.now() + SECONDS * 1000;
+    let stop = false;
+    const acked = () => [...asked.values()].reduce((a, n) => a + n.acked, 0);
+    /** Waits until `n` more requests are acknowledged (a count, not a time). */
+    const progress = async (n: number, what: string) => {
+      const goal = acked() + n;
+      await until(`${what}: ${n} acknowledged requests (${acked()} of ${goal} so far)`, () => acked() >= goal || stop, DEADLINE_MS);
+    };
+    const segment = () => randomInt(Math.ceil(REQUESTS / 2), Math.ceil((REQUESTS * 3) / 2) + 1);
 
     async function worker(): Promise<void> {
-      while (Date.now() < stopAt) {
+      while (!stop) {
         await ready;
         const email = emails[randomInt(emails.length)];
         const n = asked.get(email)!;
@@ -86,9 +104,10 @@ test(`no notification is lost to kill -9 (${engine}, ${KILLS} kills over ${SECON
 
     const load = Promise.all(Array.from({ length: 3 }, () => worker()));
     // A worker that fails stops the load; `await load` reports it.
-    load.catch(() => (stopAt = 0));
-    for (let k = 0; k < KILLS; k++) {
-      await new Promise((r) => setTimeout(r, randomInt(500, Math.max(600, (SECONDS * 1000) / (KILLS + 1)))));
+    load.catch(() => (stop = true));
+    for (let k = 0; k < KILLS && !stop; k++) {
+      // The workers loop on requests, so deliveries of the last ones are under way when the count is reached.
+      await progress(segment(), `the load before kill ${k + 1}`);
       let restarted!: () => void;
       ready = new Promise((r) => (restarted = r));
       current.child.kill('SIGKILL');
@@ -96,19 +115,42 @@ test(`no notification is lost to kill -9 (${engine}, ${KILLS} kills over ${SECON
       current = await serveProcess(args);
       restarted();
     }
-    stopAt = Math.min(stopAt, Date.now() + 1000);
+    if (!stop) await progress(segment(), 'the load after the last kill');
+    stop = true;
     await load;
 
-    // Deliveries a killed process had claimed are retried once their lease ends: move the clock past it.
+    // Deliveries a killed process had claimed are retried once their lease ends: the clock moves past it until
+    // the queue has drained. Read from the database the process writes (its own record of the work), and the
+    // sink: every event fanned out, no delivery pending, every message the sink took kept. Nothing can arrive
+    // after that, so the comparison below needs no grace period.
     const admin = (body: unknown) => new Client(current.base).request('POST', '/_stratus/admin/clock', { body, headers: { authorization: `Bearer ${TOKEN}` } });
-    const expected = [...asked.values()].reduce((a, n) => a + n.acked, 0);
-    const distinct = () => new Set(sink.got.map((g) => `${g.to} ${g.id}`)).size;
-    for (let i = 0; i < 240 && distinct() < expected; i++) {
-      if (i % 10 === 0) assert.equal((await admin({ advance_ms: 120_000 })).status, 200);
-      await new Promise((r) => setTimeout(r, 250));
+    const watcher = await Store.open(db.url, { schema: 'check' });
+    try {
+      await until(
+        'the notification queue drained',
+        async () => {
+          const unfanned = await watcher.db
+            .selectFrom('event_outbox as o')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .where(({ not, exists, selectFrom }) => not(exists(selectFrom('notification_fanout as d').select('d.seq').whereRef('d.seq', '=', 'o.seq'))))
+            .where('o.type', 'in', Object.keys(EVENT_NOTIFICATIONS))
+            .executeTakeFirstOrThrow();
+          const pending = await watcher.db
+            .selectFrom('notification_deliveries')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .where('state', '=', 'pending')
+            .executeTakeFirstOrThrow();
+          if (Number(unfanned.n) === 0 && Number(pending.n) === 0 && sink.accepting === 0) return true;
+          assert.equal((await admin({ advance_ms: 120_000 })).status, 200);
+          await new Promise((r) => setTimeout(r, 250));
+          return false;
+        },
+        DEADLINE_MS,
+      );
+    } finally {
+      await watcher.close();
     }
-    // Let anything still in flight arrive, then compare.
-    await new Promise((r) => setTimeout(r, 1000));
+    const distinct = () => new Set(sink.got.map((g) => `${g.to} ${g.id}`)).size;
 
     const report: string[] = [];
     let duplicates = 0;

@@ -67,7 +67,9 @@ export async function cloneWithin(
     body: {
       affinities: values.affinities ?? source.body.affinities ?? [],
       allow_multimount: source.body.allow_multimount ?? false,
-      is_snapshotable: true,
+      // Unknown until the copy is made (7 of the 8 recorded clones in cloning_dst answer null; reference §6):
+      // true once the clone is ready, as a new drive's once created.
+      is_snapshotable: null,
       jobs: [job],
       // Licences stay bound to every copy (reference §6.2): a clone of a licensed drive is licensed too.
       licenses: source.kind === 'libdrives' || source.kind === 'drives' ? ((source.body.licenses as unknown[]) ?? []) : [],

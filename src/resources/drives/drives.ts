@@ -109,9 +109,16 @@ export const drives = storedDecl(
         },
       },
       'drive.resized': {
-        async run(s, tx, timer, payload: { resume?: string }) {
+        async run(s, tx, timer, payload: { resume?: string; size?: number }) {
           await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) =>
-            b.status === 'resizing' ? { ...b, status: payload.resume && !BUSY.has(payload.resume) ? payload.resume : restingStatus(b) } : b,
+            b.status === 'resizing'
+              ? {
+                  ...b,
+                  // The drive has its new size once resized (timers of older versions carry none: set at once then).
+                  ...(payload.size !== undefined ? { size: payload.size } : {}),
+                  status: payload.resume && !BUSY.has(payload.resume) ? payload.resume : restingStatus(b),
+                }
+              : b,
           );
         },
       },
@@ -124,7 +131,7 @@ export const drives = storedDecl(
             return;
           }
           await s.store.resources.patch(tx, s.clock.now(), 'drives', timer.subject, (b) =>
-            b.status === 'cloning_dst' ? { ...b, status: restingStatus(b) } : b,
+            b.status === 'cloning_dst' ? { ...b, status: restingStatus(b), is_snapshotable: true } : b,
           );
           await finishJob(tx, s, payload.job, 'success');
         },
@@ -165,8 +172,8 @@ export const drives = storedDecl(
       }
       if (next.size !== undefined) {
         const size = checkSize(checkStorage(ctx, row.body.storage_type as string), next.size as number, row.body.size as number);
-        if (size === row.body.size) delete next.size;
-        else Object.assign(next, await beginResize(tx, ctx, row.uuid, row.body, size));
+        delete next.size; // the same size, or the new one once resized (beginResize)
+        if (size !== row.body.size) Object.assign(next, await beginResize(tx, ctx, row.uuid, row.body, size));
       }
       return next;
     },
@@ -204,11 +211,15 @@ export const drives = storedDecl(
   },
 );
 
-/** Start a resize: status resizing until the timer restores the previous status. */
+/**
+ * Start a resize: status resizing until the timer restores the previous status and sets the new size. Until
+ * then the drive shows the size it has (the recorded PUT and do=resize answers show `resizing` with the size
+ * before: drive_resize, drive_resize_action).
+ */
 async function beginResize(tx: Tx, ctx: Ctx, uuid: string, body: Obj, size: number): Promise<Obj> {
   if (BUSY.has(body.status as string)) throw permission(`Cannot resize drive in state "${body.status}"`);
-  await schedule(tx, ctx, { kind: 'drive.resized', subject: uuid, inMs: ctx.sim.storage.resizeMs(), payload: { resume: body.status } });
-  return { size, status: 'resizing' };
+  await schedule(tx, ctx, { kind: 'drive.resized', subject: uuid, inMs: ctx.sim.storage.resizeMs(), payload: { resume: body.status, size } });
+  return { status: 'resizing' };
 }
 
 /**
