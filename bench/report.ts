@@ -37,7 +37,7 @@ export interface StoreReport {
 
 export interface Goal {
   store: string;
-  section: 'fast' | 'made' | 'shares' | 'flat' | 'memory' | 'writes' | 'startup';
+  section: 'fast' | 'made' | 'shares' | 'flat' | 'memory' | 'writes' | 'startup' | 'mixed';
   what: string;
   value: number;
   /** `min`: value must be >= goal; `max`: value must be < goal. */

@@ -91,6 +91,8 @@ export async function servePrimary(config: Config): Promise<void> {
       worker.on('message', (msg: ToPrimary) => {
         if (msg?.type !== 'listening') return;
         m.listening = true;
+        // Retired while it started (a stop during a restart): told now, as it listens for the primary's messages.
+        if (m.retiring) worker.send({ type: 'stop' } satisfies ToWorker);
         electOwner();
         resolve(msg.address);
       });
@@ -125,7 +127,7 @@ export async function servePrimary(config: Config): Promise<void> {
         owner = null;
         electOwner();
       }
-      m.worker.send({ type: 'stop' } satisfies ToWorker);
+      if (m.listening) m.worker.send({ type: 'stop' } satisfies ToWorker);
     });
 
   const stopAll = async (code: number) => {

@@ -26,6 +26,11 @@ export async function serve(config: Config): Promise<void> {
   if (config.locations.length > 1) return serveLocations(config);
   if (config.workers > 1 && cluster.isPrimary) return servePrimary(config);
   const worker = cluster.isWorker;
+  // The primary's messages (ToWorker) may come while this worker still starts (a stop during a restart):
+  // kept until it listens, then acted on.
+  const asked = new Set<ToWorker['type']>();
+  let act: ((msg: ToWorker) => void) | null = null;
+  if (worker) process.on('message', (msg: ToWorker) => (act ? act(msg) : asked.add(msg.type)));
   // A ready file left by an earlier run must not tell a pipeline this one is up: it goes first.
   if (config.readyFile && !worker) clearReadyFile(config.readyFile);
   const services = await open(config, 'migrate');
@@ -72,7 +77,18 @@ export async function serve(config: Config): Promise<void> {
   // runs the work its own requests made due at once (http/routes.ts), claimed as every timer is.
   if (!worker) scheduler.start();
   app.notifier.start();
-  app.schedulerProbe = scheduler;
+  // A worker that does not own the loop reports the deployment's: the owner's loop runs while the primary
+  // lives (it makes another worker the owner when one ends); the backlog's lag says whether work is stuck.
+  app.schedulerProbe = worker
+    ? {
+        get polling() {
+          return scheduler.polling || process.connected === true;
+        },
+        backlog: () => scheduler.backlog(),
+        runDue: () => scheduler.runDue(),
+        dueAtOnce: () => scheduler.dueAtOnce(),
+      }
+    : scheduler;
   // Fastify names the scheme from its own `https` option, which a server factory bypasses.
   if (tls) address = address.replace(/^http:/, 'https:');
   const base = `${address}/api/2.0/`;
@@ -115,10 +131,11 @@ export async function serve(config: Config): Promise<void> {
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
   if (worker) {
-    process.on('message', (msg: ToWorker) => {
+    act = (msg) => {
       if (msg.type === 'scheduler' && !closing) scheduler.start();
       if (msg.type === 'stop') void shutdown('stop');
-    });
+    };
+    for (const type of asked) act({ type });
     // The primary gone (killed): nothing restarts or routes to this worker any more.
     process.once('disconnect', () => void shutdown('disconnected'));
   }

@@ -41,7 +41,7 @@ function call(method: string, path: string, opts: { body?: unknown; headers?: Re
         host: '127.0.0.1',
         port,
         method,
-        path: `/api/2.0/${path}`,
+        path: path.startsWith('/') ? path : `/api/2.0/${path}`,
         agent: false,
         headers: {
           ...(opts.auth === null ? {} : { authorization: opts.auth ?? BASIC }),
@@ -119,6 +119,12 @@ describe(`serve --workers 2 (${engine})`, () => {
       (a) => assert.equal(a.status, 200),
     );
     for (const pid of seen) assert.match(pid, /^\d+$/);
+    // Each is ready (a load balancer's check), the one running the scheduler's loop and the other alike.
+    await fromWorkers(
+      2,
+      () => call('GET', '/_stratus/ready', { auth: null }),
+      (a) => assert.equal(a.status, 200, JSON.stringify(a.json)),
+    );
     assert.ok(!seen.has(String(srv.child.pid)), 'the primary answers nothing itself');
   });
 
