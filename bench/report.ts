@@ -38,7 +38,7 @@ export interface StoreReport {
 
 export interface Goal {
   store: string;
-  section: 'fast' | 'made' | 'shares' | 'flat' | 'memory' | 'writes' | 'startup' | 'console';
+  section: 'fast' | 'made' | 'shares' | 'flat' | 'memory' | 'writes' | 'startup' | 'console' | 'mixed';
   what: string;
   value: number;
   /** `min`: value must be >= goal; `max`: value must be < goal. */

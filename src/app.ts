@@ -112,6 +112,8 @@ export async function buildApp(
   registerBodyParsers(app);
   guardUnusedBodies(app, config.bodyLimit);
 
+  // Several workers (`--workers`): which process answered, for an operator (and the tests) to see the spread.
+  const workerPid = config.workers > 1 ? String(process.pid) : null;
   app.decorateRequest('format', 'json');
   const faults = new Faults();
   let closing = false;
@@ -121,6 +123,7 @@ export async function buildApp(
   // The callback form (no promise per request); Fastify catches what it throws.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('X-REQUEST-ID', req.id);
+    if (workerPid) reply.header('X-Stratus-Worker', workerPid);
     const q = req.query as RawQuery;
     req.format = negotiate(q.format, req.headers.accept);
     const noHost = hostMissing(req.raw);
@@ -128,7 +131,10 @@ export async function buildApp(
     // A host naming a location this service does not serve (several locations: http/locations.ts).
     const refused = locationRefusal(req.raw);
     if (refused) throw refused;
-    if (closing) throw new ApiError('concurrency', 'The service is shutting down; retry the request', null, { Connection: 'close' });
+    // One of several workers draining (a restart, src/serve-workers.ts): the others take new connections, and
+    // what still arrives on this one's is answered and its connection closed, so no request is dropped.
+    if (closing && config.workers > 1) reply.header('Connection', 'close');
+    else if (closing) throw new ApiError('concurrency', 'The service is shutting down; retry the request', null, { Connection: 'close' });
     // Faults injected through the admin plane: one boolean per request while none is in force.
     if (faults.active) faults.check(req.method, req.url);
     done();

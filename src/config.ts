@@ -1,4 +1,5 @@
 import { accessSync, constants, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { assetPath } from './assets.js';
 import { ConfigError } from './core/errors.js';
 import { DEFAULT_DELAYS, parseDelays, type Delays } from './sim/delays.js';
@@ -13,6 +14,11 @@ import { DEFAULT_IP_POOL, DEFAULT_NAMESERVERS, parseIpPool, parseNameservers, ty
 export interface Config {
   host: string;
   port: number;
+  /**
+   * API processes `serve` runs on the one listening socket (node:cluster; src/serve-workers.ts): 1 = this
+   * process alone. Any worker answers any request: sessions, rate limits and timers live in the store.
+   */
+  workers: number;
   /** A SQLite file path, `:memory:`, or a `postgres://` URL. */
   db: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -333,6 +339,14 @@ let intelPricing: PriceCatalogue | undefined;
 export const SETTINGS: Setting<keyof Config>[] = [
   { key: 'host', flag: 'host', env: 'STRATUS_HOST', help: 'address to listen on', parse: (s) => s, fallback: () => '127.0.0.1' },
   { key: 'port', flag: 'port', env: 'STRATUS_PORT', help: 'TCP port (0 = any free port)', parse: int('port', 0, 65535), fallback: () => 8080 },
+  {
+    key: 'workers',
+    flag: 'workers',
+    env: 'STRATUS_WORKERS',
+    help: 'API processes sharing the port and the database: a number, or auto (one per core); SIGHUP replaces them one by one',
+    parse: (raw) => (raw.trim() === 'auto' ? availableParallelism() : int('workers', 1, 256)(raw.trim())),
+    fallback: () => 1,
+  },
   {
     key: 'db',
     flag: 'db',
@@ -850,6 +864,9 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
     if (!config.locations.includes(code)) throw new ConfigError(`location-settings: ${code} is not served here (${config.locations.join(', ')})`);
   // One location: its own settings are the deployment's (with several, locationConfig applies each one's).
   if (config.locations.length === 1) config = { ...config, ...config.locationSettings[config.location] };
+  if (config.workers > 1 && config.db === ':memory:')
+    throw new ConfigError('workers: an in-memory database belongs to one process; give --db a SQLite file or postgres:// URL, or --workers 1');
+  if (config.workers > 1 && config.locations.length > 1) throw new ConfigError('workers: several --locations run in one process; give --workers 1');
   // A location whose hosts are Intel (`--cpu-type intel`) offers that type where the capabilities say amd.
   config.capabilities = hostCapabilities(config.capabilities, config.cpuType);
   checkCurrency(config);

@@ -9,6 +9,8 @@ import { registry } from './registry.js';
 import { findUserByEmail } from './resources/users/users.js';
 import { getAccountLimitsText, setAccountLimits } from './resources/accounts/rate-limits.js';
 import { seed, type SeedReport } from './admin/seed.js';
+import type { TlsMaterial } from './http/tls.js';
+import { VERSION } from './version.js';
 import { ApiError } from './core/errors.js';
 
 /** Why the server could not listen, as one line naming the setting (exit code 2); anything unexpected as it is. */
@@ -99,9 +101,15 @@ export function readyContent(o: {
 
 /**
  * SIGTERM/SIGINT, once: the ready file goes first (a pipeline must not find a server that is leaving), then
- * `stop` (stop accepting, let in-flight requests finish, stop the schedulers, close the stores), then exit 0.
+ * `stop` (stop accepting, let in-flight requests finish, stop the schedulers, close the stores), then `exit`
+ * (exit 0; a worker leaves its channel to the primary first). `shutdown` is also the primary's `stop`.
  */
-export function onSignals(log: { info: (obj: object, msg: string) => void }, readyFile: string | null, stop: () => Promise<unknown>): void {
+export function onSignals(
+  log: { info: (obj: object, msg: string) => void },
+  readyFile: string | null,
+  stop: () => Promise<unknown>,
+  exit: () => void = () => process.exit(0),
+): { shutdown: (signal: string) => Promise<void>; readonly closing: boolean } {
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) return;
@@ -109,8 +117,54 @@ export function onSignals(log: { info: (obj: object, msg: string) => void }, rea
     log.info({ signal }, 'shutting down');
     if (readyFile) rmSync(readyFile, { force: true });
     await stop();
-    process.exit(0);
+    exit();
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
+  return {
+    shutdown,
+    get closing() {
+      return closing;
+    },
+  };
+}
+
+/**
+ * The start banner's fields: where the service listens, the demo login, a first request, TLS, the admin
+ * plane and what was seeded (src/serve.ts, and the primary of several workers, src/serve-workers.ts).
+ */
+export function startBanner(o: {
+  config: Config;
+  address: string;
+  database: string;
+  demo: { email: string; password: string } | null;
+  tls: TlsMaterial | null;
+  adminToken: string;
+  seeded: SeedReport | null;
+  workers?: number;
+}) {
+  const { config, address, demo, tls, adminToken } = o;
+  const base = `${address}/api/2.0/`;
+  return {
+    event: 'start',
+    version: VERSION,
+    url: base,
+    database: o.database,
+    ...(o.workers ? { workers: o.workers } : {}),
+    demo_login: demo ? { email: demo.email, password: demo.password } : null,
+    try: demo ? `curl -u '${demo.email}:${demo.password}' ${base}capabilities/` : null,
+    tls: tls
+      ? tls.caFile
+        ? `HTTPS for ${tls.names.join(', ')}; trust the local CA ${tls.caFile} (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS) and map the name, e.g. curl --cacert ${tls.caFile} --resolve ${config.location}.cloudsigma.com:<port>:127.0.0.1`
+        : `HTTPS with ${config.tlsCert} (${tls.names.join(', ')})`
+      : null,
+    // A generated token is printed (it exists nowhere else); a configured one is the operator's already.
+    admin:
+      adminToken === 'off'
+        ? null
+        : { url: `${address}/_stratus/admin/`, access: config.adminAccess, token: config.adminToken === null ? adminToken : 'from --admin-token' },
+    seeded: o.seeded ?? null,
+    // The web console (http/console.ts), where the demo login signs in too.
+    console: config.consoleDir ? `${address}/ui/` : null,
+  };
 }

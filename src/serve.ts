@@ -1,7 +1,11 @@
 /**
  * `stratus serve`: the API server in this process (src/main.ts loads this module only for `serve`), with
- * its scheduler loop and signal handling.
+ * its scheduler loop and signal handling. With `--workers N` this process is the primary of N such
+ * processes (src/serve-workers.ts), and each of them runs `serve` as a worker: the primary has done the
+ * one-time steps (schema, demo login, seed, ready file), the worker serves, runs its scheduler loop when the
+ * primary makes it the owner, and drains when told to.
  */
+import cluster from 'node:cluster';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { randomAlnum, randomPassword } from './core/passwords.js';
@@ -11,17 +15,26 @@ import { timerHandlers } from './registry.js';
 import { Scheduler } from './core/scheduler.js';
 import { ensureDemoLogin } from './resources/users/users.js';
 import { loadTls, type TlsMaterial } from './http/tls.js';
-import { VERSION } from './version.js';
 import { serveLocations } from './serve-locations.js';
+import { servePrimary, type ToPrimary, type ToWorker } from './serve-workers.js';
 export { DEMO_LIMITS } from './serve-steps.js';
-import { clearReadyFile, demoLimits, listenError, onSignals, readyContent, seedAtStart, writeReadyFile } from './serve-steps.js';
+import { clearReadyFile, demoLimits, listenError, onSignals, readyContent, seedAtStart, startBanner, writeReadyFile } from './serve-steps.js';
 
 export async function serve(config: Config): Promise<void> {
   // Several locations: one app per location behind a front server that picks by host (src/serve-locations.ts).
   if (config.locations.length > 1) return serveLocations(config);
+  if (config.workers > 1 && cluster.isPrimary) return servePrimary(config);
+  const worker = cluster.isWorker;
+  // The primary's messages (ToWorker) may come while this worker still starts (a stop during a restart):
+  // kept until it listens, then acted on.
+  const asked = new Set<ToWorker['type']>();
+  let act: ((msg: ToWorker) => void) | null = null;
+  if (worker) process.on('message', (msg: ToWorker) => (act ? act(msg) : asked.add(msg.type)));
   // A ready file left by an earlier run must not tell a pipeline this one is up: it goes first.
-  if (config.readyFile) clearReadyFile(config.readyFile);
+  if (config.readyFile && !worker) clearReadyFile(config.readyFile);
   const services = await open(config, 'migrate');
+  // Several workers on one SQLite file: their changes reach each other's event streams (store/changes.ts).
+  if (worker) services.store.changes.origin = `${cluster.worker!.id}:${process.pid}`;
   // An admin token, generated for this run when none is configured (printed below, and in the ready file).
   const adminToken = config.adminToken ?? randomAlnum(32);
   services.config = { ...config, adminToken };
@@ -33,20 +46,24 @@ export async function serve(config: Config): Promise<void> {
     await services.store.close();
     throw err;
   }
-  const [demo, app] = await Promise.all([ensureDemoLogin(services, randomPassword(), config.demoLogin), buildApp(services, undefined, { tls })]);
+  const [demo, app] = await Promise.all([
+    worker ? null : ensureDemoLogin(services, randomPassword(), config.demoLogin),
+    buildApp(services, undefined, { tls }),
+  ]);
   if (demo && !config.demoLogin) await demoLimits(services, demo.email);
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   // Each pass first copies in the deployment's shared clock (moved by another process or `stratus clock`).
   const scheduler = new Scheduler(services, timerHandlers(), app.log, () => syncClock(services));
   // `--seed FILE`: applied before the service answers (a pipeline's ready file means seeded); idempotent.
-  const seeded = config.seed
-    ? await seedAtStart(services, config.seed, () => scheduler.runDue()).catch(async (e: unknown) => {
-        await app.close();
-        await services.store.close();
-        throw e;
-      })
-    : null;
+  const seeded =
+    config.seed && !worker
+      ? await seedAtStart(services, config.seed, () => scheduler.runDue()).catch(async (e: unknown) => {
+          await app.close();
+          await services.store.close();
+          throw e;
+        })
+      : null;
   let address: string;
   try {
     address = await app.listen({ host: config.host, port: config.port });
@@ -55,44 +72,62 @@ export async function serve(config: Config): Promise<void> {
     await services.store.close();
     throw listenError(config, err);
   }
-  scheduler.start();
+  // A worker's loop runs once the primary makes it the scheduler's owner (one at a time); any worker still
+  // runs the work its own requests made due at once (http/routes.ts), claimed as every timer is.
+  if (!worker) scheduler.start();
   app.notifier.start();
-  app.schedulerProbe = scheduler;
+  // A worker that does not own the loop reports the deployment's: the owner's loop runs while the primary
+  // lives (it makes another worker the owner when one ends); the backlog's lag says whether work is stuck.
+  app.schedulerProbe = worker
+    ? {
+        get polling() {
+          return scheduler.polling || process.connected === true;
+        },
+        backlog: () => scheduler.backlog(),
+        runDue: () => scheduler.runDue(),
+        dueAtOnce: () => scheduler.dueAtOnce(),
+      }
+    : scheduler;
   // Fastify names the scheme from its own `https` option, which a server factory bypasses.
   if (tls) address = address.replace(/^http:/, 'https:');
   const base = `${address}/api/2.0/`;
-  // The start banner: one structured event (a log collector reads its fields; --log-format pretty shows
-  // it as lines), written whatever the log level: it is how an operator learns where and how to log in.
-  const banner = {
-    event: 'start',
-    version: VERSION,
-    url: base,
-    database: `${services.store.dialect} ${services.store.location}`,
-    demo_login: demo ? { email: demo.email, password: demo.password } : null,
-    try: demo ? `curl -u '${demo.email}:${demo.password}' ${base}capabilities/` : null,
-    // The web console (http/console.ts), where the demo login signs in too.
-    console: config.consoleDir ? `${address}/ui/` : null,
-    tls: tls
-      ? tls.caFile
-        ? `HTTPS for ${tls.names.join(', ')}; trust the local CA ${tls.caFile} (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS) and map the name, e.g. curl --cacert ${tls.caFile} --resolve ${config.location}.cloudsigma.com:<port>:127.0.0.1`
-        : `HTTPS with ${config.tlsCert} (${tls.names.join(', ')})`
-      : null,
-    // A generated token is printed (it exists nowhere else); a configured one is the operator's already.
-    admin:
-      adminToken === 'off'
-        ? null
-        : { url: `${address}/_stratus/admin/`, access: config.adminAccess, token: config.adminToken === null ? adminToken : 'from --admin-token' },
-    seeded: seeded ?? null,
-  };
-  app.log
-    .child({}, { level: 'info' })
-    .info(banner, `Stratus listening at ${base} (database: ${banner.database})${banner.console ? `, console at ${banner.console}` : ''}`);
-  if (config.readyFile) writeReadyFile(config.readyFile, readyContent({ url: base, demo, adminToken, tls }));
+  if (worker) {
+    app.log.info({ worker: cluster.worker!.id, url: base }, 'worker listening');
+    process.send!({ type: 'listening', address } satisfies ToPrimary);
+  } else {
+    // The start banner: one structured event (a log collector reads its fields; --log-format pretty shows
+    // it as lines), written whatever the log level: it is how an operator learns where and how to log in.
+    const banner = startBanner({ config, address, database: `${services.store.dialect} ${services.store.location}`, demo, tls, adminToken, seeded });
+    app.log
+      .child({}, { level: 'info' })
+      .info(banner, `Stratus listening at ${base} (database: ${banner.database})${banner.console ? `, console at ${banner.console}` : ''}`);
+    if (config.readyFile) writeReadyFile(config.readyFile, readyContent({ url: base, demo, adminToken, tls }));
+  }
 
-  // SIGTERM/SIGINT: stop accepting, let in-flight requests finish, then close the database.
-  onSignals(app.log, config.readyFile, async () => {
-    await app.close();
-    await scheduler.stop();
-    await services.store.close();
-  });
+  // SIGTERM/SIGINT (or the primary's `stop`): stop accepting, let in-flight requests finish, then close the database.
+  const signals = onSignals(
+    app.log,
+    worker ? null : config.readyFile,
+    async () => {
+      await app.close();
+      await scheduler.stop();
+      await services.store.close();
+    },
+    () => {
+      if (!worker || !process.connected) process.exit(0);
+      // A worker leaves its channel to the primary orderly (answers to connections the primary is still
+      // handing over reach it: one lost would leave that connection open, unanswered, in the primary).
+      setTimeout(() => process.exit(0), 1000);
+      process.disconnect();
+    },
+  );
+  if (worker) {
+    act = (msg) => {
+      if (msg.type === 'scheduler' && !signals.closing) scheduler.start();
+      if (msg.type === 'stop') void signals.shutdown('stop');
+    };
+    for (const type of asked) act({ type });
+    // The primary gone (killed): nothing restarts or routes to this worker any more.
+    process.once('disconnect', () => void signals.shutdown('disconnected'));
+  }
 }

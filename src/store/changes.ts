@@ -40,6 +40,13 @@ export class ChangeFeed {
    */
   relay = false;
 
+  /**
+   * One of several serving processes on one SQLite file (`serve --workers N`): its changes go to its own
+   * listeners at commit and into `change_relay` tagged with this id, which every other worker reads by its
+   * own cursor (Store.listenChanges); null: the only serving process.
+   */
+  origin: string | null = null;
+
   constructor(private readonly dialect: Dialect) {}
 
   note(tx: Tx, change: Change): void {
@@ -63,12 +70,12 @@ export class ChangeFeed {
     if (!list) return undefined;
     this.pending.delete(tx);
     if (this.dialect !== 'postgres') {
-      if (!this.relay) return list;
+      if (!this.relay && !this.origin) return list;
       await tx
         .insertInto('change_relay')
-        .values({ changes: JSON.stringify(list) })
+        .values({ changes: JSON.stringify(this.origin ? { from: this.origin, changes: list } : list) })
         .execute();
-      return undefined;
+      return this.relay ? undefined : list;
     }
     const channel = this.channel ?? schemaChannel('public');
     let chunk: Change[] = [];
@@ -101,6 +108,13 @@ export class ChangeFeed {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
+}
+
+/** A `change_relay` row's changes: an operator command's array, or a worker's `{from, changes}` (null: this worker's own). */
+export function relayedChanges(text: string, self: string | null): Change[] | null {
+  const parsed = JSON.parse(text) as Change[] | { from: string; changes: Change[] };
+  if (Array.isArray(parsed)) return parsed;
+  return parsed.from === self ? null : parsed.changes;
 }
 
 /** The NOTIFY channel of a schema: channels are database-wide, and each test (or deployment) has its own schema. */

@@ -6,7 +6,7 @@ import type Pg from 'pg';
 import { lazyPackage } from '../core/lazy.js';
 import { byCodePoint } from '../core/order.js';
 import type { Database } from './schema.js';
-import { answerChannel, ChangeFeed, schemaChannel, type Change } from './changes.js';
+import { answerChannel, ChangeFeed, relayedChanges, schemaChannel, type Change } from './changes.js';
 import { AnswerBarrier } from './answer-barrier.js';
 import { ListenConnection } from './listen.js';
 import { migrationProvider } from './migrations/index.js';
@@ -53,6 +53,13 @@ export async function migrationsAlone<T>(pgUrl: string | null, fn: () => Promise
 
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
 export const DEFAULT_CACHE_MIB = 32;
+/**
+ * `change_relay` rows kept behind the newest one read (several workers on SQLite): a worker further behind
+ * than this misses changes (its sockets' clients re-read). Pruned every RELAY_PRUNE_EVERY rows.
+ */
+const RELAY_KEPT = 20_000;
+const RELAY_PRUNE_EVERY = 1_000;
+
 /** SQLite prepared statements kept (`--statement-cache`). */
 export const DEFAULT_STATEMENT_CACHE = 500;
 
@@ -433,13 +440,36 @@ export class Store {
   private async pollRelayed(onChanges: (changes: Change[]) => void, onError: (err: Error) => void, pollMs: number): Promise<() => Promise<void>> {
     const version = this.otherCommits;
     if (!version) throw new Error('pollRelayed: SQLite only');
-    const take = () =>
+    const origin = this.changes.origin;
+    // One serving process: it takes the relayed rows (and deletes them). Several (`--workers`): each reads
+    // from its own cursor, skipping its own rows, and rows far behind every cursor are pruned.
+    let cursor = 0;
+    const takeOwn = () =>
       this.db.transaction().execute(async (tx) => {
         const rows = await tx.selectFrom('change_relay').select(['seq', 'changes']).orderBy('seq').execute();
         if (rows.length) await tx.deleteFrom('change_relay').where('seq', '<=', rows.at(-1)!.seq).execute();
-        return rows.flatMap((r) => JSON.parse(r.changes) as Change[]);
+        return rows.flatMap((r) => relayedChanges(r.changes, null) ?? []);
       });
-    await take();
+    const takeShared = async () => {
+      const rows = await this.db.selectFrom('change_relay').select(['seq', 'changes']).where('seq', '>', cursor).orderBy('seq').execute();
+      if (!rows.length) return [];
+      cursor = Number(rows.at(-1)!.seq);
+      if (cursor % RELAY_PRUNE_EVERY < rows.length)
+        await this.db
+          .deleteFrom('change_relay')
+          .where('seq', '<=', cursor - RELAY_KEPT)
+          .execute();
+      return rows.flatMap((r) => relayedChanges(r.changes, origin) ?? []);
+    };
+    const take = origin ? takeShared : takeOwn;
+    if (origin) {
+      // What was relayed before this worker started is not for it.
+      const last = await this.db
+        .selectFrom('change_relay')
+        .select((eb) => eb.fn.max('seq').as('seq'))
+        .executeTakeFirst();
+      cursor = Number(last?.seq ?? 0);
+    } else await take();
     let seen = version();
     let stopped = false;
     let timer: NodeJS.Timeout | undefined;

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller, Services } from '../../core/context.js';
 import { ApiError } from '../../core/errors.js';
-import { MemoryCounters, TableCounters, type Bucket, type CounterStore } from '../../store/limits/counters.js';
+import { MemoryCounters, SqliteFileCounters, TableCounters, type Bucket, type CounterStore } from '../../store/limits/counters.js';
 import { decodeAccountLimits, getAccountLimitsText, onAccountLimitsChange } from '../../resources/accounts/rate-limits.js';
 import { apiPath, mergeRules, PERIODS, RuleError, ruleId, RuleSet, type Rule } from '../../core/rate-rules.js';
 
@@ -74,7 +74,13 @@ export class RateLimiter {
   static create(s: Services, log?: FastifyBaseLogger): RateLimiter | null {
     const rules = s.config.rateLimits;
     if (!rules) return null;
-    const counters = s.store.dialect === 'postgres' ? TableCounters.postgres(s.config.db) : new MemoryCounters();
+    // Several API processes on one SQLite file (`--workers`): a shared side file (SqliteFileCounters).
+    const counters =
+      s.store.dialect === 'postgres'
+        ? TableCounters.postgres(s.config.db)
+        : s.config.workers > 1
+          ? SqliteFileCounters.besideDatabase(s.config.db)
+          : new MemoryCounters();
     return new RateLimiter(s, rules, counters, log);
   }
 
