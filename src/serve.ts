@@ -98,9 +98,8 @@ export async function serve(config: Config): Promise<void> {
     // The start banner: one structured event (a log collector reads its fields; --log-format pretty shows
     // it as lines), written whatever the log level: it is how an operator learns where and how to log in.
     const banner = startBanner({ config, address, database: `${services.store.dialect} ${services.store.location}`, demo, tls, adminToken, seeded });
-    app.log
-      .child({}, { level: 'info' })
-      .info(banner, `Stratus listening at ${base} (database: ${banner.database})${banner.console ? `, console at ${banner.console}` : ''}`);
+    // Its `console` field is the web console's URL (a line of its own in the pretty form).
+    app.log.child({}, { level: 'info' }).info(banner, `Stratus listening at ${base} (database: ${banner.database})`);
     if (config.readyFile) writeReadyFile(config.readyFile, readyContent({ url: base, demo, adminToken, tls }));
   }
 

@@ -91,7 +91,8 @@ export function Shell() {
   }, [path]);
 
   if (me === undefined) return <p aria-busy="true">Loading the console…</p>;
-  const needsSession = !found || !found.row.public;
+  // Operator pages ask for the admin token themselves: an operator needs no account to use them.
+  const needsSession = !found || !(found.row.public || found.row.operator);
   if (needsSession && !me && path !== 'signin') {
     queueMicrotask(() => navigate('signin', { replace: true }));
     return null;

@@ -72,7 +72,6 @@ describe('the web console at /ui/', () => {
   });
 
   test('the start banner names the console beside the API and the demo login', () => {
-    assert.match(srv.stdout(), new RegExp(`console at http://127\\.0\\.0\\.1:${port}/ui/`));
     assert.match(srv.stdout(), new RegExp(`\\nConsole: http://127\\.0\\.0\\.1:${port}/ui/ \\(sign in with the demo login\\)\\n`));
   });
 

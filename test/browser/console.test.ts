@@ -195,4 +195,11 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     await page.getByRole('alert').getByText(refused.json[0].error_message).waitFor();
     await screenshot(page, '16-not-yours');
   });
+  test('the operator pages need the admin token, not an account: signed out, the clock page asks for the token', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await page.goto(ui('operator/clock'));
+    await page.getByLabel('Admin token').waitFor({ timeout: WAIT_MS });
+    assert.equal(new URL(page.url()).pathname, '/ui/operator/clock');
+  });
 });
