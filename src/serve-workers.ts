@@ -92,7 +92,7 @@ export async function servePrimary(config: Config): Promise<void> {
         if (msg?.type !== 'listening') return;
         m.listening = true;
         // Retired while it started (a stop during a restart): told now, as it listens for the primary's messages.
-        if (m.retiring) worker.send({ type: 'stop' } satisfies ToWorker);
+        if (m.retiring) worker.disconnect();
         electOwner();
         resolve(msg.address);
       });
@@ -127,7 +127,9 @@ export async function servePrimary(config: Config): Promise<void> {
         owner = null;
         electOwner();
       }
-      if (m.listening) m.worker.send({ type: 'stop' } satisfies ToWorker);
+      // disconnect(), not a message: the primary stops handing this worker connections at once (node:cluster
+      // removes it from the round robin); a connection handed over while it closed would wait forever.
+      if (m.listening) m.worker.disconnect();
     });
 
   const stopAll = async (code: number) => {
