@@ -28,7 +28,7 @@ export const CONSOLE_GZIP_BUDGET_KB = 100;
 /** First contentful paint of a cold load, median, on this 2-core machine. */
 export const FIRST_PAINT_BUDGET_MS = 1000;
 /** The list page the first-paint figure loads (a signed-in page that lists the account's servers). */
-export const LIST_PAGE = '/ui/#/servers';
+export const LIST_PAGE = '/ui/servers';
 
 const BIN = fileURLToPath(new URL('../bin/stratus.js', import.meta.url));
 const EMAIL = 'console-bench@example.com';
@@ -71,7 +71,7 @@ async function serve(dir: string): Promise<{ base: string; stop: () => Promise<v
     await new Promise((r) => setTimeout(r, 50));
   }
   const { url } = JSON.parse(readFileSync(ready, 'utf8')) as { url: string };
-  return { base: url.replace(/\/$/, ''), stop };
+  return { base: new URL(url).origin, stop };
 }
 
 /** One cold load of `url` (cache off) in a new tab: its first contentful paint, ms from navigation start. */
