@@ -10,9 +10,9 @@ const SHARING_TABLES = ['acl_grantees', 'acl_rules', 'acl_tags', 'tag_members'] 
  *
  * SQLite: row triggers raise `sharing` with every write to the ACL and membership tables, and with every
  * row of `resources` inserted, deleted or moved (uuid, kind, owner): whatever the writer (this process,
- * another on the same file, an operator command, an import). PostgreSQL keeps the table but no trigger:
- * there the shared rows are read by the page's own statement (a row updated by every membership write
- * would also make concurrent writers queue on it).
+ * another on the same file, an operator command, an import). PostgreSQL gets its triggers in
+ * 0100_pg_sharing_counters.ts (a row per backend, summed: one row updated by every membership write would
+ * make concurrent writers queue on it).
  */
 export const changeCounters = (dialect: Dialect): Migration => ({
   async up(db: Kysely<any>) {

@@ -1,4 +1,4 @@
-import { sql, type RawBuilder, type SqlBool } from 'kysely';
+import { sql, type AliasedRawBuilder, type RawBuilder, type SqlBool } from 'kysely';
 import type { Db } from '../db.js';
 import { totalOfPage } from '../paging.js';
 import type { ArgOf } from '../shapes.js';
@@ -71,8 +71,16 @@ export class ResourcePages {
     // In creation order an ACL's shared rows are kept between requests (shared-seqs.ts); the other order
     // needs their `updated_at`, which changes with every write of them.
     const keptKey = theirKey && p.order === 'created' && set.shared?.key.startsWith('acl.') && this.shared.applies(db) ? `${theirKey}|${set.owner}` : undefined;
-    const first: readonly { seq: number; updated_at: string }[] | undefined =
-      set.shared && (deep || this.sql.dialect === 'sqlite') ? await (keptKey ? this.shared.get(db as Db, keptKey, readTheirs) : readTheirs()) : undefined;
+    // PostgreSQL checks a kept set in the page's own statement (its `rel_sharing` column): `confirm` is the
+    // counter it was kept under; a set not kept is read with the counter in one statement.
+    let confirm: number | undefined;
+    let first: readonly { seq: number; updated_at?: string }[] | undefined;
+    if (keptKey && !deep && this.sql.dialect === 'postgres') {
+      const hit = this.shared.peek(keptKey);
+      if (hit && this.shared.verifying) await this.shared.check(db as Db, keptKey, hit, readTheirs);
+      confirm = hit?.n;
+      first = hit ? hit.rows : await this.shared.load(keptKey, () => this.readTheirsCounted(set, args, theirKey!));
+    } else if (set.shared && (deep || this.sql.dialect === 'sqlite')) first = await (keptKey ? this.shared.get(db as Db, keptKey, readTheirs) : readTheirs());
     if (deep)
       return this.anchors.deepPage(
         set,
@@ -82,28 +90,50 @@ export class ResourcePages {
         rel,
       );
     // Only the shared rows that can reach the page take part in the merge.
-    const theirs = first && p.limit > 0 ? (keptKey ? first : [...first].sort(JS_ORDER[p.order])).slice(0, args.end) : first;
+    const theirs =
+      first && p.limit > 0 ? (keptKey ? first : [...(first as { seq: number; updated_at: string }[])].sort(JS_ORDER[p.order])).slice(0, args.end) : first;
     const mode: SharedIn = !set.shared ? 'none' : !theirs ? 'cte' : theirs.length ? 'list' : 'none';
-    const found = await this.sql.run<RelRow & { rel_own: number | null; rel_theirs?: number | null }, A | 'theirs'>(
-      this.sets.shapeKey('visible.page-with', set, p.order, p.limit > 0, p.offset > 0, relKey(rel), mode),
+    const checks = confirm !== undefined;
+    const found = await this.sql.run<RelRow & { rel_own: number | null; rel_theirs?: number | null; rel_sharing?: unknown }, A | 'theirs'>(
+      this.sets.shapeKey('visible.page-with', set, p.order, p.limit > 0, p.offset > 0, relKey(rel), mode, checks),
       db,
-      (arg) => this.pageQuery(set, p, rel, arg, mode),
+      (arg) => this.pageQuery(set, p, rel, arg, mode, checks),
       { ...args, theirs: this.sql.listArg((theirs ?? []).map((t) => t.seq)) },
     );
+    // A kept set the counter no longer holds: read afresh (this time not kept, so no loop).
+    if (checks && found.length && !this.shared.confirm(keptKey!, found[0].rel_sharing)) return this.listPage(set, p, rel);
     const rows = found.map((r) => withRelated(r));
     // A page that is not full holds everything from the offset on (paging.ts).
     const shown = totalOfPage(rows.length, p.limit, p.offset);
-    if (shown !== undefined) return { rows, total: shown };
+    // An empty page confirmed nothing: the totals' statement does.
+    if (shown !== undefined && !(checks && !found.length)) return { rows, total: shown };
     const shared = (counted: { rel_theirs?: number | null } | undefined) => (first ? first.length : Number(counted?.rel_theirs ?? 0));
     if (found.length) return { rows, total: Number(found[0].rel_own ?? 0) + shared(found[0]) };
     // Past the end: only the totals.
-    const totals = await this.sql.run<{ rel_own: number | null; rel_theirs?: number | null }, A>(
-      this.sets.shapeKey('visible.total', set, first !== undefined),
+    const totals = await this.sql.run<{ rel_own: number | null; rel_theirs?: number | null; rel_sharing?: unknown }, A>(
+      this.sets.shapeKey('visible.total', set, first !== undefined, checks),
       db,
-      (arg) => db.selectNoFrom(this.totalColumns(set, arg, first ? undefined : 'half')) as unknown as AnyQuery,
+      (arg) => db.selectNoFrom(this.totalColumns(set, arg, first ? undefined : 'half', checks)) as unknown as AnyQuery,
       args,
     );
+    if (checks && !this.shared.confirm(keptKey!, totals[0]?.rel_sharing)) return this.listPage(set, p, rel);
     return { rows, total: Number(totals[0]?.rel_own ?? 0) + shared(totals[0]) };
+  }
+
+  /** PostgreSQL: the seqs of the rows shared with the caller and the `sharing` counter, in one statement (one snapshot). */
+  private async readTheirsCounted(set: VisibleSet, args: Record<'kind' | 'me', unknown>, theirKey: string) {
+    const db = set.db;
+    const rows = await this.sql.run<{ n: unknown; seqs: unknown[] }, 'kind' | 'me'>(
+      `${theirKey}:counted`,
+      db,
+      (arg) =>
+        db.selectNoFrom([
+          this.shared.counterSql().as('n'),
+          sql<unknown[]>`array(select h.seq from (${this.sets.theirHalf(set, arg)}) as h)`.as('seqs'),
+        ]) as unknown as AnyQuery,
+      args,
+    );
+    return rows[0];
   }
 
   /**
@@ -116,7 +146,14 @@ export class ResourcePages {
    * none), `list` (read first, their seqs as the argument `theirs`), or `cte` (read by this statement once,
    * in a materialised CTE, and counted).
    */
-  private pageQuery(set: VisibleSet, p: Page, rel: Relations, arg: ArgOf<'kind' | 'me' | 'end' | 'limit' | 'offset' | 'theirs'>, shared: SharedIn) {
+  private pageQuery(
+    set: VisibleSet,
+    p: Page,
+    rel: Relations,
+    arg: ArgOf<'kind' | 'me' | 'end' | 'limit' | 'offset' | 'theirs'>,
+    shared: SharedIn,
+    checks: boolean,
+  ) {
     const db = set.db;
     const limit = p.limit > 0 ? 'limit' : undefined;
     const offset = p.offset > 0 ? 'offset' : undefined;
@@ -140,7 +177,7 @@ export class ResourcePages {
         'resources.',
       );
     if (shared === 'none')
-      return rowsOf(db as Db, this.sql.pageArgs(own, arg, limit, offset).clearSelect().select('resources.seq'), this.totalColumns(set, arg));
+      return rowsOf(db as Db, this.sql.pageArgs(own, arg, limit, offset).clearSelect().select('resources.seq'), this.totalColumns(set, arg, undefined, checks));
     const theirs =
       shared === 'cte'
         ? (db.selectFrom(sql<{ seq: number; updated_at: string }>`theirs`.as('t')).select(['t.seq', 't.updated_at']) as AnyQuery)
@@ -159,7 +196,7 @@ export class ResourcePages {
           .select(cols.map((c) => `b.${c}`) as never[]),
       ) as unknown as AnyQuery;
     const seqs = db.selectFrom(this.sql.pageArgs(this.sorted(merged, p.order, ''), arg, limit, offset).as('m')).select('m.seq') as unknown as AnyQuery;
-    if (shared === 'list') return rowsOf(db as Db, seqs, this.totalColumns(set, arg));
+    if (shared === 'list') return rowsOf(db as Db, seqs, this.totalColumns(set, arg, undefined, checks));
     const withTheirs = db.with(
       (cte) => cte('theirs').materialized(),
       () => this.sets.theirHalf(set, arg),
@@ -179,10 +216,11 @@ export class ResourcePages {
    * The set's totals as columns: `rel_own` the caller's own rows (the kept count; counted when filtered),
    * and `rel_theirs` the shared ones, counted from the statement's `theirs` CTE or from the shared half itself.
    */
-  private totalColumns(set: VisibleSet, arg: ArgOf<'kind' | 'me'>, theirs?: 'cte' | 'half') {
+  private totalColumns(set: VisibleSet, arg: ArgOf<'kind' | 'me'>, theirs?: 'cte' | 'half', checks = false): AliasedRawBuilder<number, string>[] {
     const own = set.where.length
       ? sql<number>`(select count(*) from (${this.sets.ownHalf(set, arg)}) as c)`
       : sql<number>`(select n from resource_counts where kind = ${arg('kind')} and owner_uuid = ${arg('me')})`;
+    if (checks) return [own.as('rel_own'), this.shared.counterSql().as('rel_sharing')];
     if (!set.shared || !theirs) return [own.as('rel_own')];
     const shared = theirs === 'cte' ? sql<number>`(select count(*) from theirs)` : sql<number>`(select count(*) from (${this.sets.theirHalf(set, arg)}) as c)`;
     return [own.as('rel_own'), shared.as('rel_theirs')];

@@ -1,25 +1,29 @@
+import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../db.js';
 import type { ResourceSql } from './sql.js';
 
-type Seqs = { seq: number; updated_at: string }[];
+type Seqs = { seq: number }[];
+type Kept = { n: number; rows: Seqs };
 
 /**
- * The rows an ACL shares with a caller, kept between requests on SQLite: reading them costs one walk of
- * every shared row (1,000 shares made a 20-row page 7.5x dearer than the same page with none), and they
- * change only when ACLs, tag membership or the set of rows change. Each of those writes raises the
- * `sharing` counter in its own transaction (migration 0050's triggers, whoever writes), so one read of
- * the counter tells whether a kept set still holds.
+ * The rows an ACL shares with a caller, kept between requests: reading them costs one walk of every
+ * shared row (1,000 shares made a 20-row page 4-7x dearer than the same page with none), and they change
+ * only when ACLs, tag membership or the set of rows change. Each of those writes raises the `sharing`
+ * counter in its own transaction (SQLite: migration 0050's triggers; PostgreSQL: 0100's, a row per backend
+ * summed), whoever writes, so one read of the counter tells whether a kept set still holds.
  *
- * The counter is read before the rows, each read its own snapshot: a write committed in between makes
- * the rows newer than the counter they are kept under, and the next read of the counter misses. Nothing
- * is kept from inside a transaction (it may roll back). Only the seqs are kept, in creation order: a
- * page reads its rows (and their `updated_at`) afresh. `STRATUS_ANSWER_CACHE_VERIFY=1` reads the rows
- * anyway and fails the request when the kept ones differ.
+ * SQLite reads the counter before the rows, each its own snapshot: a write committed in between makes the
+ * rows newer than the counter they are kept under, and the next read of the counter misses. PostgreSQL reads
+ * both in one statement (one snapshot, one round trip), and checks a kept set with a column of the page's
+ * own statement (`counterSql`, `confirm`): a hit costs no statement of its own. Nothing is kept from inside
+ * a transaction (it may roll back). Only the seqs are kept, in creation order: a page reads its rows (and
+ * their `updated_at`) afresh. `STRATUS_ANSWER_CACHE_VERIFY=1` reads the rows anyway and fails the request
+ * when the kept ones differ.
  */
 export class SharedSeqs {
-  private readonly kept = new Map<string, { n: number; rows: Seqs }>();
+  private readonly kept = new Map<string, Kept>();
   private rowsKept = 0;
-  private readonly verify = process.env.STRATUS_ANSWER_CACHE_VERIFY === '1';
+  readonly verifying = process.env.STRATUS_ANSWER_CACHE_VERIFY === '1';
 
   constructor(
     private readonly sql: ResourceSql,
@@ -27,9 +31,16 @@ export class SharedSeqs {
     readonly maxRows = 200_000,
   ) {}
 
-  /** Whether sets read through `db` may be kept: SQLite, outside a transaction. */
+  /** Whether sets read through `db` may be kept: outside a transaction. */
   applies(db: Db | Tx): boolean {
-    return this.sql.dialect === 'sqlite' && !db.isTransaction && this.maxRows > 0;
+    return !db.isTransaction && this.maxRows > 0;
+  }
+
+  /** The `sharing` counter as a scalar subquery (a column of another statement, see `confirm`). */
+  counterSql(): RawBuilder<number> {
+    return this.sql.dialect === 'postgres'
+      ? sql<number>`(select coalesce(sum(n), 0)::bigint from change_counters where scope = 'sharing' or scope like 'sharing:%')`
+      : sql<number>`(select n from change_counters where scope = 'sharing')`;
   }
 
   /** The shared rows of `key` (a shape and a caller) in creation order, kept or read by `read`. */
@@ -37,9 +48,8 @@ export class SharedSeqs {
     const n = await this.counter(db);
     const hit = n === undefined ? undefined : this.kept.get(key);
     if (hit && hit.n === n) {
-      if (this.verify) await this.check(db, key, hit, read);
-      this.kept.delete(key);
-      this.kept.set(key, hit);
+      if (this.verifying) await this.check(db, key, hit, read);
+      this.touch(key, hit);
       return hit.rows;
     }
     const rows = (await read()).sort((a, b) => a.seq - b.seq);
@@ -47,23 +57,67 @@ export class SharedSeqs {
     return rows;
   }
 
+  /**
+   * PostgreSQL: the kept set of `key` and the counter it was kept under, not yet checked: the caller's
+   * statement reads `counterSql` and hands it to `confirm`.
+   */
+  peek(key: string): Readonly<Kept> | undefined {
+    return this.kept.get(key);
+  }
+
+  /** Whether the counter a statement read (`counterSql`) still holds `key`'s kept set; drops it when not. */
+  confirm(key: string, n: unknown): boolean {
+    const hit = this.kept.get(key);
+    if (hit && n !== null && n !== undefined && Number(n) === hit.n) {
+      this.touch(key, hit);
+      return true;
+    }
+    this.drop(key);
+    return false;
+  }
+
+  /** PostgreSQL: the shared rows of `key` and the counter, read by one statement (`read`), and kept. */
+  async load(key: string, read: () => Promise<{ n: unknown; seqs: readonly unknown[] }>): Promise<readonly Readonly<Seqs[number]>[]> {
+    const { n, seqs } = await read();
+    const rows = seqs.map((s) => ({ seq: Number(s) })).sort((a, b) => a.seq - b.seq);
+    if (n !== null && n !== undefined) this.keep(key, Number(n), rows);
+    return rows;
+  }
+
+  /** Verify mode: the kept set against a fresh read; a write between the two (the counter moved) is no verdict. */
+  async check(db: Db, key: string, kept: Readonly<Kept>, read: () => Promise<Seqs>): Promise<void> {
+    const fresh = (await read()).map((r) => Number(r.seq)).sort((a, b) => a - b);
+    if (fresh.join(',') === kept.rows.map((r) => r.seq).join(',') || (await this.counter(db)) !== kept.n) return;
+    throw new Error(`verify: the kept shared rows of ${key} are stale (${kept.rows.length} kept, ${fresh.length} now)`);
+  }
+
   /** The `sharing` counter now; undefined without its row (a database imported without one: nothing is kept). */
   private async counter(db: Db): Promise<number | undefined> {
-    const rows = await this.sql.shaped<{ n: number | string }, never>(
+    const rows = await this.sql.shaped<{ n: number | string | null }, never>(
       db,
       'change-counters.sharing',
-      () => db.selectFrom('change_counters').select('n').where('scope', '=', 'sharing'),
+      () => db.selectNoFrom(this.counterSql().as('n')),
       {},
     );
-    return rows[0] === undefined ? undefined : Number(rows[0].n);
+    const n = rows[0]?.n;
+    return n === undefined || n === null ? undefined : Number(n);
+  }
+
+  private drop(key: string): void {
+    const old = this.kept.get(key);
+    if (!old) return;
+    this.kept.delete(key);
+    this.rowsKept -= old.rows.length;
+  }
+
+  /** Most recently used last (the eviction order of `keep`). */
+  private touch(key: string, hit: Kept): void {
+    this.kept.delete(key);
+    this.kept.set(key, hit);
   }
 
   private keep(key: string, n: number, rows: Seqs): void {
-    const old = this.kept.get(key);
-    if (old) {
-      this.kept.delete(key);
-      this.rowsKept -= old.rows.length;
-    }
+    this.drop(key);
     if (rows.length > this.maxRows / 4) return;
     // Oldest first out until the new set fits.
     for (const [k, v] of this.kept) {
@@ -73,12 +127,5 @@ export class SharedSeqs {
     }
     this.kept.set(key, { n, rows });
     this.rowsKept += rows.length;
-  }
-
-  /** Verify mode: the kept set against a fresh read; a write between the two (the counter moved) is no verdict. */
-  private async check(db: Db, key: string, kept: { n: number; rows: Seqs }, read: () => Promise<Seqs>): Promise<void> {
-    const fresh = (await read()).map((r) => r.seq).sort((a, b) => a - b);
-    if (fresh.join(',') === kept.rows.map((r) => r.seq).join(',') || (await this.counter(db)) !== kept.n) return;
-    throw new Error(`verify: the kept shared rows of ${key} are stale (${kept.rows.length} kept, ${fresh.length} now)`);
   }
 }
