@@ -1,7 +1,7 @@
 /**
  * A throw-away database per engine. SQLite: a file in a temp directory, opened by Store.open in WAL mode
  * like production (`:memory:` would be private to one process and hide the file I/O the service pays).
- * PostgreSQL: a fresh schema `bench_<pid>` in the given database, selected through the connection's
+ * PostgreSQL: a fresh schema (`bench_<pid>` unless named) in the given database, selected through the connection's
  * search_path (as the test suite does), dropped at the end.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,8 +24,7 @@ export async function sqliteDatabase(): Promise<BenchDatabase> {
   return { engine: 'sqlite', url, label: `${url} (WAL)`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-export async function postgresDatabase(base: string): Promise<BenchDatabase> {
-  const schema = `bench_${process.pid}`;
+export async function postgresDatabase(base: string, schema = `bench_${process.pid}`): Promise<BenchDatabase> {
   const admin = async (text: string) => {
     const c = new pg.Client({ connectionString: base });
     await c.connect();

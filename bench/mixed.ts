@@ -1,6 +1,6 @@
 /**
  * "Mixed" (issue 31): a realistic load on `stratus serve` as a real process, with 1 and then 2 workers
- * (`--workers`), on a SQLite file: many accounts (50 × 200 servers; BENCH_QUICK=1: 10 × 20), each sharing
+ * (`--workers`), on a SQLite file and, with BENCH_PG_URL, on PostgreSQL (a fresh schema per run): many accounts (50 × 200 servers; BENCH_QUICK=1: 10 × 20), each sharing
  * a tag of its servers with the next account through an ACL, and clients doing what CI and consoles do
  * (bench/mixed-load.ts MIX: polling single objects and lists, PUTs, start/stop, creates and deletes, 20%
  * writes) plus event-stream subscribers, for a fixed time. The load generator is a process of its own
@@ -8,7 +8,8 @@
  * /_stratus/metrics), and the ratio to a raw server replaying the reads' answers under the same load.
  *
  * Goals on the 2-core machine, the load generator on it too: 2 workers ≥ 1.5× one worker's throughput;
- * p99 < 20 ms. Run alone: `npx tsx bench/mixed.ts` (BENCH_QUICK=1 for a short version).
+ * p99 < 20 ms. Run alone: `npx tsx bench/mixed.ts` (BENCH_QUICK=1 for a short version; BENCH_PG_URL also
+ * runs it on PostgreSQL, BENCH_SQLITE=0 leaves SQLite out).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startChild } from './children.js';
+import { postgresDatabase, type BenchDatabase } from './database.js';
+import { optionsFromEnv, type Options } from './options.js';
 import { call, request } from './http.js';
 import type { MixedAccount, MixedPlan, MixedResult } from './mixed-load.js';
 import type { RawReply } from './serve-child.js';
@@ -36,6 +39,7 @@ export interface MixedRow {
 }
 
 export interface MixedReport {
+  engine: 'sqlite' | 'postgres';
   accounts: number;
   servers: number;
   connections: number;
@@ -163,7 +167,13 @@ async function recordReplies(base: string, acct: MixedAccount): Promise<RawReply
   return out;
 }
 
-export async function mixedSection(quick: boolean): Promise<MixedReport> {
+/**
+ * The database of one run, seeded: SQLite copies one seeded file per run; PostgreSQL seeds a fresh schema
+ * per run (there is no file to copy), the same accounts in the same order.
+ */
+type RunDatabase = { url: string; accounts: MixedAccount[]; drop: () => Promise<void> };
+
+export async function mixedSection(quick: boolean, spec: Options['stores'][number] = { engine: 'sqlite' }): Promise<MixedReport> {
   const accounts = quick ? 10 : 50;
   const servers = quick ? 20 : 200;
   const durationS = Number(process.env.BENCH_MIXED_DURATION ?? (quick ? 5 : 20));
@@ -171,20 +181,34 @@ export async function mixedSection(quick: boolean): Promise<MixedReport> {
   const subscribers = quick ? 5 : 20;
   if (!existsSync(join(ROOT, 'dist/stratus.js'))) spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' });
   const dir = mkdtempSync(join(tmpdir(), 'stratus-bench-mixed-'));
+  const say = (msg: string) => progress(`${spec.engine}: ${msg}`);
   try {
-    const seeded = join(dir, 'seeded.db');
-    progress(`seeding ${accounts} accounts × ${servers} servers`);
-    const accts = await seedDatabase(seeded, dir, accounts, servers);
-    const plan = (base: string): MixedPlan => ({ base, accounts: accts, connections, subscribers, warmupS: 2, durationS });
+    let seeded: { file: string; accounts: MixedAccount[] } | undefined;
+    const databaseFor = async (workers: number): Promise<RunDatabase> => {
+      say(`seeding ${accounts} accounts × ${servers} servers`);
+      if (spec.engine === 'postgres') {
+        const db: BenchDatabase = await postgresDatabase(spec.url, `bench_${process.pid}_mixed_${workers}`);
+        return { url: db.url, accounts: await seedDatabase(db.url, dir, accounts, servers), drop: () => db.drop() };
+      }
+      // Each run on its own copy of the seeded database (the first run's writes do not load the second).
+      if (!seeded) {
+        const file = join(dir, 'seeded.db');
+        seeded = { file, accounts: await seedDatabase(file, dir, accounts, servers) };
+      }
+      const url = join(dir, `run-${workers}.db`);
+      copyFileSync(seeded.file, url);
+      return { url, accounts: seeded.accounts, drop: async () => {} };
+    };
     const rows: MixedRow[] = [];
     let replies: RawReply[] = [];
+    let accts: MixedAccount[] = [];
+    const plan = (base: string): MixedPlan => ({ base, accounts: accts, connections, subscribers, warmupS: 2, durationS });
     for (const workers of [1, 2]) {
-      // Each run on its own copy of the seeded database (the first run's writes do not load the second).
-      const db = join(dir, `run-${workers}.db`);
-      copyFileSync(seeded, db);
-      const srv = await serve(db, dir, workers);
+      const db = await databaseFor(workers);
+      accts = db.accounts;
+      const srv = await serve(db.url, dir, workers);
       try {
-        progress(`${workers} worker(s), ${durationS} s`);
+        say(`${workers} worker(s), ${durationS} s`);
         if (!replies.length) replies = await recordReplies(srv.base, accts[0]);
         const before = await answerCounts(srv.base, srv.token, workers);
         const result = await loadProcess(plan(srv.base));
@@ -194,11 +218,12 @@ export async function mixedSection(quick: boolean): Promise<MixedReport> {
         rows.push({ workers, result, hitRate: reusable > 0 ? d('reused') / reusable : null });
       } finally {
         await srv.stop();
+        await db.drop();
       }
     }
     // The raw replay: the same clients and mix against answers replayed from memory (one account's reads;
     // writes and other accounts' paths are answered 404 at once): the machine's ceiling for this load.
-    progress('raw replay');
+    say('raw replay');
     const raw = await startChild({ mode: 'raw', replies });
     let rawResult: MixedResult;
     try {
@@ -211,7 +236,7 @@ export async function mixedSection(quick: boolean): Promise<MixedReport> {
     const speedup = one.requests ? two.requests / two.seconds / (one.requests / one.seconds) : 0;
     const goals: Goal[] = [
       {
-        store: 'sqlite',
+        store: spec.engine,
         section: 'mixed',
         what: '2 workers / 1 worker (req/s)',
         value: speedup,
@@ -219,9 +244,17 @@ export async function mixedSection(quick: boolean): Promise<MixedReport> {
         goal: MIXED_SPEEDUP_GOAL,
         pass: speedup >= MIXED_SPEEDUP_GOAL,
       },
-      { store: 'sqlite', section: 'mixed', what: 'p99 ms, 2 workers', value: two.p99, kind: 'max', goal: MIXED_P99_GOAL_MS, pass: two.p99 < MIXED_P99_GOAL_MS },
+      {
+        store: spec.engine,
+        section: 'mixed',
+        what: 'p99 ms, 2 workers',
+        value: two.p99,
+        kind: 'max',
+        goal: MIXED_P99_GOAL_MS,
+        pass: two.p99 < MIXED_P99_GOAL_MS,
+      },
     ];
-    return { accounts, servers, connections, subscribers, durationS, rows, raw: rawResult, goals };
+    return { engine: spec.engine, accounts, servers, connections, subscribers, durationS, rows, raw: rawResult, goals };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -231,7 +264,7 @@ const f1 = (n: number) => n.toFixed(1);
 
 export function mixedBlock(r: MixedReport): string[] {
   const lines = [
-    `Mixed load (SQLite file; ${r.accounts} accounts × ${r.servers} servers, ACL shares; ${r.connections} keep-alive clients, ${r.subscribers} websocket subscribers; ${r.durationS} s; load generator in its own process)`,
+    `Mixed load (${r.engine === 'postgres' ? 'PostgreSQL' : 'SQLite file'}; ${r.accounts} accounts × ${r.servers} servers, ACL shares; ${r.connections} keep-alive clients, ${r.subscribers} websocket subscribers; ${r.durationS} s; load generator in its own process)`,
   ];
   const rawRate = r.raw.requests / r.raw.seconds;
   for (const row of r.rows) {
@@ -252,7 +285,11 @@ export function mixedBlock(r: MixedReport): string[] {
 
 // Run alone: `npx tsx bench/mixed.ts`.
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const report = await mixedSection(process.env.BENCH_QUICK === '1');
-  process.stdout.write(mixedBlock(report).join('\n') + '\n');
-  process.exit(report.rows.some((r) => r.result.errors > 0) ? 1 : 0);
+  const reports: MixedReport[] = [];
+  for (const spec of optionsFromEnv().stores) {
+    const report = await mixedSection(process.env.BENCH_QUICK === '1', spec);
+    process.stdout.write(mixedBlock(report).join('\n') + '\n');
+    reports.push(report);
+  }
+  process.exit(reports.some((report) => report.rows.some((r) => r.result.errors > 0)) ? 1 : 0);
 }

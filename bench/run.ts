@@ -27,7 +27,7 @@ import { dataBlock, dataSection, type DataRow } from './data.js';
 import { judge, judgeStartup, startupBlock, storeBlock, summaryBlock, type StartupRow, type StoreReport } from './report.js';
 import { makeAccounts, seedStart, servicesOf } from './seed.js';
 import { writeSection } from './writes.js';
-import { mixedBlock, mixedSection } from './mixed.js';
+import { mixedBlock, mixedSection, type MixedReport } from './mixed.js';
 import { sql } from 'kysely';
 import { Store } from '../src/store/db.js';
 
@@ -127,10 +127,13 @@ async function main(): Promise<void> {
     }
   if (data.length) process.stdout.write(dataBlock(data).join('\n') + '\n');
   // The mixed load, 1 and 2 workers (bench/mixed.ts; BENCH_MIXED=0 leaves it out).
-  const mixed =
-    process.env.BENCH_MIXED === '0'
-      ? null
-      : await mixedSection(process.env.BENCH_QUICK === '1').then((m) => (process.stdout.write(mixedBlock(m).join('\n') + '\n'), m));
+  const mixed: MixedReport[] = [];
+  if (process.env.BENCH_MIXED !== '0')
+    for (const spec of opts.stores) {
+      const m = await mixedSection(process.env.BENCH_QUICK === '1', spec);
+      process.stdout.write(mixedBlock(m).join('\n') + '\n');
+      mixed.push(m);
+    }
   // Start-up last, on a machine no longer busy with the load runs (BENCH_STARTUP=0 leaves it out).
   progress('start-up (spawn to first answer, idle RSS, operator commands)');
   const startup: StartupRow[] | null = process.env.BENCH_STARTUP === '0' ? null : await measureStartup({ pgUrl: process.env.BENCH_PG_URL });
@@ -138,7 +141,12 @@ async function main(): Promise<void> {
   const consoleWhy = process.env.BENCH_CONSOLE === '0' ? 'BENCH_CONSOLE=0' : canMeasureConsole() ? null : 'no /usr/bin/chromium';
   if (!consoleWhy) progress('console (size, first paint)');
   const consoleReport: ConsoleReport | null = consoleWhy ? null : await measureConsole();
-  const goals = [...reports.flatMap(judge), ...(mixed?.goals ?? []), ...judgeStartup(startup ?? []), ...(consoleReport ? judgeConsole(consoleReport) : [])];
+  const goals = [
+    ...reports.flatMap(judge),
+    ...mixed.flatMap((m) => m.goals),
+    ...judgeStartup(startup ?? []),
+    ...(consoleReport ? judgeConsole(consoleReport) : []),
+  ];
   const runtimeSeconds = (performance.now() - t0) / 1000;
   const settings = { durationS: opts.durationS, warmupS: opts.warmupS, connections: opts.connections, sizes: opts.sizes };
   process.stdout.write(
