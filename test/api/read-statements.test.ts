@@ -28,8 +28,9 @@ async function statementsOf(c: Client, path: string): Promise<number> {
   return fewest;
 }
 
-test('a GET made afresh is one statement on PostgreSQL (SQLite: the sharing counter too, for a grantee)', async (t) => {
-  if (process.env.STRATUS_ANSWER_CACHE_VERIFY === '1') return t.skip('verify mode reads kept shared rows again, to compare');
+test('a GET made afresh is one statement on PostgreSQL (SQLite: the sharing counter too, for a grantee)', async () => {
+  // Verify mode reads kept shared rows again, to compare: nothing to count there.
+  if (process.env.STRATUS_ANSWER_CACHE_VERIFY === '1') return;
   const alice = await s.user();
   const bob = await s.user();
   const server = async (c: Client, name: string) =>

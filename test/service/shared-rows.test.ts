@@ -6,6 +6,7 @@ import { Outcome } from '../../src/core/resource.js';
 import { engine } from '../helpers/db.js';
 import { listQuery, openServices, type ServiceFixture } from '../helpers/services.js';
 import { Store } from '../../src/store/db.js';
+import { onlyOn } from '../helpers/skips.js';
 
 /**
  * What an ACL shares shows in the grantee's lists at once after any write that changes it: on SQLite the
@@ -78,50 +79,53 @@ test('a grantee’s list follows every write that changes what is shared, and re
   assert.deepEqual(await seen(), { total: 1, uuids: [b1] }, 'the ACL deleted');
 });
 
-test('a grantee’s kept shared rows follow writes made through another connection (another process), at the very next request', async (t) => {
-  // SQLite's `:memory:` is one connection; another process on a file is the first test's direct SQL.
-  if (engine !== 'postgres') return t.skip('PostgreSQL: a second pool on the same schema');
-  const other = await Store.open(fx.services.config.db, { poolSize: 2 });
-  t.after(() => other.close());
-  const servers = fx.collection('servers').service;
-  const tags = fx.collection('tags').service;
-  const acls = fx.collection('acls').service;
-  const alice = await fx.user();
-  const bob = await fx.user();
-  // Alice writes through the other store: the services' own connections never see those writes happen.
-  const aliceThere = { ...alice, store: other };
-  const make = async (name: string) =>
-    String(value(await servers.create!(aliceThere, [{ name, cpu: 1000, mem: 1024 ** 3, vnc_password: 'secret-vnc' }]))[0].uuid);
-  const [a1, a2] = [await make('a1'), await make('a2')];
-  const tag = String(value(await tags.create!(aliceThere, [{ name: 'shared', resources: [a1, a2] }]))[0].uuid);
-  const acl = String(value(await acls.create!(aliceThere, [{ name: 'share', grantees: [], rules: [{ permission: 'LIST' }], tags: [tag] }]))[0].uuid);
-  const seen = async () => {
-    const page = await servers.list(bob, listQuery({ limit: 20 }));
-    return { total: page.total, uuids: uuids(page.objects).sort() };
-  };
-  // Kept (and read again, so the next read is a hit) before each write.
-  const kept = async (expected: { total: number; uuids: string[] }, why: string) => {
-    assert.deepEqual(await seen(), expected, why);
-    assert.deepEqual(await seen(), expected, `${why} (kept)`);
-  };
-  await kept({ total: 0, uuids: [] }, 'nothing granted');
-  await acls.update!(aliceThere, acl, { grantees: [{ uuid: bob.caller.uuid }] });
-  await kept({ total: 2, uuids: [a1, a2].sort() }, 'a grant added');
-  await tags.update!(aliceThere, tag, { name: 'shared', resources: [a2] });
-  await kept({ total: 1, uuids: [a2] }, 'a tag membership removed');
-  await sql`insert into tag_members (tag_uuid, res_type, res_uuid) values (${tag}, 'servers', ${a1})`.execute(other.db);
-  await kept({ total: 2, uuids: [a1, a2].sort() }, 'a membership row inserted by SQL');
-  await sql`update resources set owner_uuid = ${bob.caller.uuid} where uuid = ${a1}`.execute(other.db);
-  await kept({ total: 2, uuids: [a1, a2].sort() }, 'a shared row moved to the grantee (now their own)');
-  await acls.remove!(aliceThere, acl);
-  await kept({ total: 1, uuids: [a1] }, 'the ACL deleted');
-  // A write rolled back raises nothing it keeps: the set stays right either way.
-  await other.db
-    .transaction()
-    .execute(async (tx) => {
-      await sql`insert into acl_grantees (acl_uuid, grantee_uuid, position) values (${acl}, ${bob.caller.uuid}, 0)`.execute(tx);
-      throw new Error('rolled back');
-    })
-    .catch(() => {});
-  await kept({ total: 1, uuids: [a1] }, 'after a rolled-back write');
-});
+// SQLite's `:memory:` is one connection; another process on a file is the first test's direct SQL.
+test(
+  'a grantee’s kept shared rows follow writes made through another connection (another process), at the very next request',
+  { skip: onlyOn('postgres') },
+  async (t) => {
+    const other = await Store.open(fx.services.config.db, { poolSize: 2 });
+    t.after(() => other.close());
+    const servers = fx.collection('servers').service;
+    const tags = fx.collection('tags').service;
+    const acls = fx.collection('acls').service;
+    const alice = await fx.user();
+    const bob = await fx.user();
+    // Alice writes through the other store: the services' own connections never see those writes happen.
+    const aliceThere = { ...alice, store: other };
+    const make = async (name: string) =>
+      String(value(await servers.create!(aliceThere, [{ name, cpu: 1000, mem: 1024 ** 3, vnc_password: 'secret-vnc' }]))[0].uuid);
+    const [a1, a2] = [await make('a1'), await make('a2')];
+    const tag = String(value(await tags.create!(aliceThere, [{ name: 'shared', resources: [a1, a2] }]))[0].uuid);
+    const acl = String(value(await acls.create!(aliceThere, [{ name: 'share', grantees: [], rules: [{ permission: 'LIST' }], tags: [tag] }]))[0].uuid);
+    const seen = async () => {
+      const page = await servers.list(bob, listQuery({ limit: 20 }));
+      return { total: page.total, uuids: uuids(page.objects).sort() };
+    };
+    // Kept (and read again, so the next read is a hit) before each write.
+    const kept = async (expected: { total: number; uuids: string[] }, why: string) => {
+      assert.deepEqual(await seen(), expected, why);
+      assert.deepEqual(await seen(), expected, `${why} (kept)`);
+    };
+    await kept({ total: 0, uuids: [] }, 'nothing granted');
+    await acls.update!(aliceThere, acl, { grantees: [{ uuid: bob.caller.uuid }] });
+    await kept({ total: 2, uuids: [a1, a2].sort() }, 'a grant added');
+    await tags.update!(aliceThere, tag, { name: 'shared', resources: [a2] });
+    await kept({ total: 1, uuids: [a2] }, 'a tag membership removed');
+    await sql`insert into tag_members (tag_uuid, res_type, res_uuid) values (${tag}, 'servers', ${a1})`.execute(other.db);
+    await kept({ total: 2, uuids: [a1, a2].sort() }, 'a membership row inserted by SQL');
+    await sql`update resources set owner_uuid = ${bob.caller.uuid} where uuid = ${a1}`.execute(other.db);
+    await kept({ total: 2, uuids: [a1, a2].sort() }, 'a shared row moved to the grantee (now their own)');
+    await acls.remove!(aliceThere, acl);
+    await kept({ total: 1, uuids: [a1] }, 'the ACL deleted');
+    // A write rolled back raises nothing it keeps: the set stays right either way.
+    await other.db
+      .transaction()
+      .execute(async (tx) => {
+        await sql`insert into acl_grantees (acl_uuid, grantee_uuid, position) values (${acl}, ${bob.caller.uuid}, 0)`.execute(tx);
+        throw new Error('rolled back');
+      })
+      .catch(() => {});
+    await kept({ total: 1, uuids: [a1] }, 'after a rolled-back write');
+  },
+);
