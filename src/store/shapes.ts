@@ -43,6 +43,14 @@ export function statementName(key: string): string {
   return name;
 }
 const MAX_NAME = 63;
+
+/**
+ * Shapes of writes whose answer nobody reads and whose failure nobody handles (it fails the transaction):
+ * the audit entry, the outbox row, the counts, the change notice, a locked row's new body. On PostgreSQL a
+ * transaction sends them without waiting for their answer (pg-client.ts): they share the next round trip.
+ */
+const SENT_AHEAD = new Set(['resources.insert', 'audit.insert', 'events.append', 'counts.add', 'changes.notify', 'resources.write']);
+export const sentAhead = (key: string): boolean => SENT_AHEAD.has(key);
 const longNames = new Map<string, string>();
 
 export class Shapes {
