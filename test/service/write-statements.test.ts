@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { Outcome } from '../../src/core/resource.js';
 import { engine } from '../helpers/db.js';
 import { openServices, type ServiceFixture } from '../helpers/services.js';
+import { onlyOn } from '../helpers/skips.js';
 
 /**
  * What a write costs the store (issue 31, part 3): statements per `POST /servers/` (one server with a DHCP
@@ -55,7 +56,7 @@ test('a POST and a PUT of a server: statements and round trips per write', async
   assert.equal(put.roundTrips, engine === 'postgres' ? 2 : 5, 'round trips per PUT');
 });
 
-test('a write sent ahead that fails fails its transaction, and the store goes on', { skip: engine !== 'postgres' && 'PostgreSQL only' }, async () => {
+test('a write sent ahead that fails fails its transaction, and the store goes on', { skip: onlyOn('postgres') }, async () => {
   const store = fx.services.store;
   const alice = await fx.user();
   const entry = (action: string) => ({
