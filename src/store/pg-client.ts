@@ -8,10 +8,11 @@ import { sentAhead, shapeName, statementName } from './shapes.js';
  * to save round trips inside a transaction:
  * - compiled-once query shapes (shapes.ts) run as named prepared statements: PostgreSQL parses and plans
  *   them once per connection; other SQL runs unnamed, so one-off texts never pile up on the server;
- * - `begin` and the writes nobody reads an answer of (shapes.ts `sentAhead`: the audit entry, the event
- *   row, the count, the change notice) are sent without waiting: they travel with the next statement that
- *   is waited for, and the commit waits for them all. A POST is then two round trips (begin + insert,
- *   then audit + count + notice + commit) where it was six.
+ * - `begin` and the writes nobody reads an answer of (shapes.ts `sentAhead`: the row inserted, its new
+ *   body, the audit entry, the event and timer rows, the counts, the change notice) are sent without
+ *   waiting: they travel with the next statement that is waited for, and the commit waits for them all. A
+ *   POST /servers/ is then one round trip (all of it with the commit) where it was six; a PUT two (begin
+ *   with the row's lock, the rest with the commit).
  * A statement sent ahead that fails fails the transaction as if it had been waited for: PostgreSQL aborts
  * the transaction at once (later statements fail, COMMIT rolls back), and the next statement waited for,
  * the commit included, throws the first such error (so the caller rolls back and sees the cause).
@@ -53,12 +54,8 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }): Post
         inTransaction = true;
         return sendAhead(text, values, 'BEGIN');
       }
-      if (inTransaction) {
-        const name = shapeName(text);
-        if (name && sentAhead(name)) return sendAhead(text, values, 'INSERT');
-      }
-      const ends = inTransaction && (text === 'commit' || text === 'rollback');
-      if (ends) inTransaction = false;
+      if (inTransaction && sentAhead(shapeName(text), text)) return sendAhead(text, values, 'INSERT');
+      if (text === 'commit' || text === 'rollback') inTransaction = false;
       roundTrips.n++;
       let result: Pg.QueryResult;
       try {

@@ -50,7 +50,13 @@ const MAX_NAME = 63;
  * transaction sends them without waiting for their answer (pg-client.ts): they share the next round trip.
  */
 const SENT_AHEAD = new Set(['resources.insert', 'audit.insert', 'events.append', 'counts.add', 'changes.notify', 'resources.write']);
-export const sentAhead = (key: string): boolean => SENT_AHEAD.has(key);
+/**
+ * The same for a write that is no shape (a timer row, whose columns vary): its SQL ends with this comment
+ * (Kysely's `modifyEnd(sql.raw(SENT_AHEAD_MARK))`).
+ */
+export const SENT_AHEAD_MARK = '/* sent ahead */';
+/** Whether a statement may be sent without waiting for its answer: by its shape (`name`), or its mark. */
+export const sentAhead = (name: string | undefined, text: string): boolean => (name ? SENT_AHEAD.has(name) : text.endsWith(SENT_AHEAD_MARK));
 const longNames = new Map<string, string>();
 
 export class Shapes {
