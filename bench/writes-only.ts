@@ -23,7 +23,7 @@ async function main(): Promise<void> {
         for (let i = 0; i < repeat; i++)
           for (const row of await writeSection(store, stratus, accounts.writer, opts))
             process.stdout.write(
-              `${spec.engine} ${row.label.padEnd(22)} ${row.stratus.reqPerSec.toFixed(0).padStart(6)} req/s (raw ${row.raw.reqPerSec.toFixed(0)})  ratio ${row.ratio.toFixed(3)}  ${row.stratus.statementsPerRequest?.toFixed(2)} stmts/req  p99 ${row.stratus.p99Ms} ms\n`,
+              `${spec.engine} ${row.label.padEnd(22)} ${row.stratus.reqPerSec.toFixed(0).padStart(6)} req/s (raw ${row.raw.reqPerSec.toFixed(0)})  ratio ${row.ratio.toFixed(3)}  ${row.stratus.statementsPerRequest?.toFixed(2)} stmts/req  ${row.stratus.roundTripsPerRequest?.toFixed(2)} trips/req  p99 ${row.stratus.p99Ms} ms\n`,
             );
       } finally {
         await stratus.close();
