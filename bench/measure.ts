@@ -43,6 +43,8 @@ export interface Run {
   /** Non-2xx responses, errors and timeouts of the warm-up (it is not reported, but must be clean too). */
   warmupBad: number;
   statementsPerRequest: number | null;
+  /** Statements waited for per request (PostgreSQL sends some ahead: store/pg-client.ts). */
+  roundTripsPerRequest: number | null;
   /** Highest VmRSS seen during the run and its tail, MiB. */
   peakRssMiB: number;
 }
@@ -101,6 +103,7 @@ export async function measure(target: Child, load: Load, s: RunSettings): Promis
     statuses: Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([code, v]) => [code, v.count ?? 0])),
     warmupBad: warm.non2xx + warm.errors + warm.timeouts,
     statementsPerRequest: before.statements === null || after.statements === null || !answered ? null : (after.statements - before.statements) / answered,
+    roundTripsPerRequest: before.roundTrips === null || after.roundTrips === null || !answered ? null : (after.roundTrips - before.roundTrips) / answered,
     peakRssMiB: Math.max(peak, target.memory().rssMiB),
   };
 }

@@ -264,7 +264,7 @@ export function storeBlock(r: StoreReport, settings: { durationS: number; warmup
     );
     out.push(
       ...table(
-        ['request', 'req/s', 'mean ms', 'p99 ms', 'stmts/req', 'raw req/s', 'ratio', 'ratio goal', 'before ratio', 'x before', 'result'],
+        ['request', 'req/s', 'mean ms', 'p99 ms', 'stmts/req', 'trips/req', 'raw req/s', 'ratio', 'ratio goal', 'before ratio', 'x before', 'result'],
         r.writes.map((w) => {
           const before = WRITE_BASELINE[r.engine]?.[w.label];
           const x = before ? w.ratio / before.ratio : null;
@@ -274,6 +274,7 @@ export function storeBlock(r: StoreReport, settings: { durationS: number; warmup
             fmt(w.stratus.meanMs, 2),
             fmt(w.stratus.p99Ms),
             fmt(w.stratus.statementsPerRequest, 1),
+            fmt(w.stratus.roundTripsPerRequest, 1),
             rate(w.raw.reqPerSec),
             fmt(w.ratio, 4),
             w.label in WRITE_RATIO_GOAL ? `>= ${WRITE_RATIO_GOAL[w.label].toFixed(2)}` : '-',

@@ -28,9 +28,13 @@ export interface RawReply {
   body: string;
 }
 
-/** `answered`: requests done so far; `connections`: open sockets; `statements`: SQL run (null: raw). */
+/**
+ * `answered`: requests done so far; `connections`: open sockets; `statements`: SQL run (null: raw);
+ * `roundTrips`: statements waited for (PostgreSQL sends some ahead, store/pg-client.ts; SQLite: = statements).
+ */
 export interface Stats {
   statements: number | null;
+  roundTrips: number | null;
   inflight: number;
   connections: number;
   answered: number;
@@ -46,7 +50,7 @@ const send = (m: ChildMessage) => process.send!(m);
  * left (Fastify then never sends, and a handler may still be finishing: drain() also waits for the
  * statement count to settle).
  */
-function counted(server: http.Server, statements: () => number | null, close: () => Promise<void>): void {
+function counted(server: http.Server, statements: () => number | null, roundTrips: () => number | null, close: () => Promise<void>): void {
   let inflight = 0;
   let answered = 0;
   server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -58,7 +62,9 @@ function counted(server: http.Server, statements: () => number | null, close: ()
   });
   process.on('message', (m: ParentMessage) => {
     if (m.type === 'stats')
-      server.getConnections((_err, connections) => send({ type: 'stats', statements: statements(), inflight, connections: connections ?? 0, answered }));
+      server.getConnections((_err, connections) =>
+        send({ type: 'stats', statements: statements(), roundTrips: roundTrips(), inflight, connections: connections ?? 0, answered }),
+      );
     if (m.type === 'close') void close().then(() => process.exit(0));
   });
 }
@@ -87,6 +93,7 @@ async function stratus(db: string, answerCacheMiB: string | undefined): Promise<
   counted(
     app.server,
     () => services.store.statements,
+    () => services.store.roundTrips,
     async () => {
       await app.close();
       await scheduler.stop();
@@ -112,6 +119,7 @@ function raw(replies: RawReply[]): void {
   server.keepAliveTimeout = 72_000;
   counted(
     server,
+    () => null,
     () => null,
     () =>
       new Promise<void>((resolve) => {

@@ -311,13 +311,13 @@ export class StoredCollection implements CollectionService {
         const stored = this.hooks.beforeInsert ? await this.hooks.beforeInsert(tx, ctx, uuid, values) : values;
         const body = this.bodyOf(stored);
         const now = ctx.clock.now();
-        await ctx.store.resources.insert(tx, now, { kind: this.kind, uuid, owner, body });
+        const text = await ctx.store.resources.insert(tx, now, { kind: this.kind, uuid, owner, body });
         const writes = ctx.store.resources.rows.writeCount;
         await this.afterWrite(tx, ctx, { uuid, owner_uuid: owner }, stored, 'create', inputs[i]);
         const tagged = ((stored.tags as unknown[] | null | undefined) ?? []).length > 0;
         written =
           written && owner === ctx.caller.uuid && !tagged && ctx.store.resources.rows.writeCount === writes
-            ? [...written, this.asWritten({ kind: this.kind, uuid, owner_uuid: owner, version: 0, now }, body, rel)]
+            ? [...written, this.asWritten({ kind: this.kind, uuid, owner_uuid: owner, version: 0, now }, text, rel)]
             : undefined;
         made.push(uuid);
       }
@@ -330,16 +330,16 @@ export class StoredCollection implements CollectionService {
    * A row as this request's transaction wrote it, with the relations it had: what reading it again after the
    * commit would give, one statement fewer per write. Only where nothing else the transaction did can change
    * how it shows: no other row written (hooks may write this one again), no tags given (tag membership is
-   * what sharing follows), and a kind that shows no members. Its body is what the store keeps (a JSON round trip).
+   * what sharing follows), and a kind that shows no members. Its body is what the store keeps: `text`, the
+   * JSON the write stored, parsed.
    */
   private asWritten(
     row: Pick<Row, 'kind' | 'uuid' | 'owner_uuid' | 'version'> & { seq?: number; created_at?: string; now: Date },
-    body: Obj,
+    text: string,
     rel: Relations,
     related: NonNullable<Row['related']> = { tags: [], grants: [], held: [], members: [] },
   ): Row {
     if (rel.members) throw new Error('asWritten: a kind showing members is read again');
-    const text = JSON.stringify(body);
     // As the store stamps them (store/resources/model.ts `stamp`); nothing shown reads them.
     const at = row.now.toISOString().replace(/\.(\d{3})Z$/, '.$1000+00:00');
     return {
@@ -369,11 +369,11 @@ export class StoredCollection implements CollectionService {
       const fresh = ctx.store.resources.rows.writeCount === writes ? row : ((await ctx.store.resources.lock(tx, this.kind, uuid)) ?? row);
       const body = { ...fresh.body, ...this.bodyOf(values) };
       const now = ctx.clock.now();
-      await ctx.store.resources.write(tx, now, fresh, body);
+      const text = await ctx.store.resources.write(tx, now, fresh, body);
       const after = ctx.store.resources.rows.writeCount;
       await this.afterWrite(tx, ctx, row, values, 'update', input);
       const same = fresh === row && row.related && row.uuid === uuid && values.tags === undefined && ctx.store.resources.rows.writeCount === after;
-      return same ? this.asWritten({ ...row, version: Number(row.version) + 1, now }, body, rel, row.related) : undefined;
+      return same ? this.asWritten({ ...row, version: Number(row.version) + 1, now }, text, rel, row.related) : undefined;
     });
     return written ? (await this.shown(ctx, [written], rel))[0] : this.get(ctx, uuid);
   }
@@ -387,8 +387,8 @@ export class StoredCollection implements CollectionService {
   }
 
   /** Insert an object owned by `owner` outside the create path (clones, jobs). */
-  insert(tx: Tx, s: Pick<Ctx, 'clock' | 'store'>, uuid: string, owner: string | null, body: Obj): Promise<void> {
-    return s.store.resources.insert(tx, s.clock.now(), { kind: this.kind, uuid, owner, body });
+  async insert(tx: Tx, s: Pick<Ctx, 'clock' | 'store'>, uuid: string, owner: string | null, body: Obj): Promise<void> {
+    await s.store.resources.insert(tx, s.clock.now(), { kind: this.kind, uuid, owner, body });
   }
 
   /** Present objects by uuid (any owner) as `ctx.caller` sees them, in the given order: one statement. */

@@ -22,8 +22,10 @@ export class AuditQueries {
 }
 
 export class EventQueries {
-  /** An event for its consumers, after the commit of the change that made it. */
-  async append(tx: Tx, event: OutboxEvent): Promise<void> {
-    await tx.insertInto('event_outbox').values(event).execute();
+  constructor(private readonly resources: ResourceRepository) {}
+
+  /** An event for its consumers, after the commit of the change that made it: compiled once. */
+  async append(tx: Tx, event: Required<OutboxEvent>): Promise<void> {
+    await this.resources.shaped(tx, 'events.append', (arg: ArgOf<keyof typeof event>) => tx.insertInto('event_outbox').values(argsOf(event, arg)), event);
   }
 }

@@ -81,7 +81,7 @@ export class ChangeFeed {
     let chunk: Change[] = [];
     let size = 0;
     const send = async () => {
-      if (chunk.length) await sql`select pg_notify(${channel}, ${JSON.stringify(chunk)})`.execute(tx);
+      if (chunk.length) await sql`/* shape changes.notify */ select pg_notify(${channel}, ${JSON.stringify(chunk)})`.execute(tx);
       chunk = [];
       size = 0;
     };

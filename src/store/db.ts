@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Driver, type PostgresPool, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Driver, type Transaction } from 'kysely';
 import type Pg from 'pg';
 import { lazyPackage } from '../core/lazy.js';
 import { byCodePoint } from '../core/order.js';
@@ -13,7 +13,7 @@ import { migrationProvider } from './migrations/index.js';
 import { databaseOpenError } from './errors.js';
 import { ConfigError } from '../core/errors.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
-import { shapeName, statementName } from './shapes.js';
+import { pipelinedClients } from './pg-client.js';
 import { VersionedCache } from './object-cache.js';
 import { StatementCache } from './statement-cache.js';
 import { StateQueries } from './state.js';
@@ -166,6 +166,14 @@ export class Store {
   get statements(): number {
     return this.counter.n;
   }
+  /**
+   * Statements the store waited for since it opened: on PostgreSQL the round trips (statements sent ahead,
+   * store/pg-client.ts, travel with the next one); on SQLite every statement is a call of its own.
+   */
+  get roundTrips(): number {
+    return this.pgRoundTrips?.n ?? this.counter.n;
+  }
+  private pgRoundTrips: { n: number } | null = null;
 
   private constructor(
     db: Db,
@@ -183,7 +191,7 @@ export class Store {
     this.changes = new ChangeFeed(dialect);
     this.resources = new ResourceRepository(dialect, direct, anchorStep, this.changes);
     this.audit = new AuditQueries(this.resources);
-    this.events = new EventQueries();
+    this.events = new EventQueries(this.resources);
     this.notifications = new NotificationQueries(dialect);
     this.accounts = new AccountQueries(dialect);
     this.settings = new SettingQueries(dialect);
@@ -246,8 +254,10 @@ export class Store {
     // Kysely calls `log` after every statement; counting is all it does here.
     const counter = { n: 0 };
     const log = () => void counter.n++;
+    const roundTrips = { n: 0 };
     const { Pool } = loadPg();
-    const pool = new Pool({ connectionString: url, max: opts.poolSize ?? 10 });
+    // Pipeline mode: statements are written without waiting for the one before (store/pg-client.ts).
+    const pool = new Pool({ connectionString: url, max: opts.poolSize ?? 10, pipeline: true });
     cleanup.push(() => pool.end());
     // An idle client that loses its server (PostgreSQL restarted) must not crash the process: the pool drops it.
     pool.on('error', () => undefined);
@@ -287,7 +297,7 @@ export class Store {
       clearTimeout(timer);
     }
     const store = new Store(
-      new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparingShapes(pool) }), log }),
+      new Kysely<Database>({ dialect: new PostgresDialect({ pool: pipelinedClients(pool, roundTrips) }), log }),
       'postgres',
       redact(url),
       counter,
@@ -296,6 +306,7 @@ export class Store {
       opts.anchorStep,
     );
     store.pgPool = pool;
+    store.pgRoundTrips = roundTrips;
     store.pgUrl = url;
     store.pgSchema = (await sql<{ s: string }>`select current_schema() as s`.execute(store.db)).rows[0]?.s ?? 'public';
     store.changes.channel = schemaChannel(store.pgSchema);
@@ -545,27 +556,6 @@ export class Store {
     await this.barrier?.close();
     await this.db.destroy();
   }
-}
-
-/**
- * A pool whose clients run compiled-once query shapes (shapes.ts) as named prepared statements: PostgreSQL
- * parses and plans them once per connection instead of on every request. Other SQL runs unnamed, so
- * one-off texts never pile up as prepared statements on the server.
- */
-function preparingShapes(pool: Pg.Pool): PostgresPool {
-  const patched = new WeakSet<Pg.PoolClient>();
-  const connect = pool.connect.bind(pool) as () => Promise<Pg.PoolClient>;
-  const wrap = (client: Pg.PoolClient): Pg.PoolClient => {
-    if (patched.has(client)) return client;
-    patched.add(client);
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as { query: unknown }).query = (text: unknown, values?: unknown) => {
-      const name = typeof text === 'string' ? shapeName(text) : undefined;
-      return name ? query({ name: statementName(name), text, values }) : query(text, values);
-    };
-    return client;
-  };
-  return { connect: async () => wrap(await connect()), end: () => pool.end() };
 }
 
 /**

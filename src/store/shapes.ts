@@ -43,6 +43,20 @@ export function statementName(key: string): string {
   return name;
 }
 const MAX_NAME = 63;
+
+/**
+ * Shapes of writes whose answer nobody reads and whose failure nobody handles (it fails the transaction):
+ * the audit entry, the outbox row, the counts, the change notice, a locked row's new body. On PostgreSQL a
+ * transaction sends them without waiting for their answer (pg-client.ts): they share the next round trip.
+ */
+const SENT_AHEAD = new Set(['resources.insert', 'audit.insert', 'events.append', 'counts.add', 'changes.notify', 'resources.write']);
+/**
+ * The same for a write that is no shape (a timer row, whose columns vary): its SQL ends with this comment
+ * (Kysely's `modifyEnd(sql.raw(SENT_AHEAD_MARK))`).
+ */
+export const SENT_AHEAD_MARK = '/* sent ahead */';
+/** Whether a statement may be sent without waiting for its answer: by its shape (`name`), or its mark. */
+export const sentAhead = (name: string | undefined, text: string): boolean => (name ? SENT_AHEAD.has(name) : text.endsWith(SENT_AHEAD_MARK));
 const longNames = new Map<string, string>();
 
 export class Shapes {

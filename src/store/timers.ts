@@ -1,4 +1,5 @@
-import type { Insertable } from 'kysely';
+import { sql, type Insertable } from 'kysely';
+import { SENT_AHEAD_MARK } from './shapes.js';
 import type { Db, Tx } from './db.js';
 import type { TimersTable } from './schema.js';
 
@@ -18,8 +19,9 @@ export interface DueTimer {
   attempts: number;
 }
 
+/** A follow-up of the change in `tx`: nobody reads its answer (sent ahead on PostgreSQL, store/pg-client.ts). */
 export async function insertTimer(tx: Tx, row: TimerInsert): Promise<void> {
-  await tx.insertInto('timers').values(row).execute();
+  await tx.insertInto('timers').values(row).modifyEnd(sql.raw(SENT_AHEAD_MARK)).execute();
 }
 
 /** A recurring timer: one pending row per unique key across all processes (the loser inserts nothing). */

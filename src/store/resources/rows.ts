@@ -110,10 +110,12 @@ export class ResourceRows {
     return inOrderOf(((await q.execute()) as Row[]).map(toResource), uuids);
   }
 
-  async insert(tx: Tx, now: Date, r: NewRow): Promise<void> {
+  /** Answers the body as stored (its JSON text), for a caller that shows the row as written. */
+  async insert(tx: Tx, now: Date, r: NewRow): Promise<string> {
     const values = this.values(now, r);
     await this.sql.shaped(tx, 'resources.insert', (arg: ArgOf<keyof typeof values>) => tx.insertInto('resources').values(argsOf(values, arg)), values);
     this.inserted(tx, r);
+    return values.body;
   }
 
   /** Many rows in few statements (seeding, the bench's large accounts); `chunk` rows per INSERT. */
@@ -148,8 +150,8 @@ export class ResourceRows {
     return { kind: r.kind, uuid: r.uuid, owner_uuid: r.owner, ...mirrors(r.body), body: JSON.stringify(r.body), created_at: t, updated_at: t };
   }
 
-  /** Replace the body of a row read through `lock()` in this transaction. */
-  async write(tx: Tx, now: Date, row: Pick<Resource, 'seq'> & Partial<Pick<Resource, 'kind' | 'uuid' | 'owner_uuid'>>, body: Obj): Promise<void> {
+  /** Replace the body of a row read through `lock()` in this transaction; answers the body as stored (its JSON text). */
+  async write(tx: Tx, now: Date, row: Pick<Resource, 'seq'> & Partial<Pick<Resource, 'kind' | 'uuid' | 'owner_uuid'>>, body: Obj): Promise<string> {
     if (row.kind && row.uuid) this.changed(tx, row.kind, row.uuid, row.owner_uuid);
     else this.writes++;
     const values = { body: JSON.stringify(body), ...mirrors(body), updated_at: stamp(now) };
@@ -163,6 +165,7 @@ export class ResourceRows {
           .where('seq', '=', arg('seq')),
       { ...values, seq: row.seq },
     );
+    return values.body;
   }
 
   /**

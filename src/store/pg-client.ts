@@ -1,0 +1,80 @@
+import type { PostgresPool } from 'kysely';
+import type Pg from 'pg';
+import { sentAhead, shapeName, statementName } from './shapes.js';
+
+/**
+ * The PostgreSQL pool's clients as the store uses them. The pool's clients run in pg's pipeline mode
+ * (each statement is written at once, with its own Sync, and answered in order), which this wrapper uses
+ * to save round trips inside a transaction:
+ * - compiled-once query shapes (shapes.ts) run as named prepared statements: PostgreSQL parses and plans
+ *   them once per connection; other SQL runs unnamed, so one-off texts never pile up on the server;
+ * - `begin` and the writes nobody reads an answer of (shapes.ts `sentAhead`: the row inserted, its new
+ *   body, the audit entry, the event and timer rows, the counts, the change notice) are sent without
+ *   waiting: they travel with the next statement that is waited for, and the commit waits for them all. A
+ *   POST /servers/ is then one round trip (all of it with the commit) where it was six; a PUT two (begin
+ *   with the row's lock, the rest with the commit).
+ * A statement sent ahead that fails fails the transaction as if it had been waited for: PostgreSQL aborts
+ * the transaction at once (later statements fail, COMMIT rolls back), and the next statement waited for,
+ * the commit included, throws the first such error (so the caller rolls back and sees the cause).
+ */
+export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }): PostgresPool {
+  const wrapped = new WeakSet<Pg.PoolClient>();
+  const connect = pool.connect.bind(pool) as () => Promise<Pg.PoolClient>;
+  const wrap = (client: Pg.PoolClient): Pg.PoolClient => {
+    if (wrapped.has(client)) return client;
+    wrapped.add(client);
+    const query = client.query.bind(client) as (config: unknown, values?: unknown) => Promise<Pg.QueryResult>;
+    /** Inside a transaction begun ahead: what was sent ahead and not yet answered, and the first failure. */
+    let inTransaction = false;
+    let ahead: Promise<unknown>[] = [];
+    let failed: unknown;
+    const send = (text: string, values: unknown): Promise<Pg.QueryResult> => {
+      const name = shapeName(text);
+      return name ? query({ name: statementName(name), text, values }) : query(text, values);
+    };
+    const sendAhead = (text: string, values: unknown, command: string): Promise<Pg.QueryResult> => {
+      ahead.push(
+        send(text, values).catch((err: unknown) => {
+          failed ??= err;
+        }),
+      );
+      return Promise.resolve({ command, rowCount: 1, rows: [], oid: 0, fields: [] });
+    };
+    /** The statements sent ahead, answered: throws the first that failed. */
+    const settle = async (): Promise<void> => {
+      if (ahead.length) await Promise.all(ahead);
+      ahead = [];
+      const err = failed;
+      failed = undefined;
+      if (err !== undefined) throw err;
+    };
+    (client as { query: unknown }).query = async (text: unknown, values?: unknown) => {
+      if (typeof text !== 'string') return query(text, values);
+      if (text === 'begin' || text.startsWith('start transaction')) {
+        inTransaction = true;
+        return sendAhead(text, values, 'BEGIN');
+      }
+      if (inTransaction && sentAhead(shapeName(text), text)) return sendAhead(text, values, 'INSERT');
+      if (text === 'commit' || text === 'rollback') inTransaction = false;
+      roundTrips.n++;
+      let result: Pg.QueryResult;
+      try {
+        result = await send(text, values);
+      } catch (err) {
+        // The cause is a statement sent ahead when one failed (this one then failed as aborted).
+        await settle();
+        throw err;
+      }
+      // A rollback ends what failed; a commit after a failure rolled back (PostgreSQL answers COMMIT in an
+      // aborted transaction with ROLLBACK, no error): throw the failure, so the caller rolls back too.
+      if (text === 'rollback') {
+        await settle().catch(() => undefined);
+        return result;
+      }
+      await settle();
+      return result;
+    };
+    return client;
+  };
+  return { connect: async () => wrap(await connect()), end: () => pool.end() };
+}

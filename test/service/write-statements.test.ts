@@ -1,0 +1,90 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Outcome } from '../../src/core/resource.js';
+import { engine } from '../helpers/db.js';
+import { openServices, type ServiceFixture } from '../helpers/services.js';
+import { onlyOn } from '../helpers/skips.js';
+
+/**
+ * What a write costs the store (issue 31, part 3): statements per `POST /servers/` (one server with a DHCP
+ * NIC, as the bench's) and per `PUT /servers/<uuid>/` (a new name and meta), and on PostgreSQL the round
+ * trips (store/pg-client.ts: `begin` and the writes nobody reads an answer of travel with the next statement
+ * waited for). Exact: a change that adds one fails here, one that saves one lowers the figure.
+ */
+let fx: ServiceFixture;
+before(async () => {
+  fx = await openServices();
+});
+after(() => fx.close());
+
+type Obj = Record<string, unknown>;
+const value = <T>(w: T | Outcome<T>): T => (w instanceof Outcome ? w.value : w);
+const newServer = (n: number) => ({
+  name: `w-${n}`,
+  cpu: 1000,
+  mem: 1024 ** 3,
+  vnc_password: 'bench-vnc',
+  nics: [{ ip_v4_conf: { conf: 'dhcp' }, model: 'virtio' }],
+});
+
+async function cost<T>(fn: () => Promise<T>): Promise<{ statements: number; roundTrips: number; result: T }> {
+  const store = fx.services.store;
+  const [s0, r0] = [store.statements, store.roundTrips];
+  const result = await fn();
+  return { statements: store.statements - s0, roundTrips: store.roundTrips - r0, result };
+}
+
+test('a POST and a PUT of a server: statements and round trips per write', async () => {
+  const servers = fx.collection('servers').service;
+  const alice = await fx.user();
+  // The first write of a kind compiles its shapes and counts the owner's first row: not what is measured.
+  const first = value(await servers.create!(alice, [newServer(0)]))[0] as Obj;
+  await servers.update!(alice, String(first.uuid), { name: 'warm', meta: { revision: '0' } });
+
+  const post = await cost(async () => value(await servers.create!(alice, [newServer(1)]))[0] as Obj);
+  assert.equal(post.result.name, 'w-1');
+  // begin, the row, its audit entry, the owner's count, commit
+  assert.equal(post.statements, 5, 'statements per POST');
+  // PostgreSQL: everything travels with the commit.
+  assert.equal(post.roundTrips, engine === 'postgres' ? 1 : 5, 'round trips per POST');
+
+  const put = await cost(async () => value(await servers.update!(alice, String(post.result.uuid), { name: 'renamed', meta: { revision: '1' } })) as Obj);
+  assert.equal(put.result.name, 'renamed');
+  // begin, the row locked with its relations, the audit entry, the new body, commit
+  assert.equal(put.statements, 5, 'statements per PUT');
+  // PostgreSQL: begin travels with the lock, the audit entry and the new body with the commit.
+  assert.equal(put.roundTrips, engine === 'postgres' ? 2 : 5, 'round trips per PUT');
+});
+
+test('a write sent ahead that fails fails its transaction, and the store goes on', { skip: onlyOn('postgres') }, async () => {
+  const store = fx.services.store;
+  const alice = await fx.user();
+  const entry = (action: string) => ({
+    owner_uuid: alice.caller.uuid,
+    actor_uuid: null,
+    action,
+    category: 'Servers',
+    uuid: '',
+    details: '',
+    success: 1,
+    error_type: null,
+    error_point: null,
+    error_message: '',
+    timestamp: '2026-11-29 00:00:00',
+  });
+  // An action longer than its column: the insert is sent ahead, and its failure comes back from the commit.
+  await assert.rejects(
+    store.transaction(async (tx) => {
+      await store.audit.insert(tx, entry('first'));
+      await store.audit.insert(tx, entry('x'.repeat(100)));
+      return 'committed';
+    }),
+    (err: { code?: string }) => err.code === '22001',
+  );
+  const logged = async () =>
+    (await store.db.selectFrom('audit_log').select('action').where('owner_uuid', '=', alice.caller.uuid).execute()).map((r) => r.action);
+  assert.deepEqual(await logged(), [], 'nothing of the failed transaction was kept');
+  // The connection is usable again, and a good transaction commits.
+  await store.transaction((tx) => store.audit.insert(tx, entry('second')));
+  assert.deepEqual(await logged(), ['second']);
+});
