@@ -1,4 +1,13 @@
-import { PostgresAdapter, PostgresDialect, sql, type DatabaseIntrospector, type DatabaseMetadata, type Kysely, type TableMetadata } from 'kysely';
+import {
+  PostgresAdapter,
+  PostgresDialect,
+  sql,
+  type DatabaseIntrospector,
+  type DatabaseMetadata,
+  type DatabaseMetadataOptions,
+  type Kysely,
+  type TableMetadata,
+} from 'kysely';
 
 /**
  * The PostgreSQL dialect of a Stratus store, whose migrations concern its own schema only. Several deployments
@@ -44,7 +53,7 @@ class SchemaIntrospector implements DatabaseIntrospector {
     return rows;
   }
 
-  async getTables(): Promise<TableMetadata[]> {
+  async getTables(options: DatabaseMetadataOptions = { withInternalKyselyTables: false }): Promise<TableMetadata[]> {
     const { rows } = await sql<{
       table: string;
       kind: string;
@@ -65,6 +74,7 @@ class SchemaIntrospector implements DatabaseIntrospector {
         order by c.relname, a.attnum`.execute(this.db);
     const tables = new Map<string, TableMetadata>();
     for (const r of rows) {
+      if (!options.withInternalKyselyTables && (r.table === 'kysely_migration' || r.table === 'kysely_migration_lock')) continue;
       let t = tables.get(r.table);
       if (!t) tables.set(r.table, (t = { name: r.table, schema: r.schema, isView: r.kind === 'v', columns: [] }));
       (t.columns as TableMetadata['columns'][number][]).push({
@@ -79,7 +89,7 @@ class SchemaIntrospector implements DatabaseIntrospector {
     return [...tables.values()];
   }
 
-  async getMetadata(): Promise<DatabaseMetadata> {
-    return { tables: await this.getTables() };
+  async getMetadata(options?: DatabaseMetadataOptions): Promise<DatabaseMetadata> {
+    return { tables: await this.getTables(options) };
   }
 }
