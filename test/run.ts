@@ -1,5 +1,6 @@
 /**
- * The test command: runs every suite with node's test runner, first on SQLite, then on PostgreSQL.
+ * The test command: runs every suite with node's test runner, first on SQLite, then on PostgreSQL (or on
+ * the one store STRATUS_TEST_DB names).
  * PostgreSQL comes from STRATUS_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test). When it is
  * unreachable the PostgreSQL run is skipped with a loud notice — except under CI (CI=true), where that fails.
  *
@@ -77,6 +78,11 @@ const filters = process.argv.slice(2);
 const files = findTests(join(root, 'test'))
   .map((f) => relative(root, f))
   .filter((f) => !filters.length || filters.some((w) => f.includes(w)));
+
+// The stores to run on: both (SQLite, then PostgreSQL), or the one STRATUS_TEST_DB names.
+const only = process.env.STRATUS_TEST_DB;
+if (only && only !== 'sqlite' && only !== 'postgres') throw new Error(`STRATUS_TEST_DB=${only}: sqlite or postgres`);
+const stores = only ? [only] : ['sqlite', 'postgres'];
 
 // Test files run as child processes, this many at once (most of their time is spent waiting on servers
 // and databases, so more than the core count pays).
@@ -286,10 +292,12 @@ if (built.status !== 0) process.exit(1);
 if (!useTsx) await compile();
 const outcomes: Outcome[] = [];
 try {
-  outcomes.push(await run('sqlite'));
+  if (stores.includes('sqlite')) outcomes.push(await run('sqlite'));
 
-  const info = await postgresInfo();
-  if ('problem' in info) {
+  const info = stores.includes('postgres') ? await postgresInfo() : null;
+  if (!info) {
+    // SQLite only (STRATUS_TEST_DB=sqlite)
+  } else if ('problem' in info) {
     const msg = `PostgreSQL at ${PG_URL} is not reachable (${info.problem})`;
     if (CI) outcomes.push({ engine: 'postgres', line: `postgres: FAILED: ${msg}`, failed: true, failingNames: [] });
     else outcomes.push({ engine: 'postgres', line: `postgres: SKIPPED: ${msg}; set STRATUS_TEST_PG_URL to run it`, failed: false, failingNames: [] });

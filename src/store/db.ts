@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Driver, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, Migrator, SqliteDialect, sql, type Driver, type Transaction } from 'kysely';
 import type Pg from 'pg';
 import { lazyPackage } from '../core/lazy.js';
 import { byCodePoint } from '../core/order.js';
@@ -19,6 +19,7 @@ import { StatementCache } from './statement-cache.js';
 import { StateQueries } from './state.js';
 import { AuditQueries, EventQueries } from './audit.js';
 import { lockRows } from './locks.js';
+import { SchemaPostgresDialect } from './pg-dialect.js';
 import { NotificationQueries } from './notifications/index.js';
 import { BillingQueries } from './billing/index.js';
 import { TablePages } from './table-pages.js';
@@ -28,15 +29,16 @@ import { SettingQueries } from './settings.js';
 import { OperatorReads } from './operator.js';
 import { DataQueries } from './data/index.js';
 
-/** The advisory-lock key (with 0) that serialises migrations across a PostgreSQL database: 'STMG'. */
+/** The advisory-lock key (with the schema name's hash) that serialises migrations of one schema: 'STMG'. */
 const MIGRATION_LOCK = 1398033735;
 
 /**
- * PostgreSQL (`pgUrl` given): one migration at a time in the whole database, not only per schema. Kysely's
- * migrator lists every schema's tables and columns (its introspector) before it takes its own lock, and that
- * listing fails ("column … of relation … does not exist") when another schema's migration drops a column
- * meanwhile: several deployments or test schemas starting side by side on one database. Held on a connection
- * of its own, outside the pool, so a pool of one still has its connection for the migrator.
+ * PostgreSQL (`pgUrl` given): one migration at a time in the URL's schema. Kysely's migrator lists the
+ * schema's tables and columns (SchemaPostgresDialect's introspector) before it takes its own lock, and that
+ * listing fails ("column … of relation … does not exist") when another process migrates the same schema
+ * meanwhile (two processes of one deployment starting together). Other schemas' migrations go on side by
+ * side. Held on a connection of its own, outside the pool, so a pool of one still has its connection for
+ * the migrator.
  */
 export async function migrationsAlone<T>(pgUrl: string | null, fn: () => Promise<T>): Promise<T> {
   if (!pgUrl) return fn();
@@ -44,7 +46,7 @@ export async function migrationsAlone<T>(pgUrl: string | null, fn: () => Promise
   const lock = new Client({ connectionString: pgUrl });
   await lock.connect();
   try {
-    await lock.query('select pg_advisory_lock($1, 0)', [MIGRATION_LOCK]);
+    await lock.query('select pg_advisory_lock($1, hashtext(current_schema()))', [MIGRATION_LOCK]);
     return await fn();
   } finally {
     await lock.end().catch(() => undefined); // ending the session releases the lock
@@ -297,7 +299,7 @@ export class Store {
       clearTimeout(timer);
     }
     const store = new Store(
-      new Kysely<Database>({ dialect: new PostgresDialect({ pool: pipelinedClients(pool, roundTrips) }), log }),
+      new Kysely<Database>({ dialect: new SchemaPostgresDialect({ pool: pipelinedClients(pool, roundTrips) }), log }),
       'postgres',
       redact(url),
       counter,

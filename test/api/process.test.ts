@@ -201,4 +201,20 @@ describe('server lifecycle', () => {
       await defaults.close();
     }
   });
+
+  // A test and its in-process server share one event loop: a long synchronous stretch (SQLite work) holds back
+  // both sides' timers, and the first request after it must not go into a connection whose server-side
+  // keep-alive timer is overdue (it would fire before the request is read, and reset the connection).
+  test("the tests' client does not reuse a connection idle past IDLE_MS while the loop was busy", async () => {
+    const srv = await startServer({ db: db.url, 'keep-alive-timeout': String(IDLE_MS + 500) });
+    try {
+      const c = new Client(srv.base);
+      assert.equal((await c.get('capabilities/')).status, 401);
+      // Busy past both the client's idle time and the server's keep-alive timeout: no timer runs meanwhile.
+      for (const end = Date.now() + IDLE_MS + 1500; Date.now() < end;);
+      assert.equal((await c.get('capabilities/')).status, 401);
+    } finally {
+      await srv.close();
+    }
+  });
 });

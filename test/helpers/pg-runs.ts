@@ -17,8 +17,9 @@ export const schemaPrefix = (runId: string) => `t_${runId}_`;
  * Who is alive is told by PostgreSQL advisory locks, held by a connection for the run's whole life (and so
  * released by its death, however it dies): every live run holds LIVE shared and its own key exclusively.
  * Schemas are dropped only by a run that can take LIVE exclusively, i.e. while no other run is live:
- * Kysely's migrator inspects every schema of the database, and a schema vanishing mid-inspection fails
- * another run's server start-up ("schema … does not exist"). A run that ends beside a live one leaves its
+ * Kysely's stock introspector lists every schema of the database (Stratus's own reads only its schema,
+ * src/store/pg-dialect.ts, but tests open older releases' schemas with the stock one), and a schema vanishing
+ * mid-listing fails it ("schema … does not exist"). A run that ends beside a live one leaves its
  * schemas; the next run that ends (or starts) alone drops them as leftovers of a dead run.
  */
 const LOCKS = 1398035028; // 'STRT': the advisory-lock namespace of the test runs
