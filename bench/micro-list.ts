@@ -1,6 +1,7 @@
 /**
  * `npx tsx bench/micro-list.ts <db>`: CPU time of one list page made by the service (no HTTP), per account
- * of a kept bench database (bench/profile.ts with PROFILE_KEEP=1), and of its statements alone.
+ * of a kept bench database (bench/profile.ts with PROFILE_KEEP=1), and of its statements alone. KIND=tags: another
+ * kind; WHO=solo: one account; MICRO_JSON=0: objects as data (as the XML routes ask).
  */
 import { Store } from '../src/store/db.js';
 import { registry } from '../src/registry.js';
@@ -17,7 +18,8 @@ const decl = registry.find((d) => d.kind === kind) as CollectionDecl;
 const N = Number(process.env.N ?? 2000);
 for (const u of users.filter((x) => !process.env.WHO || x.email.startsWith(process.env.WHO))) {
   const ctx = { ...s, caller: { uuid: u.uuid, email: u.email, state: 'REGULAR' } };
-  const q = { limit: 20, offset: 0, filters: new Map(), order: undefined } as never;
+  // MICRO_JSON=0: the objects as data (the XML path); else as the JSON routes ask (kept texts where they can).
+  const q = { limit: 20, offset: 0, filters: new Map(), order: undefined, json: process.env.MICRO_JSON !== '0' } as never;
   for (let i = 0; i < 200; i++) await decl.service.list(ctx, q);
   const n0 = store.statements;
   const t = process.cpuUsage();

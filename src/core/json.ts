@@ -133,6 +133,24 @@ export function frozen<T extends object>(value: T): T {
   return Object.freeze(value);
 }
 
+/** `obj` cut to `keys` (`fields=`, a short list form); undefined keys: the whole object. */
+export function project(obj: Record<string, unknown>, keys: readonly string[] | undefined): Record<string, unknown> {
+  if (!keys) return obj;
+  const out: Record<string, unknown> = {};
+  for (const k of keys) if (k in obj) out[k] = obj[k];
+  return out;
+}
+
+/**
+ * An object already serialised (`text`, sorted JSON made by `sortedJson`): served as that text wherever it
+ * is placed. It has no keys of its own: only for answers the caller serialises as JSON without looking in.
+ */
+export function preserialised(text: string): Record<string, unknown> {
+  const value = Object.freeze({});
+  serialised.set(value, text);
+  return value;
+}
+
 /** Like `frozen`, and the value itself is served from its stored serialisation (a static answer). */
 export function frozenWhole<T extends object>(value: T): T {
   freezeDeep(value);

@@ -16,11 +16,18 @@ export interface ListQuery {
   offset: number;
   /** The keys the answer will show (`fields=`, or a short list form); absent: all. Work for others may be skipped. */
   fields?: readonly string[];
+  /**
+   * The caller serialises the answer as JSON and looks into no object: the objects may come as JSON text
+   * already cut to `fields` (core/json.ts `preserialised`; the result then says `cut`).
+   */
+  json?: boolean;
 }
 
 export interface ListResult {
   total: number;
   objects: Record<string, unknown>[];
+  /** The objects are cut to the query's `fields` already (and may be JSON text: see `ListQuery.json`). */
+  cut?: boolean;
   /** Keys the envelope carries besides `meta` and `objects` (`/pricing/`: `current`, `next`). */
   extra?: Record<string, unknown>;
 }
@@ -67,7 +74,8 @@ export interface WireShape {
 /** What a collection kind's service implements; the generic routes call only this. */
 export interface CollectionService {
   list(ctx: Ctx, query: ListQuery): Promise<ListResult>;
-  get(ctx: Ctx, uuid: string): Promise<Record<string, unknown>>;
+  /** `json`: as for `ListQuery.json`, the object may come as JSON text (the whole object; no `fields=`). */
+  get(ctx: Ctx, uuid: string, opts?: { json?: boolean }): Promise<Record<string, unknown>>;
   create?(ctx: Ctx, inputs: Record<string, unknown>[]): Promise<Written<Record<string, unknown>[]>>;
   update?(ctx: Ctx, uuid: string, input: Record<string, unknown>): Promise<Written<Record<string, unknown>>>;
   /** `params`: the kind's declared `deleteParams` (the last value of each). */

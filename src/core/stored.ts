@@ -12,7 +12,7 @@ import {
 } from '../store/repository.js';
 import type { Ctx } from './context.js';
 import { notFound } from './errors.js';
-import { copyOf, frozen, frozenBytes } from './json.js';
+import { copyOf, flat, frozen, frozenBytes, preserialised, project, sortedJson } from './json.js';
 import { validateFields, type Obj } from './input.js';
 import Type from 'typebox';
 import { f, NO_DEFAULT, type Field } from './fields.js';
@@ -77,6 +77,12 @@ export interface StoredHooks {
    * Set top-level keys only: everything below them may be shared with other requests (and is frozen).
    */
   decorate?(ctx: Ctx, objects: Obj[], rows: Row[]): Promise<void>;
+  /**
+   * With `decorate`: whether it may change the object of this row (it then depends on more than the row and
+   * its relations: time, other rows), so its served text is never kept (`fragments`). A kind with `decorate`
+   * and without `varies` is made afresh on every read.
+   */
+  varies?(row: Row): boolean;
 }
 
 type Q = VisibleSet;
@@ -216,6 +222,11 @@ export class StoredCollection implements CollectionService {
     const rel = this.relations(fields ? (key: string) => fields.has(key) : all);
     const page = { order: this.spec.order ?? 'created', limit: query.limit, offset: query.offset } as const;
     const set = this.filtered(ctx, query);
+    if (query.json && this.keepsFragments(ctx) && !ctx.store.resources.pagesInSteps(set, page)) {
+      // The page's rows without their bodies: most of its objects are kept as served.
+      const { rows, total } = await ctx.store.resources.listPage(set, page, { ...rel, body: false });
+      return { total, objects: await this.fragments(ctx, rows, rel, query.fields), cut: true };
+    }
     // Usually one statement (its own snapshot); a deep page takes several, read in one snapshot.
     const { rows, total } = ctx.store.resources.pagesInSteps(set, page)
       ? await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, rel))
@@ -254,15 +265,62 @@ export class StoredCollection implements CollectionService {
    * One object as the caller sees it. The row, its tags and its sharing come from one statement (one
    * snapshot, one round trip); the kind's decorations follow.
    */
-  async get(ctx: Ctx, uuid: string): Promise<Obj> {
+  async get(ctx: Ctx, uuid: string, opts: { json?: boolean } = {}): Promise<Obj> {
     const rel = this.relations();
-    const row = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid, rel);
+    const kept = opts.json === true && this.keepsFragments(ctx);
+    const row = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid, kept ? { ...rel, body: false } : rel);
     if (!row) {
       const elsewhere = await this.hooks.fallbackGet?.(ctx, uuid);
       if (elsewhere) return elsewhere;
       throw notFound(uuid);
     }
-    return (await this.shown(ctx, [row], rel))[0];
+    if (!kept) return (await this.shown(ctx, [row], rel))[0];
+    const [object] = await this.fragments(ctx, [row], rel, undefined);
+    if (!object) throw notFound(uuid);
+    return object;
+  }
+
+  /** Whether objects of this kind are served from kept text (`fragments`): a cache, and nothing decorated that may vary. */
+  private keepsFragments(ctx: Ctx): boolean {
+    return ctx.store.fragments.maxBytes > 0 && (!this.hooks.decorate || this.hooks.varies !== undefined);
+  }
+
+  /**
+   * Objects as served (JSON text, cut to `fields`) for rows read without their bodies but with the relations
+   * `rel`. An object is its row's version, its relations as the caller reads them (their exact text) and which
+   * side of them the caller is on (owner or not), so the text kept under those is the text made afresh: kept
+   * ones are reused, the others read whole (one statement for all), presented, and kept unless the kind's
+   * decoration `varies` for them. A row gone since the page was read is left out.
+   * `STRATUS_ANSWER_CACHE_VERIFY=1` makes every object afresh and fails when a kept text differs.
+   */
+  private async fragments(ctx: Ctx, rows: Row[], rel: Relations, fields: readonly string[] | undefined): Promise<Obj[]> {
+    const cache = ctx.store.fragments;
+    const form = fields ? fields.join(',') : '*';
+    const me = ctx.caller.uuid;
+    const keyOf = (r: Row) => `${this.kind}/${r.uuid}|${form}|${r.owner_uuid === me ? 'own' : 'other'}`;
+    const versionOf = (r: Row) => `${r.version}|${r.related!.text}`;
+    const out: (Obj | undefined)[] = [];
+    const missing = new Map<string, number>();
+    for (const [i, r] of rows.entries()) {
+      const text = VERIFY ? undefined : cache.get(keyOf(r), versionOf(r));
+      if (text === undefined) missing.set(r.uuid, i);
+      else out[i] = preserialised(text);
+    }
+    if (!missing.size) return out as Obj[];
+    const fresh = await ctx.store.resources.findManyWith(ctx.store.db, this.kind, [...missing.keys()], me, rel);
+    const objects = await this.shown(ctx, fresh, rel);
+    for (const [j, row] of fresh.entries()) {
+      const text = flat(sortedJson(project(objects[j], fields)));
+      const [key, version] = [keyOf(row), versionOf(row)];
+      if (VERIFY) {
+        const kept = cache.get(key, version);
+        if (kept !== undefined && kept !== text)
+          throw new Error(`fragment cache: the kept ${key} (version ${version}) differs from a fresh one: ${kept} / ${text}`);
+      }
+      if (!this.hooks.varies?.(row)) cache.set(key, version, text, FRAGMENT_BYTES + 2 * (key.length + version.length) + text.length);
+      out[missing.get(row.uuid)!] = preserialised(text);
+    }
+    return out.filter((o) => o !== undefined);
   }
 
   private validated(ctx: Ctx, input: Obj, mode: 'create' | 'update'): Obj {
@@ -337,7 +395,7 @@ export class StoredCollection implements CollectionService {
     row: Pick<Row, 'kind' | 'uuid' | 'owner_uuid' | 'version'> & { seq?: number; created_at?: string; now: Date },
     text: string,
     rel: Relations,
-    related: NonNullable<Row['related']> = { tags: [], grants: [], held: [], members: [] },
+    related: NonNullable<Row['related']> = { tags: [], grants: [], held: [], members: [], text: '' },
   ): Row {
     if (rel.members) throw new Error('asWritten: a kind showing members is read again');
     // As the store stamps them (store/resources/model.ts `stamp`); nothing shown reads them.
@@ -421,6 +479,10 @@ export class StoredCollection implements CollectionService {
 }
 
 const all = (): boolean => true;
+
+const VERIFY = process.env.STRATUS_ANSWER_CACHE_VERIFY === '1';
+/** A kept text beside its characters (one byte each: JSON text is ASCII unless a value is not): its entry and strings. */
+const FRAGMENT_BYTES = 200;
 
 /** `grantees` are shown to the owner only (a grantee never learns who else shares); `permissions` to grantees. */
 function showSharing(o: Obj, own: boolean, grantees: GranteeEntry[], held: Permission[]): void {

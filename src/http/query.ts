@@ -51,9 +51,4 @@ export function fieldsParam(q: RawQuery): string[] | undefined {
   return list.length ? list : undefined;
 }
 
-export function project(obj: Record<string, unknown>, keys: readonly string[] | undefined): Record<string, unknown> {
-  if (!keys) return obj;
-  const out: Record<string, unknown> = {};
-  for (const k of keys) if (k in obj) out[k] = obj[k];
-  return out;
-}
+export { project } from '../core/json.js';

@@ -25,8 +25,9 @@ function envelope(
   objects: Record<string, unknown>[],
   short?: readonly string[],
   extra?: Record<string, unknown>,
+  cut = false,
 ): Result {
-  const keys = fieldsParam(query) ?? short;
+  const keys = cut ? undefined : (fieldsParam(query) ?? short);
   return ok({ ...extra, meta: { limit, offset, total_count: total }, objects: keys ? objects.map((o) => project(o, keys)) : objects }, 'response');
 }
 
@@ -83,8 +84,9 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     async (req) => {
       const q = listQuery(req.query, decl.defaultLimit, filters);
       q.fields = fieldsParam(req.query) ?? short;
-      const { total, objects, extra } = await svc.list(ctxOf(req), q);
-      return envelope(req.query, q.limit, q.offset, total, objects, short, extra);
+      q.json = req.format === 'json';
+      const { total, objects, extra, cut } = await svc.list(ctxOf(req), q);
+      return envelope(req.query, q.limit, q.offset, total, objects, short, extra, cut);
     };
 
   const list: PathSpec = { url: base, methods: {}, doc: {} };
@@ -141,7 +143,10 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
   const single: PathSpec = { url: `${base}:uuid/`, methods: {}, doc: {} };
   const one = single.doc!;
   if (allows(decl.detailMethods, 'get')) {
-    single.methods.GET = async (req) => ok(project(await svc.get(ctxOf(req), req.params.uuid), fieldsParam(req.query)));
+    single.methods.GET = async (req) => {
+      const fields = fieldsParam(req.query);
+      return ok(project(await svc.get(ctxOf(req), req.params.uuid, { json: !fields && req.format === 'json' }), fields));
+    };
     one.GET = { summary: `One of ${decl.kind}`, query: FIELDS, responses: { 200: ref(decl) }, projected: ref(decl, '_fields') };
   }
   if (allows(decl.detailMethods, 'put') && svc.update) {

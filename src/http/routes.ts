@@ -25,6 +25,8 @@ export interface ApiRequest {
   http: RequestInfo;
   /** The clock the request's services read, where its answer may be reused (answer-cache.ts watches it). */
   clock?: Clock;
+  /** The answer's format (negotiated from `format=` and `Accept`). */
+  format: Format;
 }
 
 export interface RequestInfo {
@@ -282,6 +284,7 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
     origin: `${req.protocol}://${req.host}`,
     http: { method: req.method, url: req.url, ip: req.ip, headers: req.headers },
     clock: reuse?.watch(read),
+    format: req.format,
   });
   if (settle?.runDue && (settle.dueAtOnce?.() ?? 0) !== dueBefore) await settle.runDue();
   if (token === undefined || result.status !== 200 || result.headers || result.body === undefined || result.raw) return send(reply, req.format, result);

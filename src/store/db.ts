@@ -110,6 +110,11 @@ export class Store {
   readonly tablePages: TablePages;
   /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
   readonly presented: VersionedCache<Record<string, unknown>>;
+  /**
+   * Objects as served (JSON text), by (kind/uuid, the form and the viewer's side) and (row version,
+   * relations as read): core/stored.ts `fragments`. Bounded by `cacheMiB` too.
+   */
+  readonly fragments: VersionedCache<string, string>;
   /** Committed changes of users' objects for the live event stream (store/changes.ts); off until a listener asks. */
   readonly changes: ChangeFeed;
   /** SQLite's kept prepared statements (`--statement-cache`); null on PostgreSQL (its own per-connection statements). */
@@ -187,6 +192,7 @@ export class Store {
     anchorStep?: number,
   ) {
     this.presented = new VersionedCache(cacheMiB * 1024 * 1024);
+    this.fragments = new VersionedCache(cacheMiB * 1024 * 1024);
     this.db = db;
     this.dialect = dialect;
     this.location = location;

@@ -187,5 +187,7 @@ export const servers = storedDecl(
     },
     presentStatic,
     decorate: presentServers,
+    // What presentServers changes: jobs (they expire) and the runtime of a running server.
+    varies: (row) => ((row.body.jobs as unknown[] | undefined) ?? []).length > 0 || RUNNING.has(row.body.status as string),
   },
 );

@@ -67,5 +67,7 @@ export const tags: CollectionDecl = storedDecl(
     },
     reads: { members: true },
     decorate: attachMembers,
+    // Members come from the relations read with the row.
+    varies: () => false,
   },
 );

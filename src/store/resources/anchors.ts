@@ -1,6 +1,6 @@
 import { sql, type SqlBool } from 'kysely';
 import type { Db, Tx } from '../db.js';
-import { COLUMNS, relKey, withRelated, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
+import { columnsOf, relKey, withRelated, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
 import type { ResourceCounts } from './counts.js';
 import type { ResourceRelations } from './relations.js';
 import type { ResourceSql } from './sql.js';
@@ -114,7 +114,7 @@ export class OwnAnchors {
       (arg) =>
         db
           .selectFrom('resources')
-          .select([...COLUMNS, ...this.relations.columns(rel, arg('me'))])
+          .select([...columnsOf(rel), ...this.relations.columns(rel, arg('me'))])
           .where(this.sql.inList('seq', arg('seqs')))
           .orderBy('seq'),
       { seqs: this.sql.listArg(page), me: set.owner },

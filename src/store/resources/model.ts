@@ -42,6 +42,11 @@ export interface Relations {
   sharing?: boolean;
   /** A tag's members with their owners. */
   members?: boolean;
+  /**
+   * `false`: the body is not read (a reader holding the object's presentation for this version already;
+   * reading `body` then throws). The other columns and the relations are read as usual.
+   */
+  body?: false;
 }
 
 /** A row's relations as read with it; those not asked for are empty. */
@@ -54,14 +59,20 @@ export interface Related {
   held: string[];
   /** In tagging order. */
   members: { res_type: string; res_uuid: string; owner_uuid: string | null }[];
+  /** The relations exactly as read (their JSON texts): equal texts, equal relations (a version of them to key on). */
+  text: string;
 }
 
 /** A key naming which relations a shape reads (part of its shape key). */
-export const relKey = (rel: Relations): string => (rel.tags ? 't' : '') + (rel.sharing ? 's' : '') + (rel.members ? 'm' : '') || 'none';
+export const relKey = (rel: Relations): string =>
+  ((rel.tags ? 't' : '') + (rel.sharing ? 's' : '') + (rel.members ? 'm' : '') || 'none') + (rel.body === false ? '-nobody' : '');
 
 /** A row of `resources` as read (the body still JSON text). */
 export type Row = { seq: number; kind: string; uuid: string; owner_uuid: string | null; body: string; version: number; created_at: string; updated_at: string };
 export const COLUMNS = ['seq', 'kind', 'uuid', 'owner_uuid', 'body', 'version', 'created_at', 'updated_at'] as const;
+const NO_BODY = COLUMNS.filter((c) => c !== 'body');
+/** The columns a read of `rel` selects: all of a row's, or all but its body (`rel.body === false`). */
+export const columnsOf = (rel: Relations): readonly (typeof COLUMNS)[number][] => (rel.body === false ? NO_BODY : COLUMNS);
 /** A row with the JSON columns of its relations (those a shape reads). */
 export type RelRow = Row & { rel_tags?: string; rel_grants?: string; rel_held?: string; rel_members?: string };
 
@@ -73,6 +84,7 @@ function relatedOf(r: RelRow): Related {
     grants: (list(r.rel_grants) as [string, string | null, string][]).map(([grantee_uuid, email, permission]) => ({ grantee_uuid, email, permission })),
     held: list(r.rel_held) as string[],
     members: (list(r.rel_members) as [string, string, string | null][]).map(([res_type, res_uuid, owner_uuid]) => ({ res_type, res_uuid, owner_uuid })),
+    text: `${r.rel_tags ?? ''}|${r.rel_grants ?? ''}|${r.rel_held ?? ''}|${r.rel_members ?? ''}`,
   };
 }
 
@@ -82,6 +94,7 @@ export const withRelated = (r: RelRow): Resource => Object.assign(toResource(r),
 /** A row as data; the body is parsed when first read. */
 export function toResource(r: Row): Resource {
   const text = r.body;
+  if (text === undefined) return withoutBody(r);
   let parsed: Obj | undefined;
   return {
     seq: r.seq,
@@ -96,6 +109,22 @@ export function toResource(r: Row): Resource {
     },
     set body(value: Obj) {
       parsed = value;
+    },
+  };
+}
+
+/** A row read without its body (`Relations.body === false`): reading the body is a bug, and says so. */
+function withoutBody(r: Omit<Row, 'body'>): Resource {
+  return {
+    seq: r.seq,
+    kind: r.kind,
+    uuid: r.uuid,
+    owner_uuid: r.owner_uuid,
+    version: Number(r.version),
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    get body(): Obj {
+      throw new Error(`the body of ${r.kind}/${r.uuid} was not read`);
     },
   };
 }

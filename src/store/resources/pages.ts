@@ -2,7 +2,7 @@ import { sql, type AliasedRawBuilder, type RawBuilder, type SqlBool } from 'kyse
 import type { Db } from '../db.js';
 import { totalOfPage } from '../paging.js';
 import type { ArgOf } from '../shapes.js';
-import { COLUMNS, relKey, withRelated, type AnyQuery, type Order, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
+import { columnsOf, relKey, withRelated, type AnyQuery, type Order, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
 import type { OwnAnchors } from './anchors.js';
 import type { ResourceRelations } from './relations.js';
 import type { ResourceSql } from './sql.js';
@@ -171,7 +171,7 @@ export class ResourcePages {
       this.sorted(
         q
           .selectFrom('resources')
-          .select([...COLUMNS, ...this.relations.columns(rel, arg('me')), ...totals])
+          .select([...columnsOf(rel), ...this.relations.columns(rel, arg('me')), ...totals])
           .where(this.seqIn(seqs)),
         p.order,
         'resources.',

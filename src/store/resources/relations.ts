@@ -1,6 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../db.js';
-import { COLUMNS, inOrderOf, relKey, withRelated, type Relations, type RelRow, type Resource } from './model.js';
+import { columnsOf, inOrderOf, relKey, withRelated, type Relations, type RelRow, type Resource } from './model.js';
 import type { ResourceSql } from './sql.js';
 
 /**
@@ -23,7 +23,7 @@ export class ResourceRelations {
       (arg) =>
         db
           .selectFrom('resources')
-          .select([...COLUMNS, ...this.columns(rel, arg('me'))])
+          .select([...columnsOf(rel), ...this.columns(rel, arg('me'))])
           .where('resources.kind', '=', arg('kind'))
           .where(this.sql.inList('resources.uuid', arg('uuids'))),
       { kind, uuids: this.sql.listArg(uuids), me },
@@ -46,7 +46,7 @@ export class ResourceRelations {
       (arg) => {
         const q = tx
           .selectFrom('resources')
-          .select([...COLUMNS, ...this.columns(rel, arg('me'))])
+          .select([...columnsOf(rel), ...this.columns(rel, arg('me'))])
           .where('resources.kind', '=', arg('kind'))
           .where('resources.uuid', '=', arg('uuid'));
         return pg ? q.forUpdate() : q;

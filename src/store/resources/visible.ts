@@ -1,7 +1,7 @@
 import type { Db, Tx } from '../db.js';
 import type { ArgOf } from '../shapes.js';
 import {
-  COLUMNS,
+  columnsOf,
   relKey,
   withRelated,
   type AnyQuery,
@@ -79,7 +79,7 @@ export class VisibleSets {
         return this.withWhere(
           db
             .selectFrom('resources')
-            .select([...COLUMNS, ...this.relations.columns(rel, me)])
+            .select([...columnsOf(rel), ...this.relations.columns(rel, me)])
             .where('resources.kind', '=', arg('kind'))
             .where('resources.uuid', '=', arg('uuid'))
             .where((eb) =>

@@ -1,0 +1,123 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sql } from 'kysely';
+import type { Ctx } from '../../src/core/context.js';
+import { Outcome } from '../../src/core/resource.js';
+import { sortedJson } from '../../src/core/json.js';
+import { engine } from '../helpers/db.js';
+import { listQuery, openServices, type ServiceFixture } from '../helpers/services.js';
+
+/**
+ * Objects served from kept JSON text (core/stored.ts `fragments`): kept per (row version, relations as the
+ * caller reads them, the caller's side), so every change of what an object shows, through the services or
+ * around them, shows in the next page and the next GET; and each answer is the answer made afresh.
+ */
+let fx: ServiceFixture;
+before(async () => {
+  fx = await openServices();
+});
+after(() => fx.close());
+
+type Obj = Record<string, unknown>;
+const value = <T>(w: T | Outcome<T>): T => (w instanceof Outcome ? w.value : w);
+
+/** The page and one object as the JSON routes get them (kept texts) and as made afresh: they must be the same text. */
+async function served(ctx: Ctx, kind: string, uuid: string | null, fields?: string[]): Promise<Obj[]> {
+  const svc = fx.collection(kind).service;
+  const [kept, afresh] = [
+    await svc.list(ctx, { ...listQuery({ limit: 20 }), fields, json: true }),
+    await svc.list(ctx, { ...listQuery({ limit: 20 }), fields }),
+  ];
+  assert.equal(kept.cut, true, 'served from kept texts');
+  const cut = (o: Obj) => (fields ? Object.fromEntries(fields.filter((k) => k in o).map((k) => [k, o[k]])) : o);
+  assert.equal(sortedJson(kept.objects), sortedJson(afresh.objects.map(cut)), 'a kept page is the page made afresh');
+  if (!fields && uuid)
+    assert.equal(sortedJson(await svc.get(ctx, uuid, { json: true })), sortedJson(await svc.get(ctx, uuid)), 'a kept object is the object made afresh');
+  return JSON.parse(sortedJson(kept.objects)) as Obj[];
+}
+
+const one = (objects: Obj[], uuid: string) => objects.find((o) => o.uuid === uuid)!;
+
+test('a page of kept objects shows each change of tags, grants, drives and the body at once', async () => {
+  const servers = fx.collection('servers').service;
+  const drives = fx.collection('drives').service;
+  const tags = fx.collection('tags').service;
+  const acls = fx.collection('acls').service;
+  const alice = await fx.user();
+  const bob = await fx.user();
+  const [s1, s2] = value(
+    await servers.create!(
+      alice,
+      [1, 2].map((i) => ({ name: `s${i}`, cpu: 1000, mem: 1024 ** 3, vnc_password: 'secret-vnc' })),
+    ),
+  ).map((o) => String(o.uuid));
+  const drive = String(value(await drives.create!(alice, [{ name: 'd', media: 'disk', size: 1024 ** 3 }]))[0].uuid);
+  await served(alice, 'servers', s1);
+
+  // Served again: the page's statement (on SQLite after the sharing counter), no object read again.
+  const n0 = fx.services.store.statements;
+  await servers.list(alice, { ...listQuery({ limit: 20 }), json: true });
+  if (process.env.STRATUS_ANSWER_CACHE_VERIFY !== '1')
+    assert.equal(fx.services.store.statements - n0, engine === 'sqlite' ? 2 : 1, 'the page only: its objects were kept');
+
+  await servers.update!(alice, s1, { name: 'renamed' });
+  assert.equal(one(await served(alice, 'servers', s1), s1).name, 'renamed', 'the body');
+
+  const tag = String(value(await tags.create!(alice, [{ name: 't', resources: [s1] }]))[0].uuid);
+  assert.deepEqual(
+    (one(await served(alice, 'servers', s1), s1).tags as Obj[]).map((t) => t.uuid),
+    [tag],
+    'a tag given (the server’s row unchanged)',
+  );
+  assert.deepEqual(one(await served(alice, 'servers', s2), s2).tags, []);
+
+  const acl = String(
+    value(await acls.create!(alice, [{ name: 'share', grantees: [{ uuid: bob.caller.uuid }], rules: [{ permission: 'LIST' }], tags: [tag] }]))[0].uuid,
+  );
+  assert.equal((one(await served(alice, 'servers', s1), s1).grantees as Obj[]).length, 1, 'a grant, to the owner');
+  assert.deepEqual(one(await served(bob, 'servers', s1), s1).permissions, ['LIST'], 'a grant, to the grantee');
+  await acls.update!(alice, acl, { rules: [{ permission: 'LIST' }, { permission: 'EDIT' }] });
+  assert.deepEqual(one(await served(bob, 'servers', s1), s1).permissions, ['EDIT', 'LIST'], 'a rule added');
+  await sql`update users set email = ${'bob-renamed@example.com'} where uuid = ${bob.caller.uuid}`.execute(fx.services.store.db);
+  const grantee = (one(await served(alice, 'servers', s1), s1).grantees as { user: Obj }[])[0].user;
+  assert.equal(grantee.email, 'bob-renamed@example.com', 'a grantee’s email, changed around the services');
+
+  await servers.update!(alice, s1, { drives: [{ boot_order: 1, dev_channel: '0:0', device: 'virtio', drive }] });
+  assert.deepEqual(
+    (one(await served(alice, 'servers', s1), s1).drives as { drive: Obj }[]).map((d) => d.drive.uuid),
+    [drive],
+    'a drive attached',
+  );
+
+  // Tag membership changed around the services (an operator, another process): the relations are part of the version.
+  await sql`delete from tag_members where res_uuid = ${s1}`.execute(fx.services.store.db);
+  assert.deepEqual(one(await served(alice, 'servers', s1), s1).tags, [], 'a membership row deleted directly');
+  assert.equal(one(await served(bob, 'servers', null), s1), undefined, 'no longer shared');
+
+  // Short forms and `fields=` are kept apart from the whole object.
+  await served(alice, 'servers', s1, ['name', 'owner', 'resource_uri', 'runtime', 'status', 'uuid']);
+  assert.deepEqual(Object.keys(one(await served(alice, 'servers', s1, ['name', 'uuid']), s1)), ['name', 'uuid']);
+
+  // A tag's members are its relations too.
+  await tags.update!(alice, tag, { name: 't', resources: [s1, s2] });
+  assert.equal((one(await served(alice, 'tags', tag), tag).resources as Obj[]).length, 2, 'a member added');
+  await servers.remove!(alice, s2);
+  assert.equal((one(await served(alice, 'tags', tag), tag).resources as Obj[]).length, 1, 'a member deleted');
+});
+
+test('a server whose runtime or jobs vary is never kept', async () => {
+  const servers = fx.collection('servers').service;
+  const alice = await fx.user();
+  const [s] = value(await servers.create!(alice, [{ name: 'on', cpu: 1000, mem: 1024 ** 3, vnc_password: 'secret-vnc' }])).map((o) => String(o.uuid));
+  await served(alice, 'servers', s);
+  const kept = fx.services.store.fragments.size.entries;
+  await sql`update resources set body = json_set(body, '$.status', 'running'), version = version + 1 where uuid = ${s}`
+    .execute(fx.services.store.db)
+    .catch(() =>
+      sql`update resources set body = jsonb_set(body::jsonb, '{status}', '"running"')::text, version = version + 1 where uuid = ${s}`.execute(
+        fx.services.store.db,
+      ),
+    );
+  assert.equal(one(await served(alice, 'servers', s), s).status, 'running');
+  assert.equal(fx.services.store.fragments.size.entries, kept, 'nothing more kept: a running server’s runtime changes with time');
+});
