@@ -2,7 +2,6 @@
 // The `stratus` command: runs the compiled bundle, dist/stratus.js (scripts/build.js; `npm install` and
 // `npm run build` make it). When a source is newer than the bundle (an edit, a `git pull`) it rebuilds
 // first, so nobody runs stale code; the check stats the ~110 source files, about a millisecond.
-import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { fileURLToPath, URL } from 'node:url';
 
@@ -26,6 +25,8 @@ function newestSource() {
 const built = statSync(bundle, { throwIfNoEntry: false })?.mtimeMs;
 if (built === undefined || (existsSync(`${root}scripts/build.js`) && newestSource() > built)) {
   // In a child process: the server keeps none of the build's memory (or esbuild's service process).
+  // (node:child_process loaded only here: a start without a build does not pay for it.)
+  const { spawnSync } = await import('node:child_process');
   const build = spawnSync(process.execPath, [`${root}scripts/build.js`], { stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
   if (build.status === 0) process.stderr.write(`stratus: ${built === undefined ? 'built dist/' : 'sources changed: rebuilt dist/'}\n`);
   // When the build fails (a syntax error being typed, esbuild missing) an existing bundle still runs.

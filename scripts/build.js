@@ -1,9 +1,11 @@
 /**
  * `npm run build` (and `prepare`, so `npm install` / `npm ci` build it): bundles src/ and the packages it
- * uses into dist/ (entry dist/stratus.js, which bin/stratus.js runs), minified. A bundle because on Node 20
- * (no compile cache) start-up is mostly loading and compiling code: the same code as a tree of files in
- * node_modules starts ~2x slower. Split into files of a few hundred KB (see packageEntries), and
- * src/serve.ts (the HTTP server) into a chunk of its own that only `serve` loads. Kept out of the bundle:
+ * uses into dist/, minified: one CommonJS script, dist/stratus-<hash>.cjs, and its loader dist/stratus.js
+ * (src/bundle-loader.ts, which bin/stratus.js runs). A bundle because on Node 20 start-up is mostly loading
+ * and compiling code (the same code as a tree of files in node_modules starts ~2x slower); a script, not
+ * ES modules, because only a script takes V8's code cache on Node 20, which the loader keeps beside the
+ * bundle (dist/.code-cache/): a start then deserialises the bytecode an earlier run compiled (~40% less
+ * CPU). Kept out of the bundle:
  * - better-sqlite3: a native addon, loaded from node_modules;
  * - pg, nodemailer, fast-xml-parser: loaded on first use (src/core/lazy.ts); the build fails if one of
  *   them is imported statically after all, since that would load it at every start.
@@ -13,7 +15,7 @@
  */
 import { Buffer } from 'node:buffer';
 import { cpSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, URL } from 'node:url';
 import { build } from 'esbuild';
@@ -53,16 +55,9 @@ const dataFiles = (dir) =>
     .filter((f) => f.endsWith('.json') && !f.startsWith('ui/'))
     .map((f) => join(dir, f));
 
-/** The package directory a bundled file belongs to (`…/node_modules/@scope/name`), or null for our own. */
-const packageOf = (file) => /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(file)?.[1] ?? null;
-
-/** A package is split into its own file(s) from this many bytes (unminified) on. */
-const SPLIT_BYTES = 60_000;
-
 const common = {
   absWorkingDir: root,
   bundle: true,
-  format: 'esm',
   platform: 'node',
   target: 'node20',
   external: ['better-sqlite3'],
@@ -70,33 +65,26 @@ const common = {
   write: false,
   logLevel: 'warning',
   plugins: [patches],
-  // The bundled CommonJS packages call `require` for node's own modules: an ES module has none.
-  banner: { js: "import { createRequire as __stratusRequire } from 'node:module'; const require = __stratusRequire(import.meta.url);" },
 };
 
 /**
- * The bundle is cut into files of at most a few hundred KB: the bigger packages each become an entry
- * point of their own, so esbuild's code splitting puts every package into its own chunk. Why: V8's
- * compilation of one big script leaves ~12 MiB of freed memory that glibc's malloc does not hand back
- * (measured: 11-12 MiB more idle RSS for one 1.5 MB file than for the same code in files of 450 KB or
- * less), while loading a dozen files instead of one costs a millisecond or two. The entries are the files
- * of each package that code outside it imports, found in a quick first pass.
+ * The bundle as a script: the CommonJS wrapper function itself (the loader, src/bundle-loader.ts, compiles it
+ * with vm.Script and calls it), `import.meta.url` (src/assets.ts, src/core/lazy.ts) made from its file name.
  */
-async function packageEntries() {
-  const { metafile } = await build({ ...common, entryPoints: ['src/main.ts'], outfile: join(DIST, 'stratus.js') });
-  const bytes = new Map();
-  for (const [file, input] of Object.entries(Object.values(metafile.outputs)[0].inputs)) {
-    const pkg = packageOf(file);
-    if (pkg) bytes.set(pkg, (bytes.get(pkg) ?? 0) + input.bytesInOutput);
-  }
-  const entries = new Set();
-  for (const [file, input] of Object.entries(metafile.inputs))
-    for (const i of input.imports) {
-      const pkg = packageOf(i.path);
-      if (pkg && pkg !== packageOf(file) && bytes.get(pkg) >= SPLIT_BYTES && !i.external) entries.add(i.path);
-    }
-  return [...entries].sort();
-}
+const script = {
+  ...common,
+  format: 'cjs',
+  define: { 'import.meta.url': '__stratusUrl' },
+  banner: { js: "(function (exports, require, module, __filename, __dirname) { const __stratusUrl = require('node:url').pathToFileURL(__filename).href;" },
+  footer: { js: '})' },
+};
+
+/** As ES modules (bench/serve-child.ts, buildBeside): the bundled CommonJS packages call `require` for node's own modules, which an ES module has none of. */
+const esm = {
+  ...common,
+  format: 'esm',
+  banner: { js: "import { createRequire as __stratusRequire } from 'node:module'; const require = __stratusRequire(import.meta.url);" },
+};
 
 /**
  * The web console (src/ui/, docs/console.md): a browser bundle of its own (Preact, TSX through esbuild's
@@ -167,43 +155,48 @@ export async function buildUi({ outdir = join(DIST, 'ui'), minify = true, write 
 export async function buildDist({ minify = true } = {}) {
   const started = performance.now();
   const startedAt = new Date();
-  const [vendors, ui] = await Promise.all([packageEntries(), buildUi({ minify, write: false })]);
+  const ui = buildUi({ minify, write: false });
   const result = await build({
-    ...common,
-    entryPoints: [
-      { in: 'src/main.ts', out: 'stratus' },
-      ...vendors.map((file) => ({ in: file, out: `packages/${file.replace(/.*node_modules\//, '').replace(/\.[cm]?js$/, '')}` })),
-    ],
+    ...script,
+    entryPoints: ['src/main.ts'],
     outdir: DIST,
-    splitting: true,
-    // Chunks sit at the top of dist/, beside stratus.js: whichever of them src/assets.ts lands in, its
-    // directory is dist/.
-    chunkNames: '[name]-[hash]',
+    // The name carries a hash of the content: the loader's code cache is per bundle (src/bundle-loader.ts).
+    entryNames: 'stratus-[hash]',
+    outExtension: { '.js': '.cjs' },
     minify,
     sourcemap: 'linked',
     sourcesContent: false,
-    // Licence comments go to *.LEGAL.txt: one of them has a non-ASCII name, and a single non-ASCII
-    // character makes V8 hold a whole file's source as two bytes a character.
+    // Licence comments go to *.LEGAL.txt: one of them has a non-ASCII name, and the loader reads the
+    // bundle as latin1 (a one-byte string; esbuild escapes non-ASCII characters everywhere else).
     legalComments: 'external',
     charset: 'ascii',
   });
   // (Unminified, esbuild keeps some comments as they are.)
   for (const f of minify ? result.outputFiles : [])
-    if (f.path.endsWith('.js') && f.contents.some((byte) => byte > 0x7f)) throw new Error(`${f.path} is not ASCII-only (see legalComments above)`);
+    if (f.path.endsWith('.cjs') && f.contents.some((byte) => byte > 0x7f)) throw new Error(`${f.path} is not ASCII-only (see legalComments above)`);
   const eager = Object.keys(result.metafile.inputs).filter((f) => LAZY.some((p) => f.includes(`node_modules/${p}/`)));
   if (eager.length) throw new Error(`${eager[0]} is in the bundle: import ${LAZY.join(', ')} only as types and load them with lazyPackage (src/core/lazy.ts)`);
-  // src/assets.ts finds the data files from the directory of the file it is compiled into: dist/.
-  const assets = Object.entries(result.metafile.outputs).find(([, o]) => o.inputs['src/assets.ts'])?.[0];
-  if (dirname(assets ?? '') !== 'dist') throw new Error(`src/assets.ts landed in ${assets}, not at the top of dist/: the data files would not be found`);
+  const bundle = result.outputFiles.find((f) => f.path.endsWith('.cjs'));
+  // A script compiled by vm.Script has no loader for import(): every module must be in the bundle.
+  if (/\bimport\(/.test(bundle.text.replace(/\/\/[^\n]*|\/\*[\s\S]*?\*\//g, '')))
+    throw new Error(`${bundle.path} calls import(): bundle the module, or load it with lazyPackage (src/core/lazy.ts)`);
+  const loader = await build({
+    ...common,
+    format: 'esm',
+    entryPoints: ['src/bundle-loader.ts'],
+    outfile: join(DIST, 'stratus.js'),
+    define: { STRATUS_BUNDLE: JSON.stringify(basename(bundle.path)) },
+    minify,
+  });
   const src = join(root, 'src');
   const entry = join(DIST, 'stratus.js');
   const files = [
     ...dataFiles(src).map((f) => ({ to: join(DIST, relative(src, f)), from: f })),
-    ...result.outputFiles.map((f) => ({ to: f.path, contents: f.contents })),
-    ...ui.map((f) => ({ to: f.path, contents: f.contents })),
+    ...[...result.outputFiles, ...loader.outputFiles].map((f) => ({ to: f.path, contents: f.contents })),
+    ...(await ui).map((f) => ({ to: f.path, contents: f.contents })),
   ].sort((a, b) => Number(a.to === entry) - Number(b.to === entry));
-  // Each file is written beside its place and renamed over it, the entry last: a process starting
-  // meanwhile loads either the old build or the whole new one, never half a file or a missing chunk.
+  // Each file is written beside its place and renamed over it, the entry (the loader, naming the bundle)
+  // last: a process starting meanwhile loads either the old build or the whole new one.
   for (const f of files) {
     mkdirSync(dirname(f.to), { recursive: true });
     const tmp = `${f.to}.${process.pid}.tmp`;
@@ -211,12 +204,13 @@ export async function buildDist({ minify = true } = {}) {
     else writeFileSync(tmp, f.contents);
     renameSync(tmp, f.to);
   }
-  // What earlier builds left (chunk names carry a hash of their content) goes; not another build's
-  // files in flight (.tmp).
+  // What earlier builds left (bundle names carry a hash of their content) goes, with their code caches; not
+  // another build's files in flight (.tmp), nor the caches of this very bundle (the same sources built again).
   const current = new Set(files.map((f) => f.to));
+  const caches = join(DIST, '.code-cache', `${basename(bundle.path)}-`);
   for (const f of readdirSync(DIST, { recursive: true, withFileTypes: true })) {
     const path = join(f.parentPath ?? f.path, f.name);
-    if (f.isFile() && !current.has(path) && !path.endsWith('.tmp')) rmSync(path);
+    if (f.isFile() && !current.has(path) && !path.endsWith('.tmp') && !path.startsWith(caches)) rmSync(path);
   }
   // The bundle is dated when the build began: a source saved while it ran is newer, and the next
   // `stratus` rebuilds (bin/stratus.js compares the dates).
@@ -230,7 +224,7 @@ export async function buildDist({ minify = true } = {}) {
  */
 export async function buildBeside(entry, name, { minify = true } = {}) {
   const outfile = join(DIST, name);
-  await build({ ...common, entryPoints: [entry], outfile, minify, write: true, metafile: false, sourcemap: 'linked', sourcesContent: false });
+  await build({ ...esm, entryPoints: [entry], outfile, minify, write: true, metafile: false, sourcemap: 'linked', sourcesContent: false });
   return outfile;
 }
 

@@ -102,6 +102,8 @@ export async function serve(config: Config): Promise<void> {
     app.log.child({}, { level: 'info' }).info(banner, `Stratus listening at ${base} (database: ${banner.database})`);
     if (config.readyFile) writeReadyFile(config.readyFile, readyContent({ url: base, demo, adminToken, tls }));
   }
+  // Started: the compiled build's loader keeps the code compiled so far for the next start (src/bundle-loader.ts).
+  (process as NodeJS.EventEmitter).emit('stratus:started');
 
   // SIGTERM/SIGINT (or the primary's `stop`): stop accepting, let in-flight requests finish, then close the database.
   const signals = onSignals(

@@ -3,7 +3,7 @@ import type { UserRow } from '../../store/accounts/index.js';
 import type { Services } from '../../core/context.js';
 import { isoTimestamp } from '../../core/clock.js';
 import { ApiError, validation } from '../../core/errors.js';
-import { checkAhead, digestHa1, hashPassword, verifyPassword } from '../../core/passwords.js';
+import { checkAhead, digestHa1, hashPassword, KEPT_IN_CLEAR, verifyPassword } from '../../core/passwords.js';
 import { profileDefaults } from '../profile/profile.js';
 import { endUserSessions } from '../accounts/sessions.js';
 
@@ -25,7 +25,8 @@ const isUserState = (state: string) => (USER_STATES as readonly string[]).includ
 const passwordListeners: ((email: string) => void)[] = [];
 export const onPasswordChange = (fn: (email: string) => void) => passwordListeners.push(fn);
 
-export async function createUser(s: Services, input: { email: string; password?: string | null; state?: string }): Promise<UserRow> {
+/** `keptInClear`: the password is also stored in clear (the demo login), so it is hashed cheaply (KEPT_IN_CLEAR). */
+export async function createUser(s: Services, input: { email: string; password?: string | null; state?: string; keptInClear?: boolean }): Promise<UserRow> {
   const email = normalizeEmail(input.email);
   if (!isValidEmail(email)) throw validation('email', 'Enter a valid e-mail address');
   const state = input.state ?? 'REGULAR';
@@ -35,7 +36,7 @@ export async function createUser(s: Services, input: { email: string; password?:
   const row: UserRow = {
     uuid,
     email,
-    password_hash: input.password ? await hashPassword(input.password) : null,
+    password_hash: input.password ? await hashPassword(input.password, input.keptInClear ? KEPT_IN_CLEAR : undefined) : null,
     digest_ha1: input.password ? digestHa1(email, input.password) : null,
     state,
     profile: JSON.stringify(profileDefaults(uuid, now, s.config.currency)),
@@ -63,11 +64,15 @@ export function findUser(s: Services, uuid: string): Promise<UserRow | undefined
  * Set a user's password: the scrypt hash and the Digest HA1 change together. `state`, when given, is set in
  * the same statement (finishing sign-up moves NEW_USER to REGULAR).
  */
-export async function setPassword(s: Services, email: string, password: string, state?: string): Promise<void> {
+export async function setPassword(s: Services, email: string, password: string, state?: string, opts: { keptInClear?: boolean } = {}): Promise<void> {
   const user = await findUserByEmail(s, email);
   if (!user) throw new ApiError('notexist', `No user with e-mail ${email}`, 'email');
   if (state !== undefined && !isUserState(state)) throw validation('state', `State must be one of ${USER_STATES.join(', ')}`);
-  const values = { password_hash: await hashPassword(password), digest_ha1: digestHa1(user.email, password), ...(state ? { state } : {}) };
+  const values = {
+    password_hash: await hashPassword(password, opts.keptInClear ? KEPT_IN_CLEAR : undefined),
+    digest_ha1: digestHa1(user.email, password),
+    ...(state ? { state } : {}),
+  };
   await s.store.transaction(async (tx) => {
     await s.store.accounts.users.update(tx, user.uuid, values);
     // A new password ends the account's sessions (browser and event stream), in every process.
@@ -115,7 +120,7 @@ export async function ensureDemoLogin(
   }
   if (await s.store.accounts.users.any(s.store.db)) return null;
   const login = { email: 'demo@stratus.local', password: generated };
-  await createUser(s, login);
+  await createUser(s, { ...login, keptInClear: true });
   await saveDemoLogin(s, login);
   return login;
 }
@@ -128,8 +133,9 @@ export async function savedDemoLogin(s: Services): Promise<{ email: string; pass
 
 async function ensureConfiguredLogin(s: Services, login: { email: string; password: string }): Promise<{ email: string; password: string }> {
   const user = await findUserByEmail(s, login.email);
-  if (!user) await createUser(s, login);
-  else if (!(await verifyPassword(login.password, user.password_hash)) || user.digest_ha1 === null) await setPassword(s, login.email, login.password);
+  if (!user) await createUser(s, { ...login, keptInClear: true });
+  else if (!(await verifyPassword(login.password, user.password_hash)) || user.digest_ha1 === null)
+    await setPassword(s, login.email, login.password, undefined, { keptInClear: true });
   else await checkAhead(login.password, user.password_hash);
   await saveDemoLogin(s, login);
   return login;
