@@ -40,6 +40,10 @@ export class AnswerBarrier {
   /** Payload prefix of this process's barriers (other processes' barriers move nothing). */
   private readonly mine = `b:${randomBytes(6).toString('hex')}:`;
   private listen: ListenConnection | null = null;
+  /** Announcements per answer scope (payload `s:<scope>`, migration 0090; `*`: every scope). */
+  private readonly scopes = new Map<string, number>();
+  /** Raised whenever listening starts or stops: counts of another stretch of listening never compare equal. */
+  private listens = 0;
 
   private constructor(private readonly channel: string) {}
 
@@ -54,6 +58,7 @@ export class AnswerBarrier {
         onNotification: (payload) => b.heard(payload),
         onListening: () => {
           b.generation++;
+          b.listens++;
           b.listening = true;
         },
         onLost: () => b.lost(),
@@ -66,6 +71,17 @@ export class AnswerBarrier {
   /** The current generation; undefined while not listening. */
   token(): string | undefined {
     return this.listening ? String(this.generation) : undefined;
+  }
+
+  /**
+   * The counts of `scopes` (and of `*`), or undefined while not listening (store/answer-scopes.ts). Like
+   * `token`, exact after `settle()`, and never newer than rows read after it.
+   */
+  scopeToken(scopes: readonly string[]): string | undefined {
+    if (!this.listening) return undefined;
+    let t = `${this.listens}:${this.scopes.get('*') ?? 0}`;
+    for (const s of scopes) t += `:${this.scopes.get(s) ?? 0}`;
+    return t;
   }
 
   /** A commit of this process: known at once, before its announcement comes back. */
@@ -136,6 +152,10 @@ export class AnswerBarrier {
   private notified(payload: string): void {
     if (!payload.startsWith('b:')) {
       this.generation++;
+      if (payload.startsWith('s:')) {
+        const scope = payload.slice(2);
+        this.scopes.set(scope, (this.scopes.get(scope) ?? 0) + 1);
+      }
       return;
     }
     if (!payload.startsWith(this.mine)) return;
@@ -154,6 +174,7 @@ export class AnswerBarrier {
 
   private lost(): void {
     this.listening = false;
+    this.listens++;
     this.generation++;
     for (const n of [...this.inFlight.keys()]) this.finish(n, false);
   }
