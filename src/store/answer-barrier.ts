@@ -22,6 +22,9 @@ interface Waiter {
  * sent (every write acknowledged before the request arrived) has raised the generation by then.
  * Requests arriving while a barrier is in flight share the next one: one round trip serves many reuses.
  *
+ * The tables scoped answers are made of announce `s:<scope>` (migration 0090): besides the generation, each
+ * scope's announcements are counted (`scopeToken`, store/answer-scopes.ts), behind the same barrier.
+ *
  * Reading the generation needs no barrier when the answer is made afresh: a generation read before the
  * answer's rows were read is never newer than those rows. While the connection is lost (PostgreSQL
  * restarted) the token is undefined: notifications of that time are gone, nothing is reused or kept.
