@@ -167,7 +167,8 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     one.DELETE = { summary: `Delete one of ${decl.kind}`, responses: answers(204, null, accepts) };
   }
 
-  const scoped = decl.answersFromVisibleOwners ? ({ answerScope: 'visible-owners' } as const) : {};
+  // A kind never shared (no ACL permissions: tags) is made of the caller's own rows alone.
+  const scoped = decl.answersFromVisibleOwners ? ({ answerScope: decl.permissions ? 'visible-owners' : 'own' } as const) : {};
   const paths: PathSpec[] = [
     { ...list, ...scoped },
     { url: `${base}detail/`, methods: { GET: lister() }, doc: { GET: listDoc(decl, `List ${decl.kind} (full objects)`, false) }, ...scoped },

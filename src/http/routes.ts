@@ -7,6 +7,7 @@ import type { Format } from './negotiate.js';
 import type { RawQuery } from './query.js';
 import { send, serialise, type Result } from './respond.js';
 import { AnswerCache } from './answer-cache.js';
+import type { AnswerScopeKind } from '../store/answer-scopes.js';
 import { truncateAtNul } from './json.js';
 import { MALFORMED, PathTable, type PathMatch } from './path-table.js';
 import { malformedUrl } from './edges.js';
@@ -80,9 +81,10 @@ export interface PathSpec {
   /**
    * Its reusable GET answer is made only of the objects of the owners whose rows the caller can see (their
    * own, those an ACL shares with them, ownerless ones), with those owners' tags and ACLs: it is kept under
-   * those owners' scopes (store/answer-scopes.ts) instead of every write's token.
+   * those owners' scopes (store/answer-scopes.ts) instead of every write's token; `own`: of the caller's
+   * rows alone (a kind never shared).
    */
-  answerScope?: 'visible-owners';
+  answerScope?: AnswerScopeKind;
 }
 
 /** What a route contributes to the OpenAPI document. */
@@ -273,7 +275,7 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
   const reuse = method === 'GET' && spec.reusable ? answers : null;
   const key = reuse ? AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url) : '';
   // Read before anything the answer is made of: a change after it makes the entry unreachable.
-  const scope = reuse && spec.answerScope && req.caller ? { caller: req.caller.uuid } : undefined;
+  const scope = reuse && spec.answerScope && req.caller ? { caller: req.caller.uuid, scope: spec.answerScope } : undefined;
   const { hit, token } = reuse ? await reuse.lookup(key, scope) : {};
   if (hit && !reuse!.verify) return AnswerCache.send(reply, req.headers, hit);
   const read = { clock: false };

@@ -16,10 +16,16 @@ import type { AnswerBarrier } from './answer-barrier.js';
  */
 export interface ScopedAnswerTokens {
   /** The token of `caller`'s scoped answers, read before the answer's rows are (undefined: keep nothing). */
-  token(caller: string): Promise<string | undefined>;
+  token(caller: string, scope: AnswerScopeKind): Promise<string | undefined>;
   /** The token made exact for everything committed before the call (undefined: reuse nothing). */
-  settle(caller: string): Promise<string | undefined>;
+  settle(caller: string, scope: AnswerScopeKind): Promise<string | undefined>;
 }
+
+/**
+ * What a scoped answer is made of: `visible-owners`, the rows of the caller and of every owner whose ACL
+ * names them; `own`, the caller's rows alone (a kind never shared: tags). Ownerless rows (`o:`) in both.
+ */
+export type AnswerScopeKind = 'visible-owners' | 'own';
 
 /** Callers' tokens kept at most (a kept token is a few scopes; one per caller of the last moments). */
 const MAX_KEPT = 10_000;
@@ -32,30 +38,31 @@ const MAX_KEPT = 10_000;
  * answer read after the rollback would be kept under the raised ones.
  */
 export function sqliteScopedTokens(sqlite: SQLite.Database, global: () => string | undefined, counter: { n: number }): ScopedAnswerTokens {
-  let stmt: SQLite.Statement | undefined;
+  const SQL: Record<AnswerScopeKind, string> = {
+    'visible-owners': `select scope, n from answer_scopes where scope in ('grants', 'o:', 'o:' || @me) or scope in (
+        select 'o:' || r.owner_uuid from acl_grantees g join resources r on r.uuid = g.acl_uuid and r.kind = 'acls' where g.grantee_uuid = @me)
+      order by scope`,
+    own: `select scope, n from answer_scopes where scope in ('o:', 'o:' || @me) order by scope`,
+  };
+  const stmts: Partial<Record<AnswerScopeKind, SQLite.Statement>> = {};
   const kept = new Map<string, { global: string; token: string }>();
-  const read = (caller: string): string | undefined => {
+  const read = (caller: string, scope: AnswerScopeKind): string | undefined => {
     if (!sqlite.open || sqlite.inTransaction) return undefined;
     const g = global();
     if (g === undefined) return undefined;
-    const hit = kept.get(caller);
+    const key = `${scope}\n${caller}`;
+    const hit = kept.get(key);
     if (hit?.global === g) return hit.token;
     // Prepared on first use: the store opens before its migrations ran.
-    stmt ??= sqlite
-      .prepare(
-        `select scope, n from answer_scopes where scope in ('grants', 'o:', 'o:' || @me) or scope in (
-          select 'o:' || r.owner_uuid from acl_grantees g join resources r on r.uuid = g.acl_uuid and r.kind = 'acls' where g.grantee_uuid = @me)
-        order by scope`,
-      )
-      .raw();
+    const stmt = (stmts[scope] ??= sqlite.prepare(SQL[scope]).raw());
     counter.n++;
-    const token = 's' + (stmt.all({ me: caller }) as [string, number][]).map(([s, n]) => `${s}=${n}`).join(',');
+    const token = `s${scope}:` + (stmt.all({ me: caller }) as [string, number][]).map(([s, n]) => `${s}=${n}`).join(',');
     if (kept.size >= MAX_KEPT) kept.clear();
-    kept.set(caller, { global: g, token });
+    kept.set(key, { global: g, token });
     return token;
   };
   // Exact at every read: nothing to settle.
-  return { token: async (caller) => read(caller), settle: async (caller) => read(caller) };
+  return { token: async (caller, scope) => read(caller, scope), settle: async (caller, scope) => read(caller, scope) };
 }
 
 /**
@@ -65,7 +72,11 @@ export function sqliteScopedTokens(sqlite: SQLite.Database, global: () => string
  */
 export function pgScopedTokens(db: Db, barrier: AnswerBarrier): ScopedAnswerTokens {
   const granting = new Map<string, { grants: string; owners: string[] }>();
-  const tokenOf = async (caller: string): Promise<string | undefined> => {
+  const tokenOf = async (caller: string, scope: AnswerScopeKind): Promise<string | undefined> => {
+    if (scope === 'own') {
+      const token = barrier.scopeToken(['o:', `o:${caller}`]);
+      return token === undefined ? undefined : `sown:${token}`;
+    }
     const grants = barrier.scopeToken(['grants']);
     if (grants === undefined) return undefined;
     let set = granting.get(caller);
@@ -82,6 +93,6 @@ export function pgScopedTokens(db: Db, barrier: AnswerBarrier): ScopedAnswerToke
   };
   return {
     token: tokenOf,
-    settle: async (caller) => ((await barrier.settle()) ? tokenOf(caller) : undefined),
+    settle: async (caller, scope) => ((await barrier.settle()) ? tokenOf(caller, scope) : undefined),
   };
 }

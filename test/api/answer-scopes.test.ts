@@ -117,8 +117,13 @@ describe('kept answers scoped to their owners', () => {
     assert.equal((await bob.put(`tags/${tag.uuid}/`, { name: 'share', resources: [shared.uuid] })).status, 200);
     assert.deepEqual(names(await kept(alice, list)), ['a', 'b-shared']);
     await kept(alice, `servers/${shared.uuid}/`);
-    // Bob writes the shared server, through the API and without it.
+    // Bob writes the shared server, through the API and without it. Alice's tags are hers alone (tags are
+    // never shared): their answer stays kept.
+    const tags = await kept(alice, 'tags/?limit=20');
     assert.equal((await bob.put(`servers/${shared.uuid}/`, { ...MINIMAL, name: 'b-renamed' })).status, 200);
+    const was = reused();
+    assert.equal((await alice.get('tags/?limit=20')).text, tags);
+    assert.equal(reused(), was + 1, "alice's tags are kept through bob's write");
     assert.deepEqual(names(await kept(alice, list)), ['a', 'b-renamed']);
     assert.equal((await alice.get(`servers/${shared.uuid}/`)).json.name, 'b-renamed');
     await renameDirectly(shared.uuid, 'b-direct');
