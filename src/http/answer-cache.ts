@@ -4,7 +4,7 @@ import type { Clock } from '../core/clock.js';
 import { acceptedEncoding, compress, type Encoding } from './compression.js';
 import { sendPayload } from './respond.js';
 import { VersionedCache } from '../store/object-cache.js';
-import type { AnswerScopeKind, ScopedAnswerTokens } from '../store/answer-scopes.js';
+import type { AnswerScope, ScopedAnswerTokens } from '../store/answer-scopes.js';
 
 /**
  * Answers of GET requests kept as the bytes sent, reused while nothing that could change them has changed.
@@ -33,12 +33,6 @@ export interface CachedAnswer {
   payload: string;
   /** The payload compressed, per encoding, made when first asked for (compression.ts). */
   encoded?: Partial<Record<Encoding, Buffer>>;
-}
-
-/** A scoped answer's caller (store/answer-scopes.ts: their visible owners' objects). */
-export interface AnswerScope {
-  caller: string;
-  scope: AnswerScopeKind;
 }
 
 export class AnswerCache {
@@ -71,8 +65,8 @@ export class AnswerCache {
    */
   async lookup(key: string, scope?: AnswerScope): Promise<{ hit?: CachedAnswer; token?: string }> {
     const scoped = scope && this.scoped;
-    if (!this.entries.has(key)) return { token: scoped ? await scoped.token(scope.caller, scope.scope) : this.token() };
-    const token = scoped ? await scoped.settle(scope.caller, scope.scope) : await this.settle();
+    if (!this.entries.has(key)) return { token: scoped ? await scoped.token(scope) : this.token() };
+    const token = scoped ? await scoped.settle(scope) : await this.settle();
     if (token === undefined) return {};
     const hit = this.entries.get(key, token);
     if (hit) this.counts.reused++;
@@ -82,7 +76,7 @@ export class AnswerCache {
   /** Whether nothing has changed since `token` was current (the verify check tells a stale answer from a race). */
   async unchangedSince(token: string, scope?: AnswerScope): Promise<boolean> {
     const scoped = scope && this.scoped;
-    return (scoped ? await scoped.settle(scope.caller, scope.scope) : await this.settle()) === token;
+    return (scoped ? await scoped.settle(scope) : await this.settle()) === token;
   }
 
   /** A fresh answer: kept unless its making read the clock. */

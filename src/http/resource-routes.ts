@@ -173,7 +173,8 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     { ...list, ...scoped },
     { url: `${base}detail/`, methods: { GET: lister() }, doc: { GET: listDoc(decl, `List ${decl.kind} (full objects)`, false) }, ...scoped },
     schemaPath(decl, base),
-    { ...single, ...scoped },
+    // One object: its row, and what decides who sees it and how (sharing, tags).
+    decl.answersFromVisibleOwners ? { ...single, answerScope: 'object' } : single,
   ];
   // Collection views (`availability_groups/`) before `:uuid/`: a static segment wins in the router anyway.
   for (const [name, view] of Object.entries(decl.collectionViews ?? {}))

@@ -275,7 +275,7 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
   const reuse = method === 'GET' && spec.reusable ? answers : null;
   const key = reuse ? AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url) : '';
   // Read before anything the answer is made of: a change after it makes the entry unreachable.
-  const scope = reuse && spec.answerScope && req.caller ? { caller: req.caller.uuid, scope: spec.answerScope } : undefined;
+  const scope = reuse && spec.answerScope && req.caller ? { caller: req.caller.uuid, scope: spec.answerScope, uuid: params.uuid } : undefined;
   const { hit, token } = reuse ? await reuse.lookup(key, scope) : {};
   if (hit && !reuse!.verify) return AnswerCache.send(reply, req.headers, hit);
   const read = { clock: false };

@@ -90,6 +90,21 @@ export class AnswerBarrier {
   /** A commit of this process: known at once, before its announcement comes back. */
   bump(): void {
     this.generation++;
+    this.localCommits++;
+  }
+
+  /** Commits of this process, and how many of them a completed barrier has heard (`localUnheard`). */
+  private localCommits = 0;
+  private localHeard = 0;
+  private readonly barrierCommits = new Map<number, number>();
+
+  /**
+   * Whether a commit of this process may not be counted in its scopes yet (`bump` knows only that it
+   * committed, not which scopes): an answer made now would be kept under counts older than its rows, and
+   * missed at the next request. Scoped tokens settle first then (store/answer-scopes.ts).
+   */
+  localUnheard(): boolean {
+    return this.localHeard < this.localCommits;
   }
 
   /** Resolves once every write committed before the call has moved the generation; false: it could not tell. */
@@ -121,6 +136,7 @@ export class AnswerBarrier {
     const timer = setTimeout(() => this.finish(n, false), BARRIER_TIMEOUT_MS);
     timer.unref();
     this.inFlight.set(n, { waiters, timer });
+    this.barrierCommits.set(n, this.localCommits);
     // The simple protocol: one message each way (70-100 µs here; `select pg_notify($1, $2)` took 150-200).
     // The channel and the payload are our own [a-z0-9_:] strings.
     this.listen!.query(`NOTIFY ${this.channel}, '${this.mine}${n}'`).then(
@@ -171,6 +187,9 @@ export class AnswerBarrier {
     const b = this.inFlight.get(n);
     if (!b) return;
     this.inFlight.delete(n);
+    const commits = this.barrierCommits.get(n) ?? 0;
+    this.barrierCommits.delete(n);
+    if (ok) this.localHeard = Math.max(this.localHeard, commits);
     clearTimeout(b.timer);
     for (const w of b.waiters) w.resolve(ok && this.listening);
   }

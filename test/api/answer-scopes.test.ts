@@ -78,9 +78,20 @@ describe('kept answers scoped to their owners', () => {
     const s = await server(alice, { name: 'mine' });
     await kept(alice, `servers/${s.uuid}/`);
     await kept(alice, 'servers/detail/?limit=20');
+    // A single object is its own scope: a write of another of mine leaves it kept.
+    const other = await server(alice, { name: 'other' });
+    const one = await kept(alice, `servers/${other.uuid}/`);
+    assert.equal((await alice.put(`servers/${s.uuid}/`, { ...MINIMAL, name: 'mine-put' })).status, 200);
+    let was = reused();
+    assert.equal((await alice.get(`servers/${other.uuid}/`)).text, one);
+    assert.equal(reused(), was + 1, 'one object is kept through a write of another');
+    assert.equal((await alice.get(`servers/${s.uuid}/`)).json.name, 'mine-put');
     await renameDirectly(s.uuid, 'mine-direct');
     assert.equal((await alice.get(`servers/${s.uuid}/`)).json.name, 'mine-direct');
-    assert.deepEqual(names(await kept(alice, 'servers/detail/?limit=20')), ['mine-direct']);
+    assert.deepEqual(names(await kept(alice, 'servers/detail/?limit=20')), ['mine-direct', 'other']);
+    was = reused();
+    assert.equal((await alice.get(`servers/${other.uuid}/`)).text, one);
+    assert.equal(reused(), was + 1);
     // A tag's membership is written without writing the server: its answer shows the tag at once.
     const tag = (await alice.post('tags/', { name: 't' })).json.objects[0] as { uuid: string };
     await kept(alice, `servers/${s.uuid}/`);
@@ -129,13 +140,17 @@ describe('kept answers scoped to their owners', () => {
     await renameDirectly(shared.uuid, 'b-direct');
     assert.deepEqual(names(await kept(alice, list)), ['a', 'b-direct']);
     // The ACL's rules change (LIST gone): the server is no longer alice's to see.
+    await kept(alice, `servers/${shared.uuid}/`);
     assert.equal((await bob.put(`acls/${acl.uuid}/`, { rules: [{ permission: 'EDIT' }] })).status, 200);
     assert.deepEqual(names(await kept(alice, list)), ['a']);
+    assert.equal((await alice.get(`servers/${shared.uuid}/`)).status, 404);
     assert.equal((await bob.put(`acls/${acl.uuid}/`, { rules: [{ permission: 'LIST' }] })).status, 200);
     assert.deepEqual(names(await kept(alice, list)), ['a', 'b-direct']);
     // The membership goes, then the grant itself.
+    await kept(alice, `servers/${shared.uuid}/`);
     assert.equal((await bob.put(`tags/${tag.uuid}/`, { name: 'share', resources: [] })).status, 200);
     assert.deepEqual(names(await kept(alice, list)), ['a']);
+    assert.equal((await alice.get(`servers/${shared.uuid}/`)).status, 404);
     assert.equal((await bob.put(`tags/${tag.uuid}/`, { name: 'share', resources: [shared.uuid] })).status, 200);
     assert.deepEqual(names(await kept(alice, list)), ['a', 'b-direct']);
     assert.equal((await bob.delete(`acls/${acl.uuid}/`)).status, 204);

@@ -11,9 +11,11 @@ export const SCOPED_TABLES = ['resources', 'tag_members', 'acl_grantees', 'acl_r
  * transaction, whoever writes (an API process, an operator command, an import, a timer):
  *
  * - `o:<owner>`: a `resources` row of that owner was inserted, updated or deleted (both owners when one
- *   moves); a membership of that owner's tag, the grantees, rules or tags of that owner's ACL changed.
- *   Ownerless rows (the library) and jobs (listed by other owners' servers and drives: a grantee's
+ *   moves). Ownerless rows (the library) and jobs (listed by other owners' servers and drives: a grantee's
  *   clone's job) name `o:` (every scoped answer depends on it).
+ * - `r:<uuid>`: that row, or its tag memberships (its `tags`), changed.
+ * - `s:<owner>`: what that owner shares or groups changed: their ACLs (rows, grantees, rules, tags), their
+ *   tags (rows, memberships).
  * - `grants`: which ACLs name which grantees may have changed (PostgreSQL keeps each caller's set of
  *   granting owners until it moves).
  *
@@ -38,15 +40,20 @@ export const answerScopes = (dialect: Dialect): Migration => ({
         owner text;
       begin
         if tbl = 'resources' then
-          owner := case when r->>'kind' = 'jobs' then '' else r->>'owner_uuid' end;
+          perform pg_notify(channel, 's:o:' || case when r->>'kind' = 'jobs' then '' else coalesce(r->>'owner_uuid', '') end);
+          perform pg_notify(channel, 's:r:' || (r->>'uuid'));
+          if r->>'kind' in ('acls', 'tags') then perform pg_notify(channel, 's:s:' || coalesce(r->>'owner_uuid', '')); end if;
           if r->>'kind' = 'acls' then perform pg_notify(channel, 's:grants'); end if;
-        elsif tbl = 'tag_members' then
+          return;
+        end if;
+        if tbl = 'tag_members' then
           select x.owner_uuid into owner from resources x where x.uuid = r->>'tag_uuid' and x.kind = 'tags';
+          perform pg_notify(channel, 's:r:' || (r->>'res_uuid'));
         else
           select x.owner_uuid into owner from resources x where x.uuid = r->>'acl_uuid' and x.kind = 'acls';
           if tbl = 'acl_grantees' then perform pg_notify(channel, 's:grants'); end if;
         end if;
-        perform pg_notify(channel, 's:o:' || coalesce(owner, ''));
+        perform pg_notify(channel, 's:s:' || coalesce(owner, ''));
       end $$`.execute(db);
     await sql`create or replace function stratus_announce_scope() returns trigger language plpgsql as $$
       begin
@@ -74,37 +81,37 @@ async function sqliteScopes(db: Kysely<any>): Promise<void> {
   // `where true`: an upsert's SELECT needs a WHERE clause (SQLite's parser), and some bumps are conditional.
   const bump = (scope: string, when = 'true') =>
     `insert into answer_scopes (scope, n) select ${scope}, 1 where ${when} on conflict (scope) do update set n = n + 1;`;
-  const ownerOf = (r: string) => `'o:' || case when ${r}.kind = 'jobs' then '' else coalesce(${r}.owner_uuid, '') end`;
+  const rowsOf = (r: string) => `'o:' || case when ${r}.kind = 'jobs' then '' else coalesce(${r}.owner_uuid, '') end`;
+  const sharingOf = (r: string) => `'s:' || coalesce(${r}.owner_uuid, '')`;
+  const SHARING_KINDS = `('acls', 'tags')`;
   const ownerVia = (kind: string, column: string, r: string) =>
-    `'o:' || coalesce((select x.owner_uuid from resources x where x.uuid = ${r}.${column} and x.kind = '${kind}'), '')`;
-  const triggers: [string, string, (r: string) => string][] = [
-    ['resources', 'insert', (r) => bump(ownerOf(r)) + bump(`'grants'`, `${r}.kind = 'acls'`)],
-    ['resources', 'delete', (r) => bump(ownerOf(r)) + bump(`'grants'`, `${r}.kind = 'acls'`)],
-    ['tag_members', 'insert', (r) => bump(ownerVia('tags', 'tag_uuid', r))],
-    ['tag_members', 'delete', (r) => bump(ownerVia('tags', 'tag_uuid', r))],
-    ['acl_grantees', 'insert', (r) => bump(ownerVia('acls', 'acl_uuid', r)) + bump(`'grants'`)],
-    ['acl_grantees', 'delete', (r) => bump(ownerVia('acls', 'acl_uuid', r)) + bump(`'grants'`)],
-    ['acl_rules', 'insert', (r) => bump(ownerVia('acls', 'acl_uuid', r))],
-    ['acl_rules', 'delete', (r) => bump(ownerVia('acls', 'acl_uuid', r))],
-    ['acl_tags', 'insert', (r) => bump(ownerVia('acls', 'acl_uuid', r))],
-    ['acl_tags', 'delete', (r) => bump(ownerVia('acls', 'acl_uuid', r))],
-  ];
-  for (const [table, op, body] of triggers)
-    await sql`create trigger ${sql.raw(`answer_scopes_${table}_${op}`)} after ${sql.raw(op)} on ${sql.table(table)} begin ${sql.raw(body(op === 'insert' ? 'new' : 'old'))} end`.execute(
-      db,
-    );
-  // An update counts for the row before and after it (an owner moved: both owners' answers change).
-  await sql`create trigger answer_scopes_resources_update after update on resources begin ${sql.raw(
-    bump(ownerOf('new')) + bump(ownerOf('old'), `${ownerOf('old')} <> ${ownerOf('new')}`) + bump(`'grants'`, `'acls' in (old.kind, new.kind)`),
-  )} end`.execute(db);
-  const updates: [string, (r: string) => string][] = [
-    ['tag_members', (r) => bump(ownerVia('tags', 'tag_uuid', r))],
-    ['acl_grantees', (r) => bump(ownerVia('acls', 'acl_uuid', r)) + bump(`'grants'`)],
-    ['acl_rules', (r) => bump(ownerVia('acls', 'acl_uuid', r))],
-    ['acl_tags', (r) => bump(ownerVia('acls', 'acl_uuid', r))],
-  ];
-  for (const [table, body] of updates)
-    await sql`create trigger ${sql.raw(`answer_scopes_${table}_update`)} after update on ${sql.table(table)} begin ${sql.raw(body('old') + body('new'))} end`.execute(
-      db,
-    );
+    `'s:' || coalesce((select x.owner_uuid from resources x where x.uuid = ${r}.${column} and x.kind = '${kind}'), '')`;
+  const resource = (r: string) =>
+    bump(rowsOf(r)) + bump(`'r:' || ${r}.uuid`) + bump(sharingOf(r), `${r}.kind in ${SHARING_KINDS}`) + bump(`'grants'`, `${r}.kind = 'acls'`);
+  const bodies: Record<(typeof SCOPED_TABLES)[number], (r: string) => string> = {
+    resources: resource,
+    tag_members: (r) => bump(ownerVia('tags', 'tag_uuid', r)) + bump(`'r:' || ${r}.res_uuid`),
+    acl_grantees: (r) => bump(ownerVia('acls', 'acl_uuid', r)) + bump(`'grants'`),
+    acl_rules: (r) => bump(ownerVia('acls', 'acl_uuid', r)),
+    acl_tags: (r) => bump(ownerVia('acls', 'acl_uuid', r)),
+  };
+  for (const table of SCOPED_TABLES) {
+    const body = bodies[table];
+    // An update counts for the row before and after it (an owner moved: both owners' answers change); a
+    // resource's own update (every PUT) bumps each scope once.
+    const update =
+      table === 'resources'
+        ? resource('new') +
+          bump(rowsOf('old'), `${rowsOf('old')} <> ${rowsOf('new')}`) +
+          bump(`'r:' || old.uuid`, 'old.uuid <> new.uuid') +
+          bump(sharingOf('old'), `old.kind in ${SHARING_KINDS}`) +
+          bump(`'grants'`, `old.kind = 'acls'`)
+        : body('old') + body('new');
+    for (const [op, text] of [
+      ['insert', body('new')],
+      ['delete', body('old')],
+      ['update', update],
+    ])
+      await sql`create trigger ${sql.raw(`answer_scopes_${table}_${op}`)} after ${sql.raw(op)} on ${sql.table(table)} begin ${sql.raw(text)} end`.execute(db);
+  }
 }
