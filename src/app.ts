@@ -195,6 +195,7 @@ export async function buildApp(
           services.store.settleAnswers,
           services.clock,
           process.env.STRATUS_ANSWER_CACHE_VERIFY === '1',
+          services.store.scopedAnswers,
         )
       : null;
   app.decorate('answerCache', answers);

@@ -155,6 +155,13 @@ export interface CollectionDecl extends Common {
    * at `GET /<kind>/<name>/<uuid>/` (availability groups): the bare JSON value each answers.
    */
   collectionViews?: Record<string, { all(ctx: Ctx): Promise<unknown>; of(ctx: Ctx, uuid: string): Promise<unknown> }>;
+  /**
+   * Its list, detail list and single GET answers are made only of the caller's visible owners' rows (their
+   * own, those ACLs share with them, ownerless ones) and those owners' tags and ACLs: no other table, no
+   * other owner's row (a drive's size, a lease). They are kept while none of those owners wrote
+   * (store/answer-scopes.ts, http/routes.ts `answerScope`). Absent: kept while nothing at all was written.
+   */
+  answersFromVisibleOwners?: boolean;
   /** Query parameters `DELETE /<kind>/<uuid>/` reads (a server's `recurse`), as actions declare theirs; the last value of each. */
   deleteParams?: readonly string[];
   service: CollectionService;

@@ -4,6 +4,7 @@ import type { Clock } from '../core/clock.js';
 import { acceptedEncoding, compress, type Encoding } from './compression.js';
 import { sendPayload } from './respond.js';
 import { VersionedCache } from '../store/object-cache.js';
+import type { AnswerScope, ScopedAnswerTokens } from '../store/answer-scopes.js';
 
 /**
  * Answers of GET requests kept as the bytes sent, reused while nothing that could change them has changed.
@@ -18,6 +19,10 @@ import { VersionedCache } from '../store/object-cache.js';
  * checked against a token settled after the request arrived, shared by the requests of one turn of the
  * event loop: one token read on SQLite, one barrier on PostgreSQL (store/answer-barrier.ts), whose token
  * is exact only after it.
+ *
+ * A route whose answer is made only of the caller's visible owners' objects (PathSpec `answerScope`:
+ * servers, tags) is kept under a token of those owners' scopes instead (store/answer-scopes.ts): another
+ * account's write, a timer or the billing poll leaves it kept.
  *
  * Only 200 answers of routes that declare their GET reusable are kept, bounded by `--answer-cache-mib`.
  * `STRATUS_ANSWER_CACHE_VERIFY=1` (a development check) makes every hit compute the answer anyway and fail
@@ -43,6 +48,8 @@ export class AnswerCache {
     readonly settle: () => Promise<string | undefined>,
     private readonly clock: Clock,
     readonly verify = false,
+    /** Tokens of scoped answers (null: scoped routes use the global token). */
+    private readonly scoped: ScopedAnswerTokens | null = null,
   ) {
     this.entries = new VersionedCache(maxBytes);
   }
@@ -56,9 +63,10 @@ export class AnswerCache {
    * keep nothing). A kept answer is checked against a token settled after the request arrived; without
    * one the token is read at once: before the answer's rows are, so never newer than they are.
    */
-  async lookup(key: string): Promise<{ hit?: CachedAnswer; token?: string }> {
-    if (!this.entries.has(key)) return { token: this.token() };
-    const token = await this.settle();
+  async lookup(key: string, scope?: AnswerScope): Promise<{ hit?: CachedAnswer; token?: string }> {
+    const scoped = scope && this.scoped;
+    if (!this.entries.has(key)) return { token: scoped ? await scoped.token(scope) : this.token() };
+    const token = scoped ? await scoped.settle(scope) : await this.settle();
     if (token === undefined) return {};
     const hit = this.entries.get(key, token);
     if (hit) this.counts.reused++;
@@ -66,8 +74,9 @@ export class AnswerCache {
   }
 
   /** Whether nothing has changed since `token` was current (the verify check tells a stale answer from a race). */
-  async unchangedSince(token: string): Promise<boolean> {
-    return (await this.settle()) === token;
+  async unchangedSince(token: string, scope?: AnswerScope): Promise<boolean> {
+    const scoped = scope && this.scoped;
+    return (scoped ? await scoped.settle(scope) : await this.settle()) === token;
   }
 
   /** A fresh answer: kept unless its making read the clock. */

@@ -172,11 +172,14 @@ function collectionPaths(decl: CollectionDecl, ctxOf: (req: ApiRequest) => Ctx):
     one.DELETE = { summary: `Delete one of ${decl.kind}`, responses: answers(204, null, accepts) };
   }
 
+  // A kind never shared (no ACL permissions: tags) is made of the caller's own rows alone.
+  const scoped = decl.answersFromVisibleOwners ? ({ answerScope: decl.permissions ? 'visible-owners' : 'own' } as const) : {};
   const paths: PathSpec[] = [
-    list,
-    { url: `${base}detail/`, methods: { GET: lister() }, doc: { GET: listDoc(decl, `List ${decl.kind} (full objects)`, false) } },
+    { ...list, ...scoped },
+    { url: `${base}detail/`, methods: { GET: lister() }, doc: { GET: listDoc(decl, `List ${decl.kind} (full objects)`, false) }, ...scoped },
     schemaPath(decl, base),
-    single,
+    // One object: its row, and what decides who sees it and how (sharing, tags).
+    decl.answersFromVisibleOwners ? { ...single, answerScope: 'object' } : single,
   ];
   // Collection views (`availability_groups/`) before `:uuid/`: a static segment wins in the router anyway.
   for (const [name, view] of Object.entries(decl.collectionViews ?? {}))
@@ -299,10 +302,13 @@ function taggedPaths(decls: ResourceDecl[], ctxOf: (req: ApiRequest) => Ctx): Pa
       const nested = objects.map((o) => ({ ...o, resource_uri: { resource_uri: o.resource_uri, uuid: o.uuid } }));
       return envelope(req.query, q.limit, q.offset, total, nested, decl.listFields);
     };
+  // The tag's and its members' kinds both made of visible owners' rows: so is the answer.
+  const scoped = (decl: CollectionDecl) => (tags.answersFromVisibleOwners && decl.answersFromVisibleOwners ? ({ answerScope: 'visible-owners' } as const) : {});
   return decls
     .filter((d): d is CollectionDecl => d.shape === 'collection' && d.taggable === true)
-    .flatMap((decl) => [
+    .flatMap((decl): PathSpec[] => [
       {
+        ...scoped(decl),
         url: `${API_BASE}tags/:uuid/${decl.kind}/`,
         methods: { GET: lister(decl, false) },
         doc: {
@@ -310,6 +316,7 @@ function taggedPaths(decls: ResourceDecl[], ctxOf: (req: ApiRequest) => Ctx): Pa
         },
       },
       {
+        ...scoped(decl),
         url: `${API_BASE}tags/:uuid/${decl.kind}/detail/`,
         methods: { GET: lister(decl, true) },
         doc: { GET: listDoc(decl, `The caller's ${decl.kind} that carry the tag (full objects)`, false) },

@@ -7,6 +7,7 @@ import type { Format } from './negotiate.js';
 import type { RawQuery } from './query.js';
 import { send, serialise, type Result } from './respond.js';
 import { AnswerCache } from './answer-cache.js';
+import type { AnswerScopeKind } from '../store/answer-scopes.js';
 import { truncateAtNul } from './json.js';
 import { MALFORMED, PathTable, type PathMatch } from './path-table.js';
 import { malformedUrl } from './edges.js';
@@ -79,6 +80,13 @@ export interface PathSpec {
    * reused while the rows stay the same (answer-cache.ts).
    */
   reusable?: boolean;
+  /**
+   * Its reusable GET answer is made only of the objects of the owners whose rows the caller can see (their
+   * own, those an ACL shares with them, ownerless ones), with those owners' tags and ACLs: it is kept under
+   * those owners' scopes (store/answer-scopes.ts) instead of every write's token; `own`: of the caller's
+   * rows alone (a kind never shared).
+   */
+  answerScope?: AnswerScopeKind;
 }
 
 /** What a route contributes to the OpenAPI document. */
@@ -269,7 +277,8 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
   const reuse = method === 'GET' && spec.reusable ? answers : null;
   const key = reuse ? AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url) : '';
   // Read before anything the answer is made of: a change after it makes the entry unreachable.
-  const { hit, token } = reuse ? await reuse.lookup(key) : {};
+  const scope = reuse && spec.answerScope && req.caller ? { caller: req.caller.uuid, scope: spec.answerScope, uuid: params.uuid } : undefined;
+  const { hit, token } = reuse ? await reuse.lookup(key, scope) : {};
   if (hit && !reuse!.verify) return AnswerCache.send(reply, req.headers, hit);
   const read = { clock: false };
   // A write whose transitions take no time (durations of 0, as under --ci) finishes them before it answers.
@@ -290,7 +299,7 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
   if (token === undefined || result.status !== 200 || result.headers || result.body === undefined || result.raw) return send(reply, req.format, result);
   const answer = serialise(req.format, result);
   // (A write committed while the fresh answer was made explains a difference: then it proves nothing.)
-  if (hit && hit.payload !== answer.payload && (await reuse!.unchangedSince(token)))
+  if (hit && hit.payload !== answer.payload && (await reuse!.unchangedSince(token, scope)))
     throw new Error(`answer cache: the reused answer of ${req.url} differs from a fresh one: ${hit.payload} / ${answer.payload}`);
   reuse!.made(key, token, answer, read.clock);
   return AnswerCache.send(reply, req.headers, answer);

@@ -22,6 +22,9 @@ interface Waiter {
  * sent (every write acknowledged before the request arrived) has raised the generation by then.
  * Requests arriving while a barrier is in flight share the next one: one round trip serves many reuses.
  *
+ * The tables scoped answers are made of announce `s:<scope>` (migration 0090): besides the generation, each
+ * scope's announcements are counted (`scopeToken`, store/answer-scopes.ts), behind the same barrier.
+ *
  * Reading the generation needs no barrier when the answer is made afresh: a generation read before the
  * answer's rows were read is never newer than those rows. While the connection is lost (PostgreSQL
  * restarted) the token is undefined: notifications of that time are gone, nothing is reused or kept.
@@ -40,6 +43,10 @@ export class AnswerBarrier {
   /** Payload prefix of this process's barriers (other processes' barriers move nothing). */
   private readonly mine = `b:${randomBytes(6).toString('hex')}:`;
   private listen: ListenConnection | null = null;
+  /** Announcements per answer scope (payload `s:<scope>`, migration 0090; `*`: every scope). */
+  private readonly scopes = new Map<string, number>();
+  /** Raised whenever listening starts or stops: counts of another stretch of listening never compare equal. */
+  private listens = 0;
 
   private constructor(private readonly channel: string) {}
 
@@ -54,6 +61,7 @@ export class AnswerBarrier {
         onNotification: (payload) => b.heard(payload),
         onListening: () => {
           b.generation++;
+          b.listens++;
           b.listening = true;
         },
         onLost: () => b.lost(),
@@ -68,9 +76,35 @@ export class AnswerBarrier {
     return this.listening ? String(this.generation) : undefined;
   }
 
+  /**
+   * The counts of `scopes` (and of `*`), or undefined while not listening (store/answer-scopes.ts). Like
+   * `token`, exact after `settle()`, and never newer than rows read after it.
+   */
+  scopeToken(scopes: readonly string[]): string | undefined {
+    if (!this.listening) return undefined;
+    let t = `${this.listens}:${this.scopes.get('*') ?? 0}`;
+    for (const s of scopes) t += `:${this.scopes.get(s) ?? 0}`;
+    return t;
+  }
+
   /** A commit of this process: known at once, before its announcement comes back. */
   bump(): void {
     this.generation++;
+    this.localCommits++;
+  }
+
+  /** Commits of this process, and how many of them a completed barrier has heard (`localUnheard`). */
+  private localCommits = 0;
+  private localHeard = 0;
+  private readonly barrierCommits = new Map<number, number>();
+
+  /**
+   * Whether a commit of this process may not be counted in its scopes yet (`bump` knows only that it
+   * committed, not which scopes): an answer made now would be kept under counts older than its rows, and
+   * missed at the next request. Scoped tokens settle first then (store/answer-scopes.ts).
+   */
+  localUnheard(): boolean {
+    return this.localHeard < this.localCommits;
   }
 
   /** Resolves once every write committed before the call has moved the generation; false: it could not tell. */
@@ -102,6 +136,7 @@ export class AnswerBarrier {
     const timer = setTimeout(() => this.finish(n, false), BARRIER_TIMEOUT_MS);
     timer.unref();
     this.inFlight.set(n, { waiters, timer });
+    this.barrierCommits.set(n, this.localCommits);
     // The simple protocol: one message each way (70-100 µs here; `select pg_notify($1, $2)` took 150-200).
     // The channel and the payload are our own [a-z0-9_:] strings.
     this.listen!.query(`NOTIFY ${this.channel}, '${this.mine}${n}'`).then(
@@ -136,6 +171,10 @@ export class AnswerBarrier {
   private notified(payload: string): void {
     if (!payload.startsWith('b:')) {
       this.generation++;
+      if (payload.startsWith('s:')) {
+        const scope = payload.slice(2);
+        this.scopes.set(scope, (this.scopes.get(scope) ?? 0) + 1);
+      }
       return;
     }
     if (!payload.startsWith(this.mine)) return;
@@ -148,12 +187,16 @@ export class AnswerBarrier {
     const b = this.inFlight.get(n);
     if (!b) return;
     this.inFlight.delete(n);
+    const commits = this.barrierCommits.get(n) ?? 0;
+    this.barrierCommits.delete(n);
+    if (ok) this.localHeard = Math.max(this.localHeard, commits);
     clearTimeout(b.timer);
     for (const w of b.waiters) w.resolve(ok && this.listening);
   }
 
   private lost(): void {
     this.listening = false;
+    this.listens++;
     this.generation++;
     for (const n of [...this.inFlight.keys()]) this.finish(n, false);
   }

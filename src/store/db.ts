@@ -9,6 +9,7 @@ import { byCodePoint } from '../core/order.js';
 import type { Database } from './schema.js';
 import { answerChannel, ChangeFeed, relayedChanges, schemaChannel, type Change } from './changes.js';
 import { AnswerBarrier } from './answer-barrier.js';
+import { pgScopedTokens, sqliteScopedTokens, type ScopedAnswerTokens } from './answer-scopes.js';
 import { ListenConnection } from './listen.js';
 import { migrationProvider } from './migrations/index.js';
 
@@ -173,6 +174,12 @@ export class Store {
    * (PostgreSQL), taken after all of them were made.
    */
   settleAnswers: () => Promise<string | undefined> = async () => undefined;
+  /**
+   * Tokens of answers made of a caller's visible owners' objects only (store/answer-scopes.ts): they move
+   * with those owners' writes, not with every write. Null where none are available (PostgreSQL until
+   * enableAnswerReuse).
+   */
+  scopedAnswers: ScopedAnswerTokens | null = null;
 
   /**
    * Opens what answerToken needs: nothing on SQLite; on PostgreSQL a LISTEN connection on the schema's
@@ -183,6 +190,7 @@ export class Store {
     const barrier = (this.barrier = await AnswerBarrier.open(loadPg(), this.pgUrl, answerChannel(this.pgSchema ?? 'public')));
     this.answerToken = () => barrier.token();
     this.settleAnswers = async () => ((await barrier.settle()) ? barrier.token() : undefined);
+    this.scopedAnswers = pgScopedTokens(this.db, barrier);
   }
   /** Statements run since the store opened (the bench prints statements per request). */
   get statements(): number {
@@ -382,6 +390,7 @@ export class Store {
     };
     store.settleAnswers = sharedPerTurn(() => (sqlite.open ? store.answerToken() : undefined));
     store.otherCommits = () => (sqlite.open ? (dataVersion.get() as number) : -1);
+    store.scopedAnswers = sqliteScopedTokens(sqlite, store.answerToken, counter);
     return store;
   }
 

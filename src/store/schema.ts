@@ -49,6 +49,12 @@ export interface ChangeCountersTable {
   n: number;
 }
 
+/** Counters per answer scope raised by SQLite's triggers (migration 0090, store/answer-scopes.ts): `o:<owner>`, `grants`. */
+export interface AnswerScopesTable {
+  scope: string;
+  n: number;
+}
+
 /** Tag membership: which resources carry which tag (both directions are indexed). */
 export interface TagMembersTable {
   seq: Generated<number>;
@@ -398,5 +404,6 @@ export interface Database {
   resources: ResourcesTable;
   resource_counts: ResourceCountsTable;
   change_counters: ChangeCountersTable;
+  answer_scopes: AnswerScopesTable;
   tag_members: TagMembersTable;
 }

@@ -62,6 +62,8 @@ export const TABLES: { readonly [K in keyof Database]: TableInfo } = {
   // Raised by triggers (migration 0050): derived from writes, never state of its own; a reset keeps it
   // (it only ever grows), and it stays out of state files.
   change_counters: { family: 'resources', reset: 'keep', exported: false, announces: false },
+  // Raised by SQLite's triggers (migration 0090): which owners' answers may have changed; kept like change_counters.
+  answer_scopes: { family: 'resources', reset: 'keep', exported: false, announces: false },
   rate_counters: t('limits', 'empty', false),
   rate_limit_overrides: t('limits', 'empty'),
   sessions: t('accounts', 'empty', false),

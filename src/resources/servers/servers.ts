@@ -114,6 +114,9 @@ export const servers = storedDecl(
     meter: serverUsage,
     outOfMoney: stopForBilling,
     taggable: true,
+    // Drives, NICs and pubkeys are references; jobs are rows of `o:`; the hypervisor's state and the
+    // firewall are read only for running servers, whose answers read the clock and are never kept.
+    answersFromVisibleOwners: true,
     actions: { ...powerActions, ...consoleActions, clone: cloneAction((ctx, uuid) => servers.service.get(ctx, uuid)) },
     timers: { ...powerTimers, ...cloneTimers, ...reconcileTimers },
     // pycloudsigma's Server.runtime(): the runtime alone (null while the server is not running).

@@ -55,6 +55,8 @@ export const tags: CollectionDecl = storedDecl(
     // The recorded `schema/` prints no `filtering`; the standard filters still work.
     filtering: {},
     unlistedFilters: ['name', 'name__contains', 'uuid'],
+    // A tag's members are its owner's objects (setMembers): uuid, kind and owner only.
+    answersFromVisibleOwners: true,
   },
   {
     external: ['resources'],

@@ -20,6 +20,7 @@ import { timesAsTimes } from './0022_times_as_times.js';
 import { driveData } from './0040_drive_data.js';
 import { changeCounters } from './0050_change_counters.js';
 import { changeRelay } from './0070_change_relay.js';
+import { answerScopes } from './0090_answer_scopes.js';
 import { pgSharingCounters } from './0100_pg_sharing_counters.js';
 
 /**
@@ -94,6 +95,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0040_drive_data': driveData(dialect),
     '0050_change_counters': changeCounters(dialect),
     '0070_change_relay': changeRelay(serialPk),
+    '0090_answer_scopes': answerScopes(dialect),
     '0100_pg_sharing_counters': pgSharingCounters(dialect),
   };
 }
