@@ -3,7 +3,7 @@ import { AdjustableClock } from '../../src/core/clock.js';
 import type { Ctx, Services } from '../../src/core/context.js';
 import { EventSubscriptions } from '../../src/core/events.js';
 import { randomIds } from '../../src/core/ids.js';
-import type { CollectionDecl, ListQuery, ResourceDecl } from '../../src/core/resource.js';
+import { Outcome, type CollectionDecl, type ListQuery, type ResourceDecl } from '../../src/core/resource.js';
 import { registry, startKinds, timerHandlers } from '../../src/registry.js';
 import { createUser } from '../../src/resources/users/users.js';
 import { Scheduler } from '../../src/core/scheduler.js';
@@ -98,3 +98,6 @@ export function listQuery(q: { filters?: Record<string, string | string[]>; limi
   for (const [k, v] of Object.entries(q.filters ?? {})) filters.set(k, [Array.isArray(v) ? v : [v]]);
   return { filters, limit: q.limit ?? 0, offset: q.offset ?? 0 };
 }
+
+/** A service call's value, whether it answered plainly or as an Outcome (a status or headers besides). */
+export const value = <T>(w: T | Outcome<T>): T => (w instanceof Outcome ? w.value : w);

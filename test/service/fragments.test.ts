@@ -2,10 +2,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import type { Ctx } from '../../src/core/context.js';
-import { Outcome } from '../../src/core/resource.js';
 import { sortedJson } from '../../src/core/json.js';
 import { engine } from '../helpers/db.js';
-import { listQuery, openServices, type ServiceFixture } from '../helpers/services.js';
+import { listQuery, openServices, type ServiceFixture, value } from '../helpers/services.js';
 
 /**
  * Objects served from kept JSON text (core/stored.ts `fragments`): kept per (row version, relations as the
@@ -19,7 +18,6 @@ before(async () => {
 after(() => fx.close());
 
 type Obj = Record<string, unknown>;
-const value = <T>(w: T | Outcome<T>): T => (w instanceof Outcome ? w.value : w);
 
 /** The page and one object as the JSON routes get them (kept texts) and as made afresh: they must be the same text. */
 async function served(ctx: Ctx, kind: string, uuid: string | null, fields?: string[]): Promise<Obj[]> {

@@ -2,9 +2,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import type { Ctx } from '../../src/core/context.js';
-import { Outcome } from '../../src/core/resource.js';
 import { engine } from '../helpers/db.js';
-import { listQuery, openServices, type ServiceFixture } from '../helpers/services.js';
+import { listQuery, openServices, type ServiceFixture, value } from '../helpers/services.js';
 import { Store } from '../../src/store/db.js';
 import { onlyOn } from '../helpers/skips.js';
 
@@ -22,7 +21,6 @@ before(async () => {
 after(() => fx.close());
 
 type Obj = Record<string, unknown>;
-const value = <T>(w: T | Outcome<T>): T => (w instanceof Outcome ? w.value : w);
 const uuids = (objs: Obj[]) => objs.map((o) => String(o.uuid));
 
 test('a grantee’s list follows every write that changes what is shared, and reads the shared rows once', async () => {

@@ -1,8 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Outcome } from '../../src/core/resource.js';
 import { engine } from '../helpers/db.js';
-import { openServices, type ServiceFixture } from '../helpers/services.js';
+import { openServices, type ServiceFixture, value } from '../helpers/services.js';
 import { onlyOn } from '../helpers/skips.js';
 
 /**
@@ -18,7 +17,6 @@ before(async () => {
 after(() => fx.close());
 
 type Obj = Record<string, unknown>;
-const value = <T>(w: T | Outcome<T>): T => (w instanceof Outcome ? w.value : w);
 const newServer = (n: number) => ({
   name: `w-${n}`,
   cpu: 1000,
