@@ -130,7 +130,8 @@ function withoutBody(r: Omit<Row, 'body'>): Resource {
 }
 
 /** The indexed mirrors of a body: `name` and `status` (jobs keep theirs as `state`). */
-export function mirrors(body: Obj): { name: string | null; status: string | null } {
+export type Mirrors = { name: string | null; status: string | null };
+export function mirrors(body: Obj): Mirrors {
   const status = typeof body.status === 'string' ? body.status : typeof body.state === 'string' ? body.state : null;
   return { name: typeof body.name === 'string' ? body.name : null, status };
 }
