@@ -47,6 +47,13 @@ export function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
+/** Read and write system calls of the process so far (Linux: /proc/<pid>/io): a count that load does not change. */
+export function syscalls(pid: number): { reads: number; writes: number } {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)`, 'm').exec(io)?.[1] ?? NaN);
+  return { reads: field('syscr'), writes: field('syscw') };
+}
+
 async function main(): Promise<void> {
   const opts = optionsFromEnv();
   const spec = opts.stores[0];
@@ -91,12 +98,12 @@ async function main(): Promise<void> {
       },
     };
     // CPU time per answer (user + system, from /proc): unlike req/s it holds on a machine busy with other work.
-    const [cpu0, n0] = [cpuMs(child.pid), (await child.stats()).answered];
+    const [cpu0, io0, n0] = [cpuMs(child.pid), syscalls(child.pid), (await child.stats()).answered];
     const run = await measure(child, loads[what], { durationS: seconds, warmupS: 1, connections: 10 });
-    const [cpu1, n1] = [cpuMs(child.pid), (await child.stats()).answered];
+    const [cpu1, io1, n1] = [cpuMs(child.pid), syscalls(child.pid), (await child.stats()).answered];
     await child.close();
     process.stdout.write(
-      `${what} (${spec.engine}): ${(((cpu1 - cpu0) / (n1 - n0)) * 1000).toFixed(0)} µs CPU/answer, ${run.reqPerSec.toFixed(0)} req/s, p99 ${run.p99Ms} ms, ${run.statementsPerRequest?.toFixed(1)} stmts/req, non2xx ${run.non2xx}\n`,
+      `${what} (${spec.engine}): ${(((cpu1 - cpu0) / (n1 - n0)) * 1000).toFixed(0)} µs CPU/answer, ${((io1.writes - io0.writes) / (n1 - n0)).toFixed(1)} write + ${((io1.reads - io0.reads) / (n1 - n0)).toFixed(1)} read syscalls/answer, ${run.reqPerSec.toFixed(0)} req/s, p99 ${run.p99Ms} ms, ${run.statementsPerRequest?.toFixed(1)} stmts/req, non2xx ${run.non2xx}\n`,
     );
     const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
     if (file) process.stdout.write(`${join(dir, file)}\n${top(join(dir, file)).join('\n')}\n`);

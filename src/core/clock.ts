@@ -42,10 +42,18 @@ export const representable = (ms: number): boolean => Number.isFinite(ms) && ms 
 
 /** ISO-8601 with microseconds and `+00:00`, the form the real API prints (`2014-06-05T00:27:12.890638+00:00`). */
 export function isoTimestamp(d: Date): string {
+  const ms = d.getTime();
+  // A write stamps its row, its audit entry and its events with one moment: it is printed once.
+  if (ms === lastMs) return lastText;
   // A last guard: callers bound times first (a 400); text outside the range would not sort as time.
-  if (!representable(d.getTime())) throw new RangeError(`time out of range: ${d.getTime()}`);
-  return d.toISOString().replace(/\.(\d{3})Z$/, '.$1000+00:00');
+  if (!representable(ms)) throw new RangeError(`time out of range: ${ms}`);
+  // In range, toISOString is `YYYY-MM-DDTHH:MM:SS.sssZ`: cut, not matched with a regular expression.
+  lastText = d.toISOString().slice(0, 23) + '000+00:00';
+  lastMs = ms;
+  return lastText;
 }
+let lastMs = NaN;
+let lastText = '';
 
 /** Epoch ms of a stored ISO time (`….890638+00:00`: JavaScript reads milliseconds only). */
 export const timeMs = (iso: string): number => Date.parse(iso.replace(/(\.\d{3})\d*/, '$1'));

@@ -87,7 +87,8 @@ export function copyOf(origin: Record<string, unknown>): Record<string, unknown>
   return copy;
 }
 
-function copyJson(obj: Record<string, unknown>, origin: Record<string, unknown>): string {
+/** The sorted `"key":value` parts of a frozen object's top level, made once. */
+function ownParts(origin: Record<string, unknown>): { keys: string[]; parts: string[] } {
   let own = partsOf.get(origin);
   if (!own) {
     const keys = Object.keys(origin)
@@ -97,6 +98,11 @@ function copyJson(obj: Record<string, unknown>, origin: Record<string, unknown>)
     const part = (k: string, v: unknown) => (v !== null && typeof v === 'object' ? quoted(k) + ':' + sortedJson(v) : flat(quoted(k) + ':' + sortedJson(v)));
     partsOf.set(origin, (own = { keys, parts: keys.map((k) => part(k, origin[k])) }));
   }
+  return own;
+}
+
+function copyJson(obj: Record<string, unknown>, origin: Record<string, unknown>): string {
+  const own = ownParts(origin);
   let added: string[] | undefined;
   for (const k in obj) if (!Object.hasOwn(origin, k)) (added ??= []).push(k);
   added?.sort();
@@ -172,7 +178,9 @@ function freezeDeep(value: object): void {
  * WeakMap's table (the constants below cover that).
  */
 export function frozenBytes(value: Record<string, unknown>): number {
-  let bytes = 2 * sortedJson(value).length;
+  // Its text's length from the parts its copies are served from (made here once, not serialised twice).
+  const { parts } = ownParts(value);
+  let bytes = 2 * (parts.reduce((n, part) => n + part.length + 1, 0) + (parts.length ? 1 : 2));
   const walk = (v: unknown): void => {
     if (v === null || typeof v !== 'object') {
       bytes += VALUE_BYTES;

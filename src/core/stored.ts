@@ -3,6 +3,7 @@ import {
   ownerRef,
   ref,
   resourceUri,
+  mirrors,
   type AnyQuery,
   type Relations,
   type Resource,
@@ -420,6 +421,8 @@ export class StoredCollection implements CollectionService {
     const read = rel.members ? undefined : rel;
     const written = await ctx.store.transaction(async (tx) => {
       const row = await this.authorize(ctx, uuid, 'EDIT', tx, read);
+      // Its indexed columns as stored, taken before a hook can change its body in place.
+      const stored = mirrors(row.body);
       const writes = ctx.store.resources.rows.writeCount;
       const values = this.hooks.beforeUpdate ? await this.hooks.beforeUpdate(tx, ctx, row, validated) : validated;
       // The row is locked since authorize(); re-read it only if some row was written since (a hook may have
@@ -427,7 +430,7 @@ export class StoredCollection implements CollectionService {
       const fresh = ctx.store.resources.rows.writeCount === writes ? row : ((await ctx.store.resources.lock(tx, this.kind, uuid)) ?? row);
       const body = { ...fresh.body, ...this.bodyOf(values) };
       const now = ctx.clock.now();
-      const text = await ctx.store.resources.write(tx, now, fresh, body);
+      const text = await ctx.store.resources.write(tx, now, fresh, body, fresh === row ? stored : undefined);
       const after = ctx.store.resources.rows.writeCount;
       await this.afterWrite(tx, ctx, row, values, 'update', input);
       const same = fresh === row && row.related && row.uuid === uuid && values.tags === undefined && ctx.store.resources.rows.writeCount === after;

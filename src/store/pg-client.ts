@@ -16,6 +16,10 @@ import { sentAhead, shapeName, statementName } from './shapes.js';
  * A statement sent ahead that fails fails the transaction as if it had been waited for: PostgreSQL aborts
  * the transaction at once (later statements fail, COMMIT rolls back), and the next statement waited for,
  * the commit included, throws the first such error (so the caller rolls back and sees the cause).
+ *
+ * pg writes each message of a statement (parse, bind, describe, execute, sync) to the socket on its own: a
+ * write system call each, ~20 per POST. The socket is corked while statements are sent ahead and around
+ * each one waited for, so what travels together leaves in one write (a round trip is one system call).
  */
 export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }): PostgresPool {
   const wrapped = new WeakSet<Pg.PoolClient>();
@@ -28,13 +32,33 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }): Post
     let inTransaction = false;
     let ahead: Promise<unknown>[] = [];
     let failed: unknown;
-    const send = (text: string, values: unknown): Promise<Pg.QueryResult> => {
+    /** The socket pg writes to (absent before it connects: then nothing is corked). */
+    const stream = (client as unknown as { connection?: { stream?: { cork(): void; uncork(): void; writableCorked: number } } }).connection?.stream;
+    /** Whether statements sent ahead wait, corked, for the next statement waited for. */
+    let held = false;
+    const submit = (text: string, values: unknown): Promise<Pg.QueryResult> => {
       const name = shapeName(text);
       return name ? query({ name: statementName(name), text, values }) : query(text, values);
     };
+    /** A statement waited for: written (with whatever was held) in one system call. */
+    const corked = (write: () => Promise<Pg.QueryResult>): Promise<Pg.QueryResult> => {
+      if (!stream) return write();
+      if (!held) stream.cork();
+      held = false;
+      try {
+        return write();
+      } finally {
+        stream.uncork();
+      }
+    };
+    const send = (text: string, values: unknown): Promise<Pg.QueryResult> => corked(() => submit(text, values));
     const sendAhead = (text: string, values: unknown, command: string): Promise<Pg.QueryResult> => {
+      if (stream && !held) {
+        stream.cork();
+        held = true;
+      }
       ahead.push(
-        send(text, values).catch((err: unknown) => {
+        submit(text, values).catch((err: unknown) => {
           failed ??= err;
         }),
       );
@@ -49,7 +73,7 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }): Post
       if (err !== undefined) throw err;
     };
     (client as { query: unknown }).query = async (text: unknown, values?: unknown) => {
-      if (typeof text !== 'string') return query(text, values);
+      if (typeof text !== 'string') return corked(() => query(text, values));
       if (text === 'begin' || text.startsWith('start transaction')) {
         inTransaction = true;
         return sendAhead(text, values, 'BEGIN');

@@ -29,6 +29,7 @@ export type {
   SqlCondition,
   VisibleSet,
 } from './resources/model.js';
+export { mirrors, type Mirrors } from './resources/model.js';
 export { API_PREFIX, ownerRef, ref, resourceUri, userUri, type Ref } from './resources/uris.js';
 
 /**

@@ -52,6 +52,18 @@ test('a POST and a PUT of a server: statements and round trips per write', async
   assert.equal(put.statements, 5, 'statements per PUT');
   // PostgreSQL: begin travels with the lock, the audit entry and the new body with the commit.
   assert.equal(put.roundTrips, engine === 'postgres' ? 2 : 5, 'round trips per PUT');
+
+  // A PUT sets only the indexed mirror that changed (rows.ts `write`): the columns still follow the body.
+  const columns = async () =>
+    fx.services.store.db.selectFrom('resources').select(['name', 'status', 'body']).where('uuid', '=', String(post.result.uuid)).executeTakeFirstOrThrow();
+  for (const change of [{ meta: { revision: '2' } }, { name: 'again' }, { name: 'again', meta: {} }]) {
+    value(await servers.update!(alice, String(post.result.uuid), change));
+    const row = await columns();
+    const body = JSON.parse(row.body) as Obj;
+    assert.deepEqual([row.name, row.status], [body.name, body.status], JSON.stringify(change));
+  }
+  assert.equal((await columns()).name, 'again');
+  assert.equal((await servers.list!(alice, { filters: new Map([['name', [['again']]]]), limit: 0, offset: 0 })).objects.length, 1);
 });
 
 test('a write sent ahead that fails fails its transaction, and the store goes on', { skip: onlyOn('postgres') }, async () => {

@@ -100,3 +100,20 @@ describe('formats', () => {
     assert.equal(isoTimestamp(new Date('2014-06-05T00:27:12.890Z')), '2014-06-05T00:27:12.890000+00:00');
   });
 });
+
+describe('JSON request bodies', () => {
+  // body.ts skips JSON.parse's reviver when the text cannot hold a `__proto__` key: spelled out or escaped, it is dropped.
+  test('a __proto__ key is dropped however it is spelled; other bodies parse as JSON.parse does', async () => {
+    const { default: Fastify } = await import('fastify');
+    const { registerBodyParsers } = await import('../../src/http/body.js');
+    const app = Fastify();
+    registerBodyParsers(app);
+    app.post('/', async (req) => ({ keys: Object.keys(req.body as object), proto: Object.getPrototypeOf(req.body) === Object.prototype, body: req.body }));
+    const post = async (payload: string) => (await app.inject({ method: 'POST', url: '/', headers: { 'content-type': 'application/json' }, payload })).json();
+    for (const text of ['{"__proto__":{"x":1},"a":1}', '{"\\u005f_proto__":{"x":1},"a":1}', '{"a":1,"\\u005F\\u005Fproto\\u005f\\u005f":{"x":1}}'])
+      assert.deepEqual(await post(text), { keys: ['a'], proto: true, body: { a: 1 } }, text);
+    assert.deepEqual((await post('{"a":[1,{"b":"c\\u00e9"}],"n":null}')).body, { a: [1, { b: 'cé' }], n: null });
+    assert.deepEqual((await post('{"a":[1,{"b":"c"}],"n":null}')).body, { a: [1, { b: 'c' }], n: null });
+    await app.close();
+  });
+});

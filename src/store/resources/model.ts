@@ -130,13 +130,18 @@ function withoutBody(r: Omit<Row, 'body'>): Resource {
 }
 
 /** The indexed mirrors of a body: `name` and `status` (jobs keep theirs as `state`). */
-export function mirrors(body: Obj): { name: string | null; status: string | null } {
+export type Mirrors = { name: string | null; status: string | null };
+export function mirrors(body: Obj): Mirrors {
   const status = typeof body.status === 'string' ? body.status : typeof body.state === 'string' ? body.state : null;
   return { name: typeof body.name === 'string' ? body.name : null, status };
 }
 
 /** The API's timestamp form (microseconds, `+00:00`), as every other stored time. */
-export const stamp = (now: Date) => now.toISOString().replace(/\.(\d{3})Z$/, '.$1000+00:00');
+export const stamp = (now: Date): string => {
+  const t = now.toISOString();
+  // Four-digit years print `YYYY-MM-DDTHH:MM:SS.sssZ`: cut, not matched with a regular expression.
+  return t.length === 24 ? t.slice(0, 23) + '000+00:00' : t.replace(/\.(\d{3})Z$/, '.$1000+00:00');
+};
 
 /** Rows by uuid in the order the uuids were asked for (missing ones left out). */
 export function inOrderOf<T extends { uuid: string }>(rows: T[], uuids: readonly string[]): T[] {

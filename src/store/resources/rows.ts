@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Db, Tx } from '../db.js';
 import type { ChangeFeed } from '../changes.js';
 import { argsOf, type ArgOf } from '../shapes.js';
-import { COLUMNS, inOrderOf, mirrors, stamp, toResource, type Obj, type Resource, type Row } from './model.js';
+import { COLUMNS, inOrderOf, mirrors, stamp, toResource, type Mirrors, type Obj, type Resource, type Row } from './model.js';
 import type { ResourceCounts } from './counts.js';
 import type { ResourceSql } from './sql.js';
 
@@ -150,15 +150,31 @@ export class ResourceRows {
     return { kind: r.kind, uuid: r.uuid, owner_uuid: r.owner, ...mirrors(r.body), body: JSON.stringify(r.body), created_at: t, updated_at: t };
   }
 
-  /** Replace the body of a row read through `lock()` in this transaction; answers the body as stored (its JSON text). */
-  async write(tx: Tx, now: Date, row: Pick<Resource, 'seq'> & Partial<Pick<Resource, 'kind' | 'uuid' | 'owner_uuid'>>, body: Obj): Promise<string> {
+  /**
+   * Replace the body of a row read through `lock()` in this transaction; answers the body as stored (its JSON
+   * text). `stored`: the row's `name` and `status` columns as they are now (read under its lock, no write
+   * since), so the one that does not change is not set: SQLite rewrites an index entry of every column set,
+   * a page more in the commit (a PUT renaming a server: 12 pages -> 11).
+   */
+  async write(
+    tx: Tx,
+    now: Date,
+    row: Pick<Resource, 'seq'> & Partial<Pick<Resource, 'kind' | 'uuid' | 'owner_uuid'>>,
+    body: Obj,
+    stored?: Mirrors,
+  ): Promise<string> {
     if (row.kind && row.uuid) this.changed(tx, row.kind, row.uuid, row.owner_uuid);
     else this.writes++;
-    const values = { body: JSON.stringify(body), ...mirrors(body), updated_at: stamp(now) };
+    const next = mirrors(body);
+    const setName = !stored || stored.name !== next.name;
+    const setStatus = !stored || stored.status !== next.status;
+    const values: Record<string, unknown> & { body: string } = { body: JSON.stringify(body), updated_at: stamp(now) };
+    if (setName) values.name = next.name;
+    if (setStatus) values.status = next.status;
     await this.sql.shaped(
       tx,
-      'resources.write',
-      (arg: ArgOf<keyof typeof values | 'seq'>) =>
+      setName && setStatus ? 'resources.write' : `resources.write:${setName ? 'name' : setStatus ? 'status' : 'body'}`,
+      (arg: ArgOf<string>) =>
         tx
           .updateTable('resources')
           .set({ ...argsOf(values, arg), version: sql<number>`version + 1` })
