@@ -32,6 +32,7 @@ import { ResourceRepository, type AnyQuery } from './repository.js';
 import { pipelinedClients } from './pg-client.js';
 import { VersionedCache } from './object-cache.js';
 import { StatementCache } from './statement-cache.js';
+import { markSnapshot } from './snapshots.js';
 import { StateQueries } from './state.js';
 import { AuditQueries, EventQueries } from './audit.js';
 import { lockRows } from './locks.js';
@@ -546,8 +547,12 @@ export class Store {
    * this transaction's connection forever.
    */
   snapshot<T>(fn: (db: Tx) => Promise<T>): Promise<T> {
-    if (this.dialect === 'sqlite') return this.db.transaction().setAccessMode('read only').execute(fn);
-    return this.db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(fn);
+    const marked = (tx: Tx) => {
+      markSnapshot(tx);
+      return fn(tx);
+    };
+    if (this.dialect === 'sqlite') return this.db.transaction().setAccessMode('read only').execute(marked);
+    return this.db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(marked);
   }
 
   /**
