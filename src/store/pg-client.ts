@@ -17,7 +17,20 @@ import { sentAhead, shapeName, statementName } from './shapes.js';
  * the transaction at once (later statements fail, COMMIT rolls back), and the next statement waited for,
  * the commit included, throws the first such error (so the caller rolls back and sees the cause).
  */
-export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }): PostgresPool {
+/**
+ * `migrating`: while the migrations run (one transaction, Store.migrate), their schema changes and writes are
+ * sent ahead too: nobody reads their answers, and a new schema's ~200 statements were ~200 round trips
+ * (half a second of a PostgreSQL start-up). Each migration still ends with one statement waited for
+ * (migrations/index.ts), so a failure is reported with the migration that caused it.
+ */
+export interface PipelineMode {
+  migrating: boolean;
+}
+
+/** Statements whose answer is only "done": DDL and writes without RETURNING. */
+const SCHEMA_CHANGE = /^\s*(create|alter|drop|comment|insert|update|delete)\b(?![\s\S]*\breturning\b)/i;
+
+export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode: PipelineMode = { migrating: false }): PostgresPool {
   const wrapped = new WeakSet<Pg.PoolClient>();
   const connect = pool.connect.bind(pool) as () => Promise<Pg.PoolClient>;
   const wrap = (client: Pg.PoolClient): Pg.PoolClient => {
@@ -54,7 +67,7 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }): Post
         inTransaction = true;
         return sendAhead(text, values, 'BEGIN');
       }
-      if (inTransaction && sentAhead(shapeName(text), text)) return sendAhead(text, values, 'INSERT');
+      if (inTransaction && (sentAhead(shapeName(text), text) || (mode.migrating && SCHEMA_CHANGE.test(text)))) return sendAhead(text, values, 'INSERT');
       if (text === 'commit' || text === 'rollback') inTransaction = false;
       roundTrips.n++;
       let result: Pg.QueryResult;
