@@ -21,6 +21,8 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = join(ROOT, 'bin/stratus.js');
 const RUNS = 3;
 const GOAL_MS = 300;
+/** The goal for PostgreSQL (a server over the network, its schema's migrations included): 400 ms. */
+const PG_GOAL_MS = 400;
 const GOAL_RSS_MIB = 80;
 /** When the idle RSS is read, after the first answer. */
 const IDLE_AFTER_MS = 1000;
@@ -193,8 +195,8 @@ export async function measureStartup(opts: { pgUrl?: string } = {}): Promise<Sta
           await schema.drop();
         }
       }
-      rows.push(row('node bin/stratus.js serve (new PostgreSQL schema)', pgFresh, GOAL_MS));
-      rows.push(row('node bin/stratus.js serve (existing PostgreSQL schema)', pgAgain, GOAL_MS));
+      rows.push(row('node bin/stratus.js serve (new PostgreSQL schema)', pgFresh, PG_GOAL_MS));
+      rows.push(row('node bin/stratus.js serve (existing PostgreSQL schema)', pgAgain, PG_GOAL_MS));
     }
 
     rows.push(...(await operatorCommands(join(dir, 'ops.db'))));

@@ -10,7 +10,8 @@
  * requests (src/serve.ts emits `stratus:started`), any other command as it exits. The bundle's name carries a
  * hash of its content, so a rebuilt bundle never meets an old cache (V8 itself only compares the source's
  * length), and the build removes the old files. Written next to the bundle only: a read-only install runs
- * without a cache, never with one from a shared folder (/tmp) that another user could have planted.
+ * without a cache, never with one from a shared folder (/tmp) that another user could have planted, unless
+ * STRATUS_CODE_CACHE_DIR names a folder on purpose (the test runs: a folder of their own).
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import Module, { createRequire } from 'node:module';
@@ -35,7 +36,11 @@ const dist = dirname(fileURLToPath(import.meta.url));
 const bundle = join(dist, STRATUS_BUNDLE);
 // The command (serve, users, ...): each compiles other code, so each has its own cache.
 const command = process.argv.slice(2).find((a) => /^[a-z][a-z-]*$/.test(a)) ?? 'none';
-const cacheFile = join(dist, '.code-cache', `${STRATUS_BUNDLE}-${command}-${process.version}-${process.arch}-${flagsHash()}.bin`);
+// STRATUS_CODE_CACHE_DIR: another folder for it (test runs keep dist/ untouched: theirs is temporary).
+const cacheFile = join(
+  process.env.STRATUS_CODE_CACHE_DIR || join(dist, '.code-cache'),
+  `${STRATUS_BUNDLE}-${command}-${process.version}-${process.arch}-${flagsHash()}.bin`,
+);
 
 /** Writes the cache of `script` once (atomically: a run starting meanwhile reads all of it or none); silent when dist/ is read-only. */
 function saver(script: Script): () => void {

@@ -1,7 +1,62 @@
 import crypto, { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
 
-const scrypt = (pw: string, salt: Buffer, len: number, opts: ScryptOptions) =>
-  new Promise<Buffer>((resolve, reject) => scryptCb(pw, salt, len, opts, (err, key) => (err ? reject(err) : resolve(key))));
+/**
+ * scrypt's work block (128·N·r bytes: 16 MiB at the default cost) is malloc'd by the thread that runs it, and
+ * glibc keeps such a block in that thread's arena once freed: on libuv's pool (4 threads) a few logins left
+ * up to 64 MiB resident for good (the bench's server: ~35 MiB of its peak RSS). Costly checks therefore run
+ * on one thread of their own, so that block is held once; cheap ones (the demo login's 1 MiB) stay on the pool.
+ */
+const OWN_THREAD_BYTES = 8 * 1024 * 1024;
+
+const scrypt = (pw: string, salt: Buffer, len: number, opts: ScryptOptions & { N: number; r: number }) =>
+  128 * opts.N * opts.r >= OWN_THREAD_BYTES
+    ? hasher().run(pw, salt, len, opts)
+    : new Promise<Buffer>((resolve, reject) => scryptCb(pw, salt, len, opts, (err, key) => (err ? reject(err) : resolve(key))));
+
+const HASHER_SOURCE = `
+const { parentPort } = require('node:worker_threads');
+const { scryptSync } = require('node:crypto');
+parentPort.on('message', (m) => {
+  try {
+    parentPort.postMessage({ id: m.id, key: new Uint8Array(scryptSync(m.password, Buffer.from(m.salt), m.len, m.opts)) });
+  } catch (err) {
+    parentPort.postMessage({ id: m.id, error: String((err && err.message) || err) });
+  }
+});`;
+
+/** The hashing thread, started at its first use; it keeps the process alive only while a check is pending. */
+function hasher() {
+  if (hashing) return hashing;
+  const worker = new Worker(HASHER_SOURCE, { eval: true });
+  worker.unref();
+  const pending = new Map<number, { resolve: (key: Buffer) => void; reject: (err: Error) => void }>();
+  let next = 0;
+  const fail = (err: Error) => {
+    if (hashing?.worker === worker) hashing = undefined;
+    for (const p of pending.values()) p.reject(err);
+    pending.clear();
+  };
+  worker.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
+    const p = pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    if (!pending.size) worker.unref();
+    if (m.key) p.resolve(Buffer.from(m.key.buffer, m.key.byteOffset, m.key.byteLength));
+    else p.reject(new Error(m.error));
+  });
+  worker.on('error', fail);
+  worker.on('exit', (code) => fail(new Error(`the password hashing thread exited (${code})`)));
+  const run = (password: string, salt: Buffer, len: number, opts: ScryptOptions) =>
+    new Promise<Buffer>((resolve, reject) => {
+      const id = next++;
+      if (!pending.size) worker.ref();
+      pending.set(id, { resolve, reject });
+      worker.postMessage({ id, password, salt: new Uint8Array(salt), len, opts });
+    });
+  return (hashing = { worker, run });
+}
+let hashing: { worker: Worker; run: (password: string, salt: Buffer, len: number, opts: ScryptOptions) => Promise<Buffer> } | undefined;
 
 type Cost = { N: number; r: number; p: number };
 const PARAMS: Cost = { N: 16384, r: 8, p: 1 };

@@ -223,15 +223,14 @@ export class StoredCollection implements CollectionService {
     const rel = this.relations(fields ? (key: string) => fields.has(key) : all);
     const page = { order: this.spec.order ?? 'created', limit: query.limit, offset: query.offset } as const;
     const set = this.filtered(ctx, query);
-    if (query.json && this.keepsFragments(ctx) && !ctx.store.resources.pagesInSteps(set, page)) {
-      // The page's rows without their bodies: most of its objects are kept as served.
-      const { rows, total } = await ctx.store.resources.listPage(set, page, { ...rel, body: false });
-      return { total, objects: await this.fragments(ctx, rows, rel, query.fields), cut: true };
-    }
+    // The page's rows without their bodies where most of its objects are kept as served.
+    const kept = query.json && this.keepsFragments(ctx);
+    const read: Relations = kept ? { ...rel, body: false } : rel;
     // Usually one statement (its own snapshot); a deep page takes several, read in one snapshot.
     const { rows, total } = ctx.store.resources.pagesInSteps(set, page)
-      ? await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, rel))
-      : await ctx.store.resources.listPage(set, page, rel);
+      ? await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, read))
+      : await ctx.store.resources.listPage(set, page, read);
+    if (kept) return { total, objects: await this.fragments(ctx, rows, rel, query.fields), cut: true };
     return { total, objects: await this.shown(ctx, rows, rel) };
   }
 

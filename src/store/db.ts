@@ -29,9 +29,10 @@ function sqliteAddon(): string | undefined {
 import { databaseOpenError } from './errors.js';
 import { ConfigError } from '../core/errors.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
-import { pipelinedClients } from './pg-client.js';
+import { pipelinedClients, type PipelineMode } from './pg-client.js';
 import { VersionedCache } from './object-cache.js';
 import { StatementCache } from './statement-cache.js';
+import { markSnapshot } from './snapshots.js';
 import { StateQueries } from './state.js';
 import { AuditQueries, EventQueries } from './audit.js';
 import { lockRows } from './locks.js';
@@ -204,6 +205,8 @@ export class Store {
     return this.pgRoundTrips?.n ?? this.counter.n;
   }
   private pgRoundTrips: { n: number } | null = null;
+  /** PostgreSQL: whether the pool's clients send the migrations' statements ahead (pg-client.ts). */
+  private pipeline: PipelineMode | null = null;
 
   private constructor(
     db: Db,
@@ -286,6 +289,7 @@ export class Store {
     const counter = { n: 0 };
     const log = () => void counter.n++;
     const roundTrips = { n: 0 };
+    const pipeline: PipelineMode = { migrating: false };
     const { Pool } = loadPg();
     // Pipeline mode: statements are written without waiting for the one before (store/pg-client.ts).
     const pool = new Pool({ connectionString: url, max: opts.poolSize ?? 10, pipeline: true });
@@ -328,7 +332,7 @@ export class Store {
       clearTimeout(timer);
     }
     const store = new Store(
-      new Kysely<Database>({ dialect: new SchemaPostgresDialect({ pool: pipelinedClients(pool, roundTrips) }), log }),
+      new Kysely<Database>({ dialect: new SchemaPostgresDialect({ pool: pipelinedClients(pool, roundTrips, pipeline) }), log }),
       'postgres',
       redact(url),
       counter,
@@ -338,6 +342,7 @@ export class Store {
     );
     store.pgPool = pool;
     store.pgRoundTrips = roundTrips;
+    store.pipeline = pipeline;
     store.pgUrl = url;
     store.pgSchema = (await sql<{ s: string }>`select current_schema() as s`.execute(store.db)).rows[0]?.s ?? 'public';
     store.changes.channel = schemaChannel(store.pgSchema);
@@ -396,7 +401,15 @@ export class Store {
 
   /** Creates or upgrades the schema; returns the names of the migrations it applied (none: it was current). */
   async migrate(): Promise<string[]> {
-    const { error, results } = await migrationsAlone(this.dialect === 'postgres' ? this.pgUrl : null, async () => (await this.migrator()).migrateToLatest());
+    const { error, results } = await migrationsAlone(this.dialect === 'postgres' ? this.pgUrl : null, async () => {
+      const migrator = await this.migrator();
+      if (this.pipeline) this.pipeline.migrating = true;
+      try {
+        return await migrator.migrateToLatest();
+      } finally {
+        if (this.pipeline) this.pipeline.migrating = false;
+      }
+    });
     if (error) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
       // The engine's code (a permission, a full disk) stays on the error, for databaseOpenError.
@@ -546,8 +559,12 @@ export class Store {
    * this transaction's connection forever.
    */
   snapshot<T>(fn: (db: Tx) => Promise<T>): Promise<T> {
-    if (this.dialect === 'sqlite') return this.db.transaction().setAccessMode('read only').execute(fn);
-    return this.db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(fn);
+    const marked = (tx: Tx) => {
+      markSnapshot(tx);
+      return fn(tx);
+    };
+    if (this.dialect === 'sqlite') return this.db.transaction().setAccessMode('read only').execute(marked);
+    return this.db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(marked);
   }
 
   /**

@@ -21,7 +21,20 @@ import { sentAhead, shapeName, statementName } from './shapes.js';
  * write system call each, ~20 per POST. The socket is corked while statements are sent ahead and around
  * each one waited for, so what travels together leaves in one write (a round trip is one system call).
  */
-export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }): PostgresPool {
+/**
+ * `migrating`: while the migrations run (one transaction, Store.migrate), their schema changes and writes are
+ * sent ahead too: nobody reads their answers, and a new schema's ~200 statements were ~200 round trips
+ * (half a second of a PostgreSQL start-up). Each migration still ends with one statement waited for
+ * (migrations/index.ts), so a failure is reported with the migration that caused it.
+ */
+export interface PipelineMode {
+  migrating: boolean;
+}
+
+/** Statements whose answer is only "done": DDL and writes without RETURNING. */
+const SCHEMA_CHANGE = /^\s*(create|alter|drop|comment|insert|update|delete)\b(?![\s\S]*\breturning\b)/i;
+
+export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode: PipelineMode = { migrating: false }): PostgresPool {
   const wrapped = new WeakSet<Pg.PoolClient>();
   const connect = pool.connect.bind(pool) as () => Promise<Pg.PoolClient>;
   const wrap = (client: Pg.PoolClient): Pg.PoolClient => {
@@ -78,7 +91,7 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }): Post
         inTransaction = true;
         return sendAhead(text, values, 'BEGIN');
       }
-      if (inTransaction && sentAhead(shapeName(text), text)) return sendAhead(text, values, 'INSERT');
+      if (inTransaction && (sentAhead(shapeName(text), text) || (mode.migrating && SCHEMA_CHANGE.test(text)))) return sendAhead(text, values, 'INSERT');
       if (text === 'commit' || text === 'rollback') inTransaction = false;
       roundTrips.n++;
       let result: Pg.QueryResult;

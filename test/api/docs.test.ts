@@ -70,7 +70,8 @@ function bash(script: string, cwd: string, ms: number): Promise<{ status: number
       cwd,
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` },
+      // The compiled program's code cache in a temporary folder (bin's), not in the clone's dist/.
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}`, STRATUS_CODE_CACHE_DIR: join(bin, 'code-cache') },
     });
     let out = '';
     child.stdout.on('data', (d) => (out += d));

@@ -86,6 +86,37 @@ describe('list pages and total_count', () => {
     for (const size of [1, 2, 3, 5]) assert.deepEqual(await pagesAgree(carol, 'servers/', size), made);
   });
 
+  test('deep pages with shares between the anchors, with and without the share, agree with the whole list', async () => {
+    const [kim, lee] = [await srv.user(), await srv.user()];
+    const tag = await one(lee, 'tags/', { name: 'to kim' });
+    const acl = await one(lee, 'acls/', { name: 'to kim', grantees: [{ uuid: kim.uuid }], rules: [{ permission: 'LIST' }], tags: [{ uuid: tag.uuid }] });
+    const own: string[] = [];
+    const made: string[] = [];
+    for (const [who, n] of [
+      ['kim', 4],
+      ['lee', 2],
+      ['kim', 5],
+      ['lee', 4],
+      ['kim', 3],
+      ['lee', 1],
+    ] as const)
+      for (let i = 0; i < n; i++) {
+        const uuid = who === 'kim' ? await newServer(kim, { name: `k${own.length}` }) : await newServer(lee, { name: `l${made.length}`, tags: [tag.uuid] });
+        made.push(uuid);
+        if (who === 'kim') own.push(uuid);
+      }
+    for (const size of [1, 2, 4, 5, 20]) assert.deepEqual(await pagesAgree(kim, 'servers/', size), made);
+    // The kept shared rows go with the share, deep pages included (read in a snapshot), and come back with it.
+    assert.equal((await lee.put(`acls/${acl.uuid}/`, { grantees: [] })).status, 200);
+    for (const size of [2, 5]) assert.deepEqual(await pagesAgree(kim, 'servers/', size), own);
+    assert.equal((await lee.put(`acls/${acl.uuid}/`, { grantees: [{ uuid: kim.uuid }] })).status, 200);
+    for (const size of [2, 5]) assert.deepEqual(await pagesAgree(kim, 'servers/', size), made);
+    // A shared server untagged leaves the list; one deleted too.
+    const untag = made[made.length - 1];
+    assert.equal((await lee.put(`tags/${tag.uuid}/`, { name: 'to kim', resources: made.filter((u) => !own.includes(u) && u !== untag) })).status, 200);
+    assert.deepEqual(await pagesAgree(kim, 'servers/', 3), made.slice(0, -1));
+  });
+
   test('filters page and count the filtered set', async () => {
     const res = await alice.get('servers/?limit=2&name__contains=b');
     assert.equal(res.status, 200);

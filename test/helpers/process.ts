@@ -13,6 +13,7 @@ const BIN = fileURLToPath(new URL('../../bin/stratus.js', import.meta.url));
 const live = new Set<ChildProcess>();
 after(() => {
   for (const child of live) child.kill('SIGKILL');
+  if (codeCache) rmSync(codeCache, { recursive: true, force: true });
 });
 
 /**
@@ -20,7 +21,18 @@ after(() => {
  * or the test runner's must not change what a test starts), plus exactly what the test sets.
  */
 export function childEnv(env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  return { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('STRATUS_'))), ...env };
+  return {
+    ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('STRATUS_'))),
+    // The compiled program's code cache in this file's temporary folder, not in the clone's dist/.
+    STRATUS_CODE_CACHE_DIR: codeCacheDir(),
+    ...env,
+  };
+}
+
+let codeCache: string | undefined;
+function codeCacheDir(): string {
+  if (codeCache) return codeCache;
+  return (codeCache = mkdtempSync(join(tmpdir(), 'stratus-test-code-cache-')));
 }
 
 /** Run a `stratus` command to completion. */

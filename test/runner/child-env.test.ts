@@ -10,8 +10,10 @@ test('a stratus child gets no STRATUS_* of the caller, only what the test sets',
     const env = childEnv({ STRATUS_LOG_LEVEL: 'debug' });
     assert.deepEqual(
       Object.keys(env).filter((k) => k.startsWith('STRATUS_')),
-      ['STRATUS_LOG_LEVEL'],
+      // The helpers' own: the compiled program's code cache in a temporary folder (not the clone's dist/).
+      ['STRATUS_CODE_CACHE_DIR', 'STRATUS_LOG_LEVEL'],
     );
+    assert.notEqual(env.STRATUS_CODE_CACHE_DIR, undefined);
     assert.equal(env.PATH, process.env.PATH, 'the rest of the environment is kept');
   } finally {
     delete process.env.STRATUS_DATABASE_URL;

@@ -101,5 +101,15 @@ function migrations(dialect: Dialect): Record<string, Migration> {
 }
 
 export function migrationProvider(dialect: Dialect): MigrationProvider {
-  return { getMigrations: async () => migrations(dialect) };
+  if (dialect === 'sqlite') return { getMigrations: async () => migrations(dialect) };
+  // PostgreSQL sends a migration's statements ahead (store/pg-client.ts, PipelineMode); one statement waited
+  // for at its end answers for them all, so a failure is reported as this migration's.
+  const waited = (m: Migration): Migration => ({
+    ...m,
+    up: async (db) => {
+      await m.up(db);
+      await sql`select 1`.execute(db);
+    },
+  });
+  return { getMigrations: async () => Object.fromEntries(Object.entries(migrations(dialect)).map(([name, m]) => [name, waited(m)])) };
 }

@@ -23,15 +23,14 @@ export class OwnAnchors {
   ) {}
 
   /**
-   * `count` seqs of the owner's rows of a kind from position `from`, in creation order. OFFSET walks the
-   * index one entry at a time, so a deep page would cost its depth; the walk starts instead from the
-   * nearest anchor (the seq at a multiple of `step`), so it is never longer than one step. Anchors
-   * are picked by the database in one pass over the owner's index (only they are sent: 100 seqs for 100k
-   * rows, where every seq sent was 100k rows held by the driver) and kept until the owner's count changes
-   * (its version). Concurrent requests for a page share one pass: the same count version is the same rows,
-   * whatever the snapshot.
+   * The owner's anchors of a kind: the seq at every `step`-th position of their rows in creation order. OFFSET
+   * walks the index one entry at a time, so a deep page would cost its depth; a walk starts instead from the
+   * nearest anchor, so it is never longer than one step. Anchors are picked by the database in one pass over
+   * the owner's index (only they are sent: 100 seqs for 100k rows, where every seq sent was 100k rows held by
+   * the driver) and kept until the owner's count changes (its version). Concurrent requests for a page share
+   * one pass: the same count version is the same rows, whatever the snapshot.
    */
-  private async ownWindow(db: Db | Tx, kind: string, owner: string, version: number, from: number, count: number): Promise<number[]> {
+  private anchorsOf(db: Db | Tx, kind: string, owner: string, version: number): Promise<number[]> {
     const key = `${kind}/${owner}`;
     let anchors = this.anchors.get(key);
     if (anchors?.version !== version) {
@@ -63,9 +62,13 @@ export class OwnAnchors {
       const entry = anchors;
       seqs.catch(() => this.anchors.get(key) === entry && this.anchors.delete(key));
     }
-    const seqs = await anchors.seqs;
+    return anchors.seqs;
+  }
+
+  /** `count` seqs of the owner's rows of a kind from position `from`, in creation order, walked from the nearest anchor. */
+  private async ownWindow(db: Db | Tx, kind: string, owner: string, anchors: readonly number[], from: number, count: number): Promise<number[]> {
     const a = Math.floor(from / this.step);
-    if (a >= seqs.length || count <= 0) return [];
+    if (a >= anchors.length || count <= 0) return [];
     const rows = await this.sql.shaped<{ seq: number }, 'kind' | 'owner' | 'from' | 'count' | 'skip'>(
       db,
       'own.window',
@@ -79,7 +82,7 @@ export class OwnAnchors {
           .orderBy('seq')
           .limit(arg('count'))
           .offset(arg('skip')),
-      { kind, owner, from: seqs[a], count, skip: from - a * this.step },
+      { kind, owner, from: anchors[a], count, skip: from - a * this.step },
     );
     return rows.map((r) => Number(r.seq));
   }
@@ -87,26 +90,29 @@ export class OwnAnchors {
   /**
    * A deep page of an unfiltered list in creation order: own rows found from the anchors, merged in memory
    * with the shared rows (all of them are in hand, and they are bounded by what is shared), then read by seq
-   * with their relations. The own window starts where the page can start at the earliest (every shared row
-   * before it) and ends where it can end at the latest, so it is at most (shared rows + limit) long.
-   * Several statements: the caller runs it in one snapshot.
+   * with their relations. The own window (ownSpan) is about the page's length plus the shared rows among
+   * it; a page past the end reads no row at all. Several statements: the caller runs it in one snapshot.
    */
-  async deepPage(set: VisibleSet, shared: readonly number[], offset: number, limit: number, rel: Relations): Promise<{ rows: Resource[]; total: number }> {
+  async deepPage(
+    set: VisibleSet,
+    shared: readonly number[],
+    offset: number,
+    limit: number,
+    rel: Relations,
+    /** The owner's kept count, when the caller read it in this snapshot. */
+    counted?: { n: number; version: number },
+  ): Promise<{ rows: Resource[]; total: number }> {
     const db = set.db;
-    const count = await this.counts.row(db, set.kind, set.owner);
-    const theirs = [...shared].sort((a, b) => a - b);
+    const count = counted ?? (await this.counts.row(db, set.kind, set.owner));
+    // Kept shared rows come in creation order already: sorting a thousand of them cost more than the page.
+    const theirs = ascending(shared) ? shared : [...shared].sort((a, b) => a - b);
     const total = count.n + theirs.length;
-    const start = Math.min(Math.max(0, offset - theirs.length), Math.max(0, count.n - 1));
-    const own = await this.ownWindow(db, set.kind, set.owner, count.version, start, Math.min(count.n, offset + limit) - start);
-    // Shared rows before the window sit at positions below `offset` (the window starts early enough), except
-    // when the window starts at the very beginning: then every shared row takes part in the merge.
-    let j = own.length && start > 0 ? lowerBound(theirs, own[0]) : 0;
-    let pos = start + j;
-    const page: number[] = [];
-    for (let i = 0; page.length < limit && (i < own.length || j < theirs.length); pos++) {
-      const next = i < own.length && (j >= theirs.length || own[i] < theirs[j]) ? own[i++] : theirs[j++];
-      if (pos >= offset) page.push(next);
-    }
+    // Past the end: the total is all there is to tell.
+    if (offset >= total) return { rows: [], total };
+    const anchors = count.n ? await this.anchorsOf(db, set.kind, set.owner, count.version) : [];
+    const { start, end } = ownSpan(anchors, this.step, count.n, theirs, offset, limit);
+    const own = await this.ownWindow(db, set.kind, set.owner, anchors, start, end - start);
+    const page = mergedPage(own, start, theirs, offset, limit);
     if (!page.length) return { rows: [], total };
     const rows = await this.sql.shaped<RelRow, 'seqs' | 'me'>(
       db,
@@ -121,6 +127,66 @@ export class OwnAnchors {
     );
     return { rows: rows.map((r) => withRelated(r)), total };
   }
+}
+
+/**
+ * The positions [start, end) of the owner's rows a deep page must read to merge them with the shared rows
+ * (`theirs`, ascending seqs). An own row at position p sits at p + (shared rows below it) in the merged
+ * list; between two anchors that count lies between the counts below the anchors, so, anchors in hand, the
+ * walk starts at the last own row that surely sits at or before `offset` and stops at the first that surely
+ * sits past the page: about `limit` rows plus the shared rows among them, where "every shared row could come
+ * first" made it `limit` + all of them (1,000 shared rows: 1,000 index entries read for a 20-row page).
+ */
+export function ownSpan(
+  anchors: readonly number[],
+  step: number,
+  n: number,
+  theirs: readonly number[],
+  offset: number,
+  limit: number,
+): { start: number; end: number } {
+  let start = 0;
+  let end = Math.min(n, offset + limit);
+  if (!theirs.length) return { start: Math.min(offset, end), end };
+  for (let k = 0; k < anchors.length; k++) {
+    const first = k * step;
+    const last = Math.min(n, (k + 1) * step) - 1;
+    const below = lowerBound(theirs, anchors[k]);
+    const belowNext = k + 1 < anchors.length ? lowerBound(theirs, anchors[k + 1]) : theirs.length;
+    // The anchor's own position is exact; rows after it have at most `belowNext` shared rows before them.
+    if (first + below <= offset) start = Math.max(start, first);
+    const surely = Math.min(last, offset - belowNext);
+    if (surely > first) start = Math.max(start, surely);
+    // The first row here with at least `below` shared rows before it past the page's end.
+    const past = Math.max(first, offset + limit - below);
+    if (past <= last) {
+      end = Math.min(end, past);
+      break;
+    }
+  }
+  return { start: Math.min(start, end), end };
+}
+
+/**
+ * The page's seqs: the own rows from position `start` (`own`, as ownSpan picked them) merged in creation
+ * order with the shared ones (`theirs`, ascending), from `offset`, `limit` of them.
+ */
+export function mergedPage(own: readonly number[], start: number, theirs: readonly number[], offset: number, limit: number): number[] {
+  // Shared rows before the window sit at positions below `offset` (the window starts early enough), except
+  // when the window starts at the very beginning: then every shared row takes part in the merge.
+  let j = own.length && start > 0 ? lowerBound(theirs, own[0]) : 0;
+  let pos = start + j;
+  const page: number[] = [];
+  for (let i = 0; page.length < limit && (i < own.length || j < theirs.length); pos++) {
+    const next = i < own.length && (j >= theirs.length || own[i] < theirs[j]) ? own[i++] : theirs[j++];
+    if (pos >= offset) page.push(next);
+  }
+  return page;
+}
+
+function ascending(seqs: readonly number[]): boolean {
+  for (let i = 1; i < seqs.length; i++) if (seqs[i - 1] > seqs[i]) return false;
+  return true;
 }
 
 /** The index of the first element of ascending `sorted` that is not below `value`. */

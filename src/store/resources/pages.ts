@@ -80,15 +80,32 @@ export class ResourcePages {
       if (hit && this.shared.verifying) await this.shared.check(db as Db, keptKey, hit, readTheirs);
       confirm = hit?.n;
       first = hit ? hit.rows : await this.shared.load(keptKey, () => this.readTheirsCounted(set, args, theirKey!));
-    } else if (set.shared && (deep || this.sql.dialect === 'sqlite')) first = await (keptKey ? this.shared.get(db as Db, keptKey, readTheirs) : readTheirs());
-    if (deep)
+    } else if (deep) {
+      // The owner's count and the `sharing` counter in one statement (the snapshot's first), then the kept
+      // shared rows: a page past the end is that one statement, as it is without shares.
+      const head = (
+        await this.sql.run<{ n: unknown; version: unknown; sharing: unknown }, A>(
+          `deep.head:${keptKey ? 'kept' : 'own'}`,
+          db,
+          (arg) =>
+            db.selectNoFrom([
+              sql<number>`(select n from resource_counts where kind = ${arg('kind')} and owner_uuid = ${arg('me')})`.as('n'),
+              sql<number>`(select version from resource_counts where kind = ${arg('kind')} and owner_uuid = ${arg('me')})`.as('version'),
+              (keptKey ? this.shared.counterSql() : sql<number>`null`).as('sharing'),
+            ]) as unknown as AnyQuery,
+          args,
+        )
+      )[0];
+      if (set.shared) first = await (keptKey ? this.shared.at(db as Db, head?.sharing, keptKey, readTheirs) : readTheirs());
       return this.anchors.deepPage(
         set,
         (first ?? []).map((r) => Number(r.seq)),
         p.offset,
         p.limit,
         rel,
+        { n: Number(head?.n ?? 0), version: Number(head?.version ?? 0) },
       );
+    } else if (set.shared && this.sql.dialect === 'sqlite') first = await (keptKey ? this.shared.get(db as Db, keptKey, readTheirs) : readTheirs());
     // Only the shared rows that can reach the page take part in the merge.
     const theirs =
       first && p.limit > 0 ? (keptKey ? first : [...(first as { seq: number; updated_at: string }[])].sort(JS_ORDER[p.order])).slice(0, args.end) : first;

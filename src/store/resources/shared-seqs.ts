@@ -1,6 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../db.js';
 import type { ResourceSql } from './sql.js';
+import { isSnapshot } from '../snapshots.js';
 
 type Seqs = { seq: number }[];
 type Kept = { n: number; rows: Seqs };
@@ -16,7 +17,8 @@ type Kept = { n: number; rows: Seqs };
  * rows newer than the counter they are kept under, and the next read of the counter misses. PostgreSQL reads
  * both in one statement (one snapshot, one round trip), and checks a kept set with a column of the page's
  * own statement (`counterSql`, `confirm`): a hit costs no statement of its own. Nothing is kept from inside
- * a transaction (it may roll back). Only the seqs are kept, in creation order: a page reads its rows (and
+ * a transaction (it may roll back) but a read-only snapshot (Store.snapshot: a deep page reads the counter
+ * and the rows in one). Only the seqs are kept, in creation order: a page reads its rows (and
  * their `updated_at`) afresh. `STRATUS_ANSWER_CACHE_VERIFY=1` reads the rows anyway and fails the request
  * when the kept ones differ.
  */
@@ -31,9 +33,9 @@ export class SharedSeqs {
     readonly maxRows = 200_000,
   ) {}
 
-  /** Whether sets read through `db` may be kept: outside a transaction. */
+  /** Whether sets read through `db` may be kept: outside a transaction, or in a read-only snapshot (nothing to roll back). */
   applies(db: Db | Tx): boolean {
-    return !db.isTransaction && this.maxRows > 0;
+    return (!db.isTransaction || isSnapshot(db)) && this.maxRows > 0;
   }
 
   /** The `sharing` counter as a scalar subquery (a column of another statement, see `confirm`). */
@@ -45,7 +47,15 @@ export class SharedSeqs {
 
   /** The shared rows of `key` (a shape and a caller) in creation order, kept or read by `read`. */
   async get(db: Db, key: string, read: () => Promise<Seqs>): Promise<readonly Readonly<Seqs[number]>[]> {
-    const n = await this.counter(db);
+    return this.at(db, await this.counter(db), key, read);
+  }
+
+  /**
+   * `get` with the counter already read (`counterSql`, a column of the caller's statement in the same
+   * snapshot as `read`): the kept set when it still holds, or read by `read` and kept.
+   */
+  async at(db: Db, counter: unknown, key: string, read: () => Promise<Seqs>): Promise<readonly Readonly<Seqs[number]>[]> {
+    const n = counter === undefined || counter === null ? undefined : Number(counter);
     const hit = n === undefined ? undefined : this.kept.get(key);
     if (hit && hit.n === n) {
       if (this.verifying) await this.check(db, key, hit, read);
