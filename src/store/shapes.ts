@@ -49,7 +49,7 @@ const MAX_NAME = 63;
  * the audit entry, the outbox row, the counts, the change notice, a locked row's new body. On PostgreSQL a
  * transaction sends them without waiting for their answer (pg-client.ts): they share the next round trip.
  */
-const SENT_AHEAD = new Set(['resources.insert', 'audit.insert', 'events.append', 'counts.add', 'changes.notify', 'resources.write']);
+const SENT_AHEAD = new Set(['resources.insert', 'audit.insert', 'events.append', 'counts.add', 'changes.notify', 'resources.write', 'announce.later']);
 /**
  * The same for a write that is no shape (a timer row, whose columns vary): its SQL ends with this comment
  * (Kysely's `modifyEnd(sql.raw(SENT_AHEAD_MARK))`).
