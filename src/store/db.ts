@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, Migrator, SqliteDialect, sql, type Driver, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, Migrator, SqliteDialect, sql, type Driver, type SqliteDialectConfig, type Transaction } from 'kysely';
 import type Pg from 'pg';
 import { lazyPackage } from '../core/lazy.js';
 import { byCodePoint } from '../core/order.js';
@@ -357,10 +357,11 @@ export class Store {
     // WAL + NORMAL: an acknowledged commit survives a process kill; readers never block the writer.
     sqlite.pragma('journal_mode = WAL');
     sqlite.pragma('synchronous = NORMAL');
-    sqlite.pragma('busy_timeout = 5000');
+    sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     sqlite.pragma('foreign_keys = ON');
     const cache = new StatementCache((text) => sqlite.prepare(text), opts.statementCache ?? DEFAULT_STATEMENT_CACHE);
     const statements = { close: () => sqlite.close(), prepare: (text: string) => cache.prepare(text) };
+    const yielding = { on: false };
 
     // Two statements, not `select total_changes(), data_version from pragma_data_version`: the table-valued
     // form costs 6.5 µs a call, these 2.9 µs together (measured with better-sqlite3, 200k calls).
@@ -375,7 +376,7 @@ export class Store {
       return [];
     };
     const store = new Store(
-      new Kysely<Database>({ dialect: new SqliteImmediateWrites({ database: statements }), log }),
+      new Kysely<Database>({ dialect: new SqliteImmediateWrites({ database: statements }, sqlite, yielding), log }),
       'sqlite',
       url,
       counter,
@@ -390,6 +391,7 @@ export class Store {
     };
     store.settleAnswers = sharedPerTurn(() => (sqlite.open ? store.answerToken() : undefined));
     store.otherCommits = () => (sqlite.open ? (dataVersion.get() as number) : -1);
+    store.yielding = yielding;
     store.scopedAnswers = sqliteScopedTokens(sqlite, store.answerToken, counter);
     return store;
   }
@@ -482,6 +484,16 @@ export class Store {
       await sql`set local synchronous_commit = off`.execute(tx);
       await sql`select pg_notify(c, p) from unnest(${channels}::text[], ${all}::text[]) as t(c, p)`.execute(tx);
     });
+  }
+
+  private yielding: { on: boolean } | null = null;
+
+  /**
+   * A serving process (SQLite): a write waiting for another process's write lock waits on the event loop,
+   * so the process's other requests go on (beginYielding). An operator command keeps SQLite's busy handler.
+   */
+  waitForWritesOnEventLoop(): void {
+    if (this.yielding) this.yielding.on = true;
   }
 
   /** SQLite: `data_version`, raised by every commit of another connection (an operator command's). */
@@ -633,14 +645,50 @@ export class Store {
  * transactions (Store.snapshot) stay deferred: they never block a writer.
  */
 class SqliteImmediateWrites extends SqliteDialect {
+  constructor(
+    config: SqliteDialectConfig,
+    private readonly sqlite: SQLite.Database,
+    private readonly yielding: { on: boolean },
+  ) {
+    super(config);
+  }
+
   override createDriver(): Driver {
     const driver = super.createDriver();
     const deferred = driver.beginTransaction.bind(driver);
     driver.beginTransaction = async (connection, settings) => {
       if (settings.accessMode === 'read only') return deferred(connection, settings);
-      await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+      const begin = () => connection.executeQuery(CompiledQuery.raw('begin immediate'));
+      if (this.yielding.on) await beginYielding(this.sqlite, begin);
+      else await begin();
     };
     return driver;
+  }
+}
+
+/** How long a write waits for another process's write lock before it fails with SQLITE_BUSY (busy_timeout). */
+const BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * BEGIN IMMEDIATE for a serving process: while another process (a second worker on the file, an operator
+ * command) holds the write lock, wait on the event loop, not in SQLite's busy handler. better-sqlite3 is
+ * synchronous: its busy handler sleeps the whole process (1, 2, 5, 10, ... ms at a time), so every request
+ * of the worker stalls until the other worker commits. Here the BEGIN fails at once (busy_timeout 0 for that
+ * statement) and is tried again on a later turn, the other requests running meanwhile.
+ */
+async function beginYielding(sqlite: SQLite.Database, begin: () => Promise<unknown>): Promise<void> {
+  const deadline = Date.now() + BUSY_TIMEOUT_MS;
+  for (let i = 0; ; i++) {
+    sqlite.pragma('busy_timeout = 0');
+    try {
+      await begin();
+      return;
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() >= deadline) throw err;
+    } finally {
+      sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    }
+    await new Promise((r) => (i < 2 ? setImmediate(r) : setTimeout(r, Math.min(i - 1, 5))));
   }
 }
 
