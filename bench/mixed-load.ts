@@ -21,6 +21,13 @@ export interface MixedPlan {
   subscribers: number;
   warmupS: number;
   durationS: number;
+  /**
+   * Open loop: requests started at this fixed rate (req/s, spread evenly over time, each for the next
+   * account in turn) whatever the answers' speed, instead of `connections` clients each waiting for its
+   * answer (closed loop). Latency counts from when a request was due, so a stall shows in every request
+   * it delayed (no coordinated omission). `connections` still caps the sockets: beyond, requests queue.
+   */
+  rate?: number;
 }
 
 export interface MixedResult {
@@ -34,6 +41,9 @@ export interface MixedResult {
   p50: number;
   p99: number;
   frames: number;
+  /** Open loop: the rate asked for, and requests not started because 2000 were already waiting. */
+  rate?: number;
+  skipped?: number;
 }
 
 /** What the clients do, and how often (weights out of 100: 80 reads, 20 writes). */
@@ -89,9 +99,9 @@ export async function runLoad(plan: MixedPlan): Promise<MixedResult> {
   const total = MIX.reduce((a, [, w]) => a + w, 0);
   const created = new Map<string, string[]>();
 
-  const client = async (acct: MixedAccount) => {
+  const one = async (acct: MixedAccount, due: number) => {
     const auth = `Basic ${Buffer.from(`${acct.email}:${acct.password}`).toString('base64')}`;
-    while (!stop) {
+    {
       let r = Math.random() * total;
       let kind = MIX[0][0];
       for (const [k, w] of MIX)
@@ -99,7 +109,7 @@ export async function runLoad(plan: MixedPlan): Promise<MixedResult> {
           kind = k;
           break;
         }
-      const t0 = performance.now();
+      const t0 = due;
       let status: number;
       const api = '/api/2.0/';
       switch (kind) {
@@ -147,11 +157,34 @@ export async function runLoad(plan: MixedPlan): Promise<MixedResult> {
         }
       }
       const ms = performance.now() - t0;
-      if (!measuring) continue;
+      if (!measuring) return;
       lat.get(kind)!.push(ms);
       if (status === 0 || status >= 500) errors++;
       else if (status >= 400) refused++;
     }
+  };
+  const client = async (acct: MixedAccount) => {
+    while (!stop) await one(acct, performance.now());
+  };
+  let skipped = 0;
+  /** Open loop: one request due every 1/rate s, started when due (late timers start every overdue one). */
+  const paced = async (rate: number) => {
+    const outstanding = new Set<Promise<void>>();
+    const step = 1000 / rate;
+    let due = performance.now();
+    for (let i = 0; !stop;) {
+      const now = performance.now();
+      for (; due <= now; due += step, i++) {
+        if (outstanding.size >= 2000) {
+          if (measuring) skipped++;
+          continue;
+        }
+        const p = one(plan.accounts[i % plan.accounts.length], due).finally(() => outstanding.delete(p));
+        outstanding.add(p);
+      }
+      await new Promise((r) => setTimeout(r, Math.max(0, due - performance.now())));
+    }
+    await Promise.all(outstanding);
   };
 
   // Made servers to delete: found by name once a second per account (outside the measured requests).
@@ -214,7 +247,7 @@ export async function runLoad(plan: MixedPlan): Promise<MixedResult> {
     sockets.push(ws);
   }
 
-  const clients = Array.from({ length: plan.connections }, (_, i) => client(plan.accounts[i % plan.accounts.length]));
+  const clients = plan.rate ? [paced(plan.rate)] : Array.from({ length: plan.connections }, (_, i) => client(plan.accounts[i % plan.accounts.length]));
   const find = finder();
   await new Promise((r) => setTimeout(r, plan.warmupS * 1000));
   measuring = true;
@@ -235,7 +268,8 @@ export async function runLoad(plan: MixedPlan): Promise<MixedResult> {
     byType[k] = { n: xs.length, p50: percentile(xs, 50), p99: percentile(xs, 99) };
   }
   all.sort((a, b) => a - b);
-  return { seconds, requests: all.length, errors, refused, byType, p50: percentile(all, 50), p99: percentile(all, 99), frames };
+  const open = plan.rate ? { rate: plan.rate, skipped } : {};
+  return { seconds, requests: all.length, errors, refused, byType, p50: percentile(all, 50), p99: percentile(all, 99), frames, ...open };
 }
 
 // As a child process (bench/mixed.ts forks this file): one plan in, one result out.

@@ -6,13 +6,23 @@
  * writes) plus event-stream subscribers, for a fixed time. The load generator is a process of its own
  * (keep-alive agents). Printed: throughput, p50/p99 per request type, the kept-answer hit rate (the workers'
  * /_stratus/metrics), and the ratio to a raw server replaying the reads' answers under the same load.
+ * Also printed, as figures the machine's other load does not move much: CPU µs per request of the server
+ * (the serve process and its workers, utime+stime from /proc) and, on PostgreSQL, of the database's
+ * backends (those of BENCH_PG_URL's database: other runs in that database count too), over the warm-up and
+ * the measured time (requests of the warm-up counted at the measured rate).
  *
  * Goals on the 2-core machine, the load generator on it too: 2 workers ≥ 1.5× one worker's throughput;
- * p99 < 20 ms. Run alone: `npx tsx bench/mixed.ts` (BENCH_QUICK=1 for a short version; BENCH_PG_URL also
+ * p99 < 20 ms. With 32 closed-loop clients the saturated p50 is about 32 / throughput (Little's law), so
+ * a p99 under 20 ms at saturation needs several thousand req/s: the saturated figures are printed as they
+ * are, and beside them an open-loop run on the same server (BENCH_MIXED_OPEN, default 0.5: requests started
+ * at that fraction of one worker's saturated throughput, the same rate for 1 and 2 workers, latency counted
+ * from when each was due): the latency a client sees below saturation. BENCH_MIXED_OPEN=0 leaves it out.
+ * Run alone: `npx tsx bench/mixed.ts` (BENCH_QUICK=1 for a short version; BENCH_PG_URL also
  * runs it on PostgreSQL, BENCH_SQLITE=0 leaves SQLite out).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import pg from 'pg';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,12 +40,69 @@ const LOAD = fileURLToPath(new URL('./mixed-load.ts', import.meta.url));
 
 export const MIXED_SPEEDUP_GOAL = 1.5;
 export const MIXED_P99_GOAL_MS = 20;
+/** The open-loop run's rate, as a share of one worker's saturated throughput (0: no open-loop run). */
+const OPEN_SHARE = Number(process.env.BENCH_MIXED_OPEN ?? 0.5);
 
 export interface MixedRow {
   workers: number;
   result: MixedResult;
   /** Reused answers over reusable GET answers in the run (the workers' /_stratus/metrics), null when unknown. */
   hitRate: number | null;
+  /** The open-loop run after it (BENCH_MIXED_OPEN), null when left out. */
+  open: MixedResult | null;
+  /** CPU µs per request: the server's processes, and PostgreSQL's backends (null: SQLite, or no /proc). */
+  cpuUs: { server: number | null; database: number | null };
+}
+
+/** utime+stime in ms of the processes `pids` (Linux /proc; clock ticks of 10 ms); null without /proc. */
+function cpuMs(pids: number[]): number | null {
+  if (!existsSync('/proc/self/stat')) return null;
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      // Fields after the command (which may hold spaces): utime and stime are the 12th and 13th.
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return ticks * 10;
+}
+
+/** `root` and every process below it (a server's workers). */
+function tree(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of existsSync('/proc') ? readdirSync('/proc') : []) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const ppid = Number(readFileSync(`/proc/${name}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const out: number[] = [];
+  for (const todo = [root]; todo.length;) {
+    const p = todo.pop()!;
+    out.push(p);
+    todo.push(...(children.get(p) ?? []));
+  }
+  return out;
+}
+
+/** The client backends of the database `url` names (but this query's). */
+async function backends(url: string): Promise<number[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ pid: number }>(
+      `select pid from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()`,
+    );
+    return rows.map((r) => r.pid);
+  } finally {
+    await c.end();
+  }
 }
 
 export interface MixedReport {
@@ -211,11 +278,30 @@ export async function mixedSection(quick: boolean, spec: Options['stores'][numbe
         say(`${workers} worker(s), ${durationS} s`);
         if (!replies.length) replies = await recordReplies(srv.base, accts[0]);
         const before = await answerCounts(srv.base, srv.token, workers);
+        const procs = tree(srv.proc.pid!);
+        const pgAtStart = spec.engine === 'postgres' ? await backends(spec.url) : [];
+        const cpu0 = [cpuMs(procs), cpuMs(pgAtStart)];
         const result = await loadProcess(plan(srv.base));
+        // Backends opened during the run count from 0.
+        const pgAtEnd = spec.engine === 'postgres' ? await backends(spec.url) : [];
+        const cpu1 = [cpuMs(procs), cpuMs(pgAtEnd.filter((p) => pgAtStart.includes(p)))];
+        if (cpu1[1] !== null) cpu1[1] += cpuMs(pgAtEnd.filter((p) => !pgAtStart.includes(p))) ?? 0;
         const after = await answerCounts(srv.base, srv.token, workers);
         const d = (k: string) => (after[k] ?? 0) - (before[k] ?? 0);
         const reusable = d('reused') + d('kept') + d('timed');
-        rows.push({ workers, result, hitRate: reusable > 0 ? d('reused') / reusable : null });
+        // The load's warm-up requests are not counted: counted at the measured rate.
+        const served = (result.requests * (plan(srv.base).warmupS + durationS)) / durationS;
+        const perRequest = (i: number) => (cpu0[i] === null || cpu1[i] === null || !served ? null : ((cpu1[i]! - cpu0[i]!) * 1000) / served);
+        // The open loop at a fixed share of one worker's saturated throughput (the same rate for 2 workers).
+        const openRate = OPEN_SHARE > 0 ? OPEN_SHARE * ((rows[0]?.result ?? result).requests / (rows[0]?.result ?? result).seconds) : 0;
+        const open = openRate >= 1 ? await loadProcess({ ...plan(srv.base), rate: Math.round(openRate) }) : null;
+        rows.push({
+          workers,
+          result,
+          open,
+          hitRate: reusable > 0 ? d('reused') / reusable : null,
+          cpuUs: { server: perRequest(0), database: spec.engine === 'postgres' ? perRequest(1) : null },
+        });
       } finally {
         await srv.stop();
         await db.drop();
@@ -274,6 +360,13 @@ export function mixedBlock(r: MixedReport): string[] {
       `  ${row.workers} worker(s): ${f1(rate)} req/s (ratio to raw ${(rate / rawRate).toFixed(3)}), p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, ` +
         `errors ${x.errors}, 4xx ${x.refused}, event frames ${x.frames}, kept-answer hit rate ${row.hitRate === null ? 'n/a' : `${(row.hitRate * 100).toFixed(1)}%`}`,
     );
+    const us = (v: number | null) => (v === null ? 'n/a' : `${v.toFixed(0)} µs`);
+    lines.push(`      CPU per request: server ${us(row.cpuUs.server)}${r.engine === 'postgres' ? `, PostgreSQL backends ${us(row.cpuUs.database)}` : ''}`);
+    const o = row.open;
+    if (o)
+      lines.push(
+        `      open loop at ${o.rate} req/s (${f1(o.requests / o.seconds)} served): p50 ${o.p50.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms, errors ${o.errors}, not started ${o.skipped ?? 0}`,
+      );
     for (const [k, v] of Object.entries(x.byType))
       lines.push(`      ${k.padEnd(32)} n ${String(v.n).padStart(7)}  p50 ${v.p50.toFixed(2).padStart(7)} ms  p99 ${v.p99.toFixed(2).padStart(7)} ms`);
   }

@@ -35,6 +35,7 @@ export async function serve(config: Config): Promise<void> {
   const services = await open(config, 'migrate');
   // Several workers on one SQLite file: their changes reach each other's event streams (store/changes.ts).
   if (worker) services.store.changes.origin = `${cluster.worker!.id}:${process.pid}`;
+  services.store.waitForWritesOnEventLoop();
   // An admin token, generated for this run when none is configured (printed below, and in the ready file).
   const adminToken = config.adminToken ?? randomAlnum(32);
   services.config = { ...config, adminToken };

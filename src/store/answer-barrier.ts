@@ -1,6 +1,31 @@
 import { randomBytes } from 'node:crypto';
 import type Pg from 'pg';
 import { ListenConnection } from './listen.js';
+import { changePayloads, type Change } from './changes.js';
+
+/** One statement NOTIFYing each (channel, payload) of two arrays, in their order. */
+const NOTIFY_ALL = 'select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p)';
+
+/** The arrays of NOTIFY_ALL: the answer payloads on `answers`, then `changes` in chunks on `changeChannel`. */
+export function notifications(
+  answers: string,
+  scopes: Iterable<string>,
+  changes: readonly Change[],
+  changeChannel: string | null,
+): { channels: string[]; payloads: string[] } {
+  const channels: string[] = [];
+  const payloads: string[] = [];
+  for (const p of scopes) {
+    channels.push(answers);
+    payloads.push(p);
+  }
+  if (changeChannel)
+    for (const p of changePayloads(changes)) {
+      channels.push(changeChannel);
+      payloads.push(p);
+    }
+  return { channels, payloads };
+}
 
 /** How long a barrier may take before the requests waiting on it give up reusing answers. */
 const BARRIER_TIMEOUT_MS = 2000;
@@ -68,6 +93,9 @@ export class AnswerBarrier {
       },
       'set synchronous_commit = off',
     );
+    // A process killed between a commit and its announcement (store/db.ts announces after commits) left
+    // it unsaid: the one started in its place says "every scope may have changed".
+    await b.listen.query(`NOTIFY ${channel}, 's:*'`);
     return b;
   }
 
@@ -145,6 +173,50 @@ export class AnswerBarrier {
         this.finish(n, false);
         this.barrierBack();
       },
+    );
+  }
+
+  /** Announcements of commits waiting for the next send, and their writers. */
+  private announcing: { scopes: Set<string>; changes: Change[]; changeChannel: string | null; waiters: ((ok: boolean) => void)[] } | null = null;
+  private announceInFlight = false;
+
+  /**
+   * NOTIFYs the answer payloads `payloads` (migration 0120) and the event stream's `changes` (on
+   * `changeChannel`, store/changes.ts) of writes that just committed (store/db.ts `transaction`): from the
+   * listening connection, whose transactions do not wait for a WAL flush, so they hold PostgreSQL's
+   * database-wide NOTIFY lock for microseconds where a write's own commit held it through its flush. The
+   * writers of the moment share one NOTIFY transaction (one in flight; those arriving meanwhile join the
+   * next; their changes in one list, in the order they came, so equal change lists of two writes are not
+   * folded into one notification). Sent on the connection barriers go through, after the writes committed:
+   * a barrier sent after a writer answered is heard after its announcements. Resolves false when it could
+   * not send them (the caller sends them another way).
+   */
+  announce(payloads: readonly string[], changes: readonly Change[] | undefined, changeChannel: string | null): Promise<boolean> {
+    if (!payloads.length && !changes?.length) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const next = (this.announcing ??= { scopes: new Set(), changes: [], changeChannel, waiters: [] });
+      for (const p of payloads) next.scopes.add(p);
+      if (changes?.length) next.changes.push(...changes);
+      next.waiters.push(resolve);
+      this.sendAnnouncements();
+    });
+  }
+
+  private sendAnnouncements(): void {
+    const batch = this.announcing;
+    if (this.announceInFlight || !batch) return;
+    this.announcing = null;
+    this.announceInFlight = true;
+    const done = (ok: boolean) => {
+      this.announceInFlight = false;
+      for (const w of batch.waiters) w(ok);
+      this.sendAnnouncements();
+    };
+    if (!this.listen) return done(false);
+    const { channels, payloads } = notifications(this.channel, batch.scopes, batch.changes, batch.changeChannel);
+    this.listen.query(NOTIFY_ALL, [channels, payloads]).then(
+      () => done(true),
+      () => done(false),
     );
   }
 

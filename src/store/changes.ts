@@ -64,8 +64,12 @@ export class ChangeFeed {
     list.push(change);
   }
 
-  /** The last statements of a transaction: PostgreSQL's NOTIFY (sent when the transaction commits). */
-  async flush(tx: Tx): Promise<Change[] | undefined> {
+  /**
+   * The last statements of a transaction: PostgreSQL's NOTIFY (sent when the transaction commits), or with
+   * `later` (PostgreSQL, store/db.ts `transaction`) nothing: the changes are returned, for the caller to
+   * NOTIFY once the transaction committed (`payloads`).
+   */
+  async flush(tx: Tx, later = false): Promise<Change[] | undefined> {
     const list = this.pending.get(tx);
     if (!list) return undefined;
     this.pending.delete(tx);
@@ -77,21 +81,9 @@ export class ChangeFeed {
         .execute();
       return this.relay ? undefined : list;
     }
+    if (later) return list;
     const channel = this.channel ?? schemaChannel('public');
-    let chunk: Change[] = [];
-    let size = 0;
-    const send = async () => {
-      if (chunk.length) await sql`/* shape changes.notify */ select pg_notify(${channel}, ${JSON.stringify(chunk)})`.execute(tx);
-      chunk = [];
-      size = 0;
-    };
-    for (const c of list) {
-      const bytes = JSON.stringify(c).length + 1;
-      if (size + bytes > CHUNK_BYTES) await send();
-      chunk.push(c);
-      size += bytes;
-    }
-    await send();
+    for (const payload of changePayloads(list)) await sql`/* shape changes.notify */ select pg_notify(${channel}, ${payload})`.execute(tx);
     return undefined;
   }
 
@@ -108,6 +100,25 @@ export class ChangeFeed {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
+}
+
+/** NOTIFY payloads of `list`: JSON arrays of its changes, in order, each well below PostgreSQL's 8000 bytes. */
+export function changePayloads(list: readonly Change[]): string[] {
+  const out: string[] = [];
+  let chunk: Change[] = [];
+  let size = 0;
+  for (const c of list) {
+    const bytes = JSON.stringify(c).length + 1;
+    if (size + bytes > CHUNK_BYTES && chunk.length) {
+      out.push(JSON.stringify(chunk));
+      chunk = [];
+      size = 0;
+    }
+    chunk.push(c);
+    size += bytes;
+  }
+  if (chunk.length) out.push(JSON.stringify(chunk));
+  return out;
 }
 
 /** A `change_relay` row's changes: an operator command's array, or a worker's `{from, changes}` (null: this worker's own). */

@@ -39,9 +39,9 @@ export class ListenConnection {
   }
 
   /** Runs `text` on the listening connection (a NOTIFY it must see come back); rejects when there is none. */
-  query(text: string): Promise<unknown> {
+  query(text: string, values?: unknown[]): Promise<unknown> {
     if (!this.client) return Promise.reject(new Error('not listening'));
-    return this.client.query(text);
+    return values ? this.client.query(text, values) : this.client.query(text);
   }
 
   private async connect(): Promise<void> {

@@ -60,6 +60,8 @@ const SENT_AHEAD = new Set([
   'resources.write:name',
   'resources.write:status',
   'resources.write:body',
+  // A serving process's transaction collects its announcements for after the commit (store/db.ts).
+  'announce.later',
 ]);
 /**
  * The same for a write that is no shape (a timer row, whose columns vary): its SQL ends with this comment

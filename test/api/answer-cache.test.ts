@@ -254,4 +254,36 @@ describe('answers and other processes', () => {
       assert.ok(counts().reused > before.reused);
     },
   );
+
+  test(
+    'PostgreSQL: a serving process announces its writes after their commit; any other writer in its transaction',
+    { skip: onlyOn('postgres') /* no NOTIFY on SQLite */ },
+    async () => {
+      const store = srv.services.store;
+      const other = await Store.open(srv.dbUrl);
+      try {
+        // A transaction that asks for it (store/db.ts, a serving process's): the triggers collect the
+        // payloads (migration 0120) and NOTIFY nothing, so its commit takes no database-wide NOTIFY lock.
+        const before = await store.settleAnswers();
+        const collected = await other.db.transaction().execute(async (tx) => {
+          await sql`select set_config('stratus.announce_later', 'on', true)`.execute(tx);
+          await tx.updateTable('settings').set({ value: 'later' }).where('key', '=', 'answer-test').execute();
+          await tx.insertInto('settings').values({ key: 'answer-later', value: 'x' }).execute();
+          return (await sql<{ a: string }>`select current_setting('stratus.announced', true) as a`.execute(tx)).rows[0].a;
+        });
+        // One payload, once: '' ("anything may have changed") for the two writes.
+        assert.equal(collected, '\n');
+        assert.equal(await store.settleAnswers(), before, 'nothing announced in the transaction');
+        // Without it (an operator command, a plain statement): announced by its commit, as before.
+        await other.db.deleteFrom('settings').where('key', '=', 'answer-later').execute();
+        assert.notEqual(await store.settleAnswers(), before);
+        // This process's own transaction: announced after the commit, before it resolves.
+        const mine = await store.settleAnswers();
+        await store.transaction((tx) => tx.insertInto('settings').values({ key: 'answer-later', value: 'y' }).execute());
+        assert.notEqual(await store.settleAnswers(), mine);
+      } finally {
+        await other.close();
+      }
+    },
+  );
 });

@@ -8,6 +8,7 @@ import { stratusChild } from '../helpers/process.js';
 import { engine } from '../helpers/db.js';
 import { fromDatabaseError } from '../../src/store/errors.js';
 import { onlyOn } from '../helpers/skips.js';
+import SQLite from 'better-sqlite3';
 
 /**
  * Two processes writing one SQLite file (a server and an operator command, a process of its own: in one process better-sqlite3's busy wait would block the event loop): a write transaction that has
@@ -72,4 +73,31 @@ test('a lost race of any SQLite busy or locked code is a 503 concurrency, not a 
   for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_TIMEOUT', 'SQLITE_LOCKED', 'SQLITE_LOCKED_SHAREDCACHE'])
     assert.equal(fromDatabaseError({ code })?.type, 'concurrency', code);
   assert.equal(fromDatabaseError({ code: 'SQLITE_IOERR' }), null);
+});
+
+test('a serving process waiting for another process write lock waits on the event loop', { skip: onlyOn('sqlite') }, async () => {
+  const s = srv!;
+  s.services.store.waitForWritesOnEventLoop();
+  // Another connection to the file (in this process: were the wait SQLite's busy handler, it would stall
+  // this very event loop, and this connection's commit below could never run: SQLITE_BUSY after 5 s).
+  const other = new SQLite(s.dbUrl);
+  try {
+    other.exec('begin immediate');
+    let written = false;
+    const write = s.services.store
+      .transaction((tx) => tx.insertInto('settings').values({ key: 'writers-yield', value: 'y' }).execute())
+      .then(() => (written = true));
+    // The event loop turns while the write waits for the lock (timers, sockets, answers kept in memory).
+    const t0 = Date.now();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok(Date.now() - t0 < 2000, `a 50 ms timer took ${Date.now() - t0} ms`);
+    assert.equal(written, false, 'the write waits for the other connection');
+    other.exec('commit');
+    await write;
+  } finally {
+    if (other.inTransaction) other.exec('rollback');
+    other.close();
+  }
+  const row = await s.services.store.db.selectFrom('settings').select('value').where('key', '=', 'writers-yield').executeTakeFirst();
+  assert.equal(row?.value, 'y');
 });
