@@ -141,20 +141,34 @@ export function toResource(r: Row): Resource {
   };
 }
 
-/** A row read without its body (`Relations.body === false`): reading the body is a bug, and says so. */
+/**
+ * A row read without its body (`Relations.body === false`): reading the body is a bug, and says so. A class:
+ * an object literal with a getter costs ~2 µs to make on Node 20, an instance ~40 ns (a page makes 20).
+ */
+class BodilessRow implements Resource {
+  readonly seq: number;
+  readonly kind: string;
+  readonly uuid: string;
+  readonly owner_uuid: string | null;
+  readonly version: number;
+  readonly created_at: string;
+  readonly updated_at: string;
+  constructor(r: Omit<Row, 'body'>) {
+    this.seq = r.seq;
+    this.kind = r.kind;
+    this.uuid = r.uuid;
+    this.owner_uuid = r.owner_uuid;
+    this.version = Number(r.version);
+    this.created_at = r.created_at;
+    this.updated_at = r.updated_at;
+  }
+  get body(): Obj {
+    throw new Error(`the body of ${this.kind}/${this.uuid} was not read`);
+  }
+}
+
 function withoutBody(r: Omit<Row, 'body'>): Resource {
-  return {
-    seq: r.seq,
-    kind: r.kind,
-    uuid: r.uuid,
-    owner_uuid: r.owner_uuid,
-    version: Number(r.version),
-    created_at: r.created_at,
-    updated_at: r.updated_at,
-    get body(): Obj {
-      throw new Error(`the body of ${r.kind}/${r.uuid} was not read`);
-    },
-  };
+  return new BodilessRow(r);
 }
 
 /** The indexed mirrors of a body: `name` and `status` (jobs keep theirs as `state`). */
