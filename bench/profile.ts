@@ -67,12 +67,6 @@ async function main(): Promise<void> {
     const seeder = await startChild({ mode: 'stratus', db: db.url });
     const seeded = await seedStart(store, `${seeder.base}/api/2.0/`, accounts);
     await seeder.close();
-    const child = await startChild({
-      mode: 'stratus',
-      db: db.url,
-      answerCacheMiB: 0,
-      execArgv: process.env.PROFILE_CPU === '0' ? [] : ['--cpu-prof', `--cpu-prof-dir=${dir}`],
-    });
     const h = accounts.solo.headers;
     let n = 0;
     const loads: Record<string, Load> = {
@@ -97,16 +91,26 @@ async function main(): Promise<void> {
         vary: () => ({ body: { name: `r-${++n}`, meta: { revision: String(n) } } }),
       },
     };
-    // CPU time per answer (user + system, from /proc): unlike req/s it holds on a machine busy with other work.
-    const [cpu0, io0, n0] = [cpuMs(child.pid), syscalls(child.pid), (await child.stats()).answered];
-    const run = await measure(child, loads[what], { durationS: seconds, warmupS: 1, connections: 10 });
-    const [cpu1, io1, n1] = [cpuMs(child.pid), syscalls(child.pid), (await child.stats()).answered];
-    await child.close();
-    process.stdout.write(
-      `${what} (${spec.engine}): ${(((cpu1 - cpu0) / (n1 - n0)) * 1000).toFixed(0)} µs CPU/answer, ${((io1.writes - io0.writes) / (n1 - n0)).toFixed(1)} write + ${((io1.reads - io0.reads) / (n1 - n0)).toFixed(1)} read syscalls/answer, ${run.reqPerSec.toFixed(0)} req/s, p99 ${run.p99Ms} ms, ${run.statementsPerRequest?.toFixed(1)} stmts/req, non2xx ${run.non2xx}\n`,
-    );
-    const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
-    if (file) process.stdout.write(`${join(dir, file)}\n${top(join(dir, file)).join('\n')}\n`);
+    // PROFILE_WHAT may name several loads (comma-separated): each gets its own server process and profile.
+    // PROFILE_KEPT=1: the server keeps whole answers (its default) instead of making each afresh.
+    for (const one of what.split(',')) {
+      const child = await startChild({
+        mode: 'stratus',
+        db: db.url,
+        ...(process.env.PROFILE_KEPT === '1' ? {} : { answerCacheMiB: 0 }),
+        execArgv: process.env.PROFILE_CPU === '0' ? [] : ['--cpu-prof', `--cpu-prof-dir=${dir}/${one}`],
+      });
+      // CPU time per answer (user + system, from /proc): unlike req/s it holds on a machine busy with other work.
+      const [cpu0, io0, n0] = [cpuMs(child.pid), syscalls(child.pid), (await child.stats()).answered];
+      const run = await measure(child, loads[one], { durationS: seconds, warmupS: 1, connections: 10 });
+      const [cpu1, io1, n1] = [cpuMs(child.pid), syscalls(child.pid), (await child.stats()).answered];
+      await child.close();
+      process.stdout.write(
+        `${one} (${spec.engine}): ${(((cpu1 - cpu0) / (n1 - n0)) * 1000).toFixed(0)} µs CPU/answer, ${((io1.writes - io0.writes) / (n1 - n0)).toFixed(1)} write + ${((io1.reads - io0.reads) / (n1 - n0)).toFixed(1)} read syscalls/answer, ${run.reqPerSec.toFixed(0)} req/s, p99 ${run.p99Ms} ms, ${run.statementsPerRequest?.toFixed(1)} stmts/req, non2xx ${run.non2xx}\n`,
+      );
+      const file = process.env.PROFILE_CPU === '0' ? undefined : readdirSync(join(dir, one)).find((f) => f.endsWith('.cpuprofile'));
+      if (file) process.stdout.write(`${join(dir, one, file)}\n${top(join(dir, one, file)).join('\n')}\n`);
+    }
   } finally {
     await store.close();
     // PROFILE_KEEP=1: leave the database for a closer look (its place is printed).

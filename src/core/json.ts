@@ -10,6 +10,21 @@
 const serialised = new WeakMap<object, string>();
 
 /**
+ * A per-request object that is only its text (`preserialised`): a class instance, not a WeakMap entry, since a
+ * page makes one per object per request and each WeakMap entry of a short-lived key is work for the collector.
+ */
+class Serialised {
+  readonly #text: string;
+  constructor(text: string) {
+    this.#text = text;
+    Object.freeze(this);
+  }
+  static textOf(value: object): string | undefined {
+    return value instanceof Serialised ? value.#text : serialised.get(value);
+  }
+}
+
+/**
  * V8 keeps a string built with `+` as a tree of its pieces (a node of 32 bytes each, and the pieces): the
  * serialisations kept for reuse took 3-7x their text that way (a soak's object cache held ~3x its budget).
  * A regular expression match flattens its subject in place, into one copy of the characters.
@@ -41,7 +56,7 @@ export function sortedJson(value: unknown): string {
       return value ? 'true' : 'false';
     case 'object': {
       if (value === null) return 'null';
-      const known = serialised.get(value);
+      const known = Serialised.textOf(value);
       if (known !== undefined) return known;
       if (Array.isArray(value)) {
         let out = '[';
@@ -152,9 +167,7 @@ export function project(obj: Record<string, unknown>, keys: readonly string[] | 
  * is placed. It has no keys of its own: only for answers the caller serialises as JSON without looking in.
  */
 export function preserialised(text: string): Record<string, unknown> {
-  const value = Object.freeze({});
-  serialised.set(value, text);
-  return value;
+  return new Serialised(text) as unknown as Record<string, unknown>;
 }
 
 /** Like `frozen`, and the value itself is served from its stored serialisation (a static answer). */
@@ -164,7 +177,7 @@ export function frozenWhole<T extends object>(value: T): T {
 }
 
 function freezeDeep(value: object): void {
-  if (Object.isFrozen(value) && serialised.has(value)) return;
+  if (Object.isFrozen(value) && Serialised.textOf(value) !== undefined) return;
   for (const v of Object.values(value)) if (v !== null && typeof v === 'object') freezeDeep(v as object);
   Object.freeze(value);
   serialised.set(value, flat(sortedJson(value)));
@@ -186,7 +199,7 @@ export function frozenBytes(value: Record<string, unknown>): number {
       bytes += VALUE_BYTES;
       return;
     }
-    bytes += OBJECT_BYTES + (serialised.get(v)?.length ?? 0);
+    bytes += OBJECT_BYTES + (Serialised.textOf(v)?.length ?? 0);
     for (const x of Object.values(v)) walk(x);
   };
   for (const v of Object.values(value)) walk(v);

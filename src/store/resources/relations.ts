@@ -74,9 +74,13 @@ export class ResourceRelations {
       const grants = sql`select ${array}(g.grantee_uuid, u.email, r.permission) as v from tag_members as tm inner join acl_tags as t on t.tag_uuid = tm.tag_uuid inner join acl_grantees as g on g.acl_uuid = t.acl_uuid inner join acl_rules as r on r.acl_uuid = t.acl_uuid inner join users as u on u.uuid = g.grantee_uuid where tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
       // CROSS JOINs in this order: SQLite starts from the caller's grants, as grantedUuids does.
       const held = sql`select r.permission as v from acl_grantees as g cross join acl_rules as r cross join acl_tags as t cross join tag_members as tm where g.grantee_uuid = ${me} and r.acl_uuid = g.acl_uuid and t.acl_uuid = g.acl_uuid and tm.tag_uuid = t.tag_uuid and tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
+      // Most rows are in no ACL: a probe of their tags in acl_tags (two index lookups) rules the five-way join out.
+      const shareable = sql`exists (select 1 from tag_members as tm inner join acl_tags as t on t.tag_uuid = tm.tag_uuid where tm.res_type = resources.kind and tm.res_uuid = resources.uuid)`;
       // Grants show to the owner only, held permissions to everyone else: each is read only where it shows.
       cols.push(
-        sql<string>`case when resources.owner_uuid = ${me} then ${this.jsonList(grants, { json: true, ordered: false })} else '[]' end`.as('rel_grants'),
+        sql<string>`case when resources.owner_uuid = ${me} and ${shareable} then ${this.jsonList(grants, { json: true, ordered: false })} else '[]' end`.as(
+          'rel_grants',
+        ),
       );
       cols.push(sql<string>`case when resources.owner_uuid = ${me} then '[]' else ${this.jsonList(held, { ordered: false })} end`.as('rel_held'));
     }
