@@ -2,10 +2,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import http from 'node:http';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Decimal } from 'decimal.js';
+import { assetPath } from '../../src/assets.js';
 import { chooseLocation } from '../../src/http/locations.js';
 import { locationDb } from '../../src/core/locations.js';
 import { ConfigError, loadConfig, locationConfig } from '../../src/config.js';
@@ -385,6 +387,45 @@ describe(`two locations in one process (${engine})`, () => {
       'both servers running after the operator moved the clock',
       async () => (await status(Z, zrh, c)) === 'running' && (await status(S, sjc, d)) === 'running',
     );
+  });
+
+  test("each location charges at its own price list: zrh's cpu in EUR, sjc's intel_cpu in USD", async () => {
+    const boot = async (host: string, auth: string) => {
+      const made = await call(port, host, 'POST', '/api/2.0/servers/', { auth, body: { name: 'priced', cpu: 1000, mem: 536870912, vnc_password: 'vncpass1' } });
+      assert.equal(made.status, 201, JSON.stringify(made.json));
+      assert.equal((await call(port, host, 'POST', `/api/2.0/servers/${made.json.objects[0].uuid}/action/?do=start`, { auth })).status, 202);
+    };
+    await boot(Z, zrh);
+    await boot(S, sjc);
+    // Past the boots (an hour here), then to a cycle's boundary, then one whole cycle later: that cycle's entries cover 300 s.
+    const advance = async (ms: number) => (await call(port, S, 'POST', '/_stratus/admin/clock', { token: TOKEN, body: { advance_ms: ms } })).json.now as string;
+    const now = Date.parse(await advance(3_600_000));
+    await advance(Math.ceil(now / 300_000) * 300_000 - now + 1_000);
+    const cycle = Math.floor(Date.parse(await advance(300_000)) / 300_000) - 1;
+    const catalogue = (file: string) =>
+      JSON.parse(readFileSync(assetPath(file), 'utf8')).objects as { resource: string; level: number; currency: string; price: string; multiplier: number }[];
+    for (const [host, auth, file, resource, currency, absent] of [
+      [Z, zrh, 'billing/prices.json', 'cpu', 'EUR', 'intel_cpu'],
+      [S, sjc, 'billing/prices-intel.json', 'intel_cpu', 'USD', 'amd_cpu'],
+    ] as const) {
+      const entries = await until(`${host}: the ledger of cycle ${cycle}`, async () => {
+        const res = await call(port, host, 'GET', `/api/2.0/ledger/?billing_cycle=${cycle}&limit=0`, { auth });
+        return res.json.objects.length > 0 && res.json.objects;
+      });
+      const byResource = new Map<string, any>(entries.map((e: any) => [e.reason.split(' of ')[1].split(' ')[0], e]));
+      const cpu = byResource.get(resource);
+      assert.ok(cpu, `${host} charges ${resource}: ${[...byResource.keys()].join(', ')}`);
+      assert.ok(!byResource.has(absent), `${host} charges no ${absent}`);
+      assert.equal(cpu.interval, 300);
+      // The amount from the location's own price file alone: price × MHz × seconds ÷ multiplier, at level 1.
+      const row = catalogue(file).find((r) => r.resource === resource && r.level === 1 && r.currency === currency);
+      assert.ok(row, `${file} prices ${resource} in ${currency}`);
+      const D = Decimal.clone({ precision: 100 });
+      const expected = new D(row.price).times(cpu.resource_amount).times(300).div(row.multiplier).toDecimalPlaces(20, Decimal.ROUND_HALF_EVEN).toFixed(20);
+      assert.equal(cpu.amount, expected, `${host} ${resource}`);
+    }
+    const [balZ, balS] = [await call(port, Z, 'GET', '/api/2.0/balance/', { auth: zrh }), await call(port, S, 'GET', '/api/2.0/balance/', { auth: sjc })];
+    assert.deepEqual([balZ.json.currency, balS.json.currency], ['EUR', 'USD']);
   });
 
   test("the admin plane's state export and import act on the location of its host", async () => {
