@@ -1,10 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from './clock.js';
 import type { Services } from './context.js';
-import { PassLoop } from './pass-loop.js';
+import { idleUntil, PassLoop } from './pass-loop.js';
 import { dueAtOnceCount, dueMs, type TimerHandler, type TimerRow } from './timers.js';
 import type { Tx } from '../store/db.js';
-import { deleteTimer, dueBacklog, dueTimers, failTimer, insertTimer, insertTimerOnce, pendingAttempts, retryTimer } from '../store/timers.js';
+import { deleteTimer, dueBacklog, dueTimers, failTimer, insertTimer, insertTimerOnce, nextDue, pendingAttempts, retryTimer } from '../store/timers.js';
+import { WAKE_CLOCK, WAKE_TIMERS } from '../store/wakes.js';
 
 const MAX_ATTEMPTS = 5;
 /** Due timers read per claim attempt: the first not claimed by another process is run. */
@@ -36,8 +37,21 @@ export class Scheduler {
     private readonly beforePass?: () => Promise<void>,
   ) {}
 
+  /**
+   * The polling loop. Where the store hears wake-ups (PostgreSQL, store/wakes.ts) an idle loop sleeps until
+   * the first pending timer falls due, new timers are added, or the shared clock moves.
+   */
   start(pollMs = 250): void {
-    this.loop.start(pollMs);
+    const { store, clock } = this.s;
+    this.loop.start(
+      pollMs,
+      idleUntil(
+        store.wakes,
+        [WAKE_TIMERS, WAKE_CLOCK],
+        () => nextDue(store.db),
+        () => clock.now().getTime(),
+      ),
+    );
   }
 
   /** Whether this process's polling loop runs (tests drive the scheduler by hand instead). */
@@ -129,9 +143,11 @@ export class Scheduler {
     const { store, clock } = this.s;
     const now = clock.now().getTime();
     let failure: { timer: TimerRow; error: Error } | undefined;
+    // Read outside a transaction: a pass that finds nothing due (most of them) costs one statement.
+    const candidates = await dueTimers(store.db, now, CLAIM_CANDIDATES);
+    if (!candidates.length) return 'none';
     const outcome = await store
       .transaction(async (tx) => {
-        const candidates = await dueTimers(tx, now, CLAIM_CANDIDATES);
         let timer: TimerRow | undefined;
         for (const c of candidates) {
           if (!(await store.tryClaim(tx, c.id))) continue;
@@ -141,7 +157,7 @@ export class Scheduler {
           timer = { ...c, attempts };
           break;
         }
-        if (!timer) return candidates.length ? ('busy' as const) : ('none' as const);
+        if (!timer) return 'busy' as const;
         const handler = this.handlers[timer.kind];
         try {
           if (!handler) throw new Error(`no handler for timer kind ${timer.kind}`);
@@ -161,7 +177,7 @@ export class Scheduler {
         return 'failed' as const;
       });
     // Every due timer is claimed by another process right now: nothing left for this pass.
-    if (outcome === 'none' || outcome === 'busy') return 'none';
+    if (outcome === 'busy') return 'none';
     if (outcome === 'failed' && failure) await this.recordFailure(failure.timer, failure.error);
     return 'ran';
   }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type Pg from 'pg';
 import { ListenConnection } from './listen.js';
 import { changePayloads, type Change } from './changes.js';
+import type { WakeSource } from './wakes.js';
 
 /** One statement NOTIFYing each (channel, payload) of two arrays, in their order. */
 const NOTIFY_ALL = 'select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p)';
@@ -88,6 +89,8 @@ export class AnswerBarrier {
           b.generation++;
           b.listens++;
           b.listening = true;
+          // Wake-ups sent while not listening are lost: every loop looks again.
+          for (const w of b.wakers) for (const p of w.payloads) w.fn(p);
         },
         onLost: () => b.lost(),
       },
@@ -240,7 +243,27 @@ export class AnswerBarrier {
     else this.notified(payload);
   }
 
+  /** The background loops woken by `w:` payloads (store/wakes.ts). */
+  private readonly wakers = new Set<{ payloads: readonly string[]; fn: (payload: string) => void }>();
+
+  /** Wake-ups of background loops heard on this connection (store/wakes.ts). */
+  readonly wakes: WakeSource = ((b: AnswerBarrier): WakeSource => ({
+    get listening() {
+      return b.listening;
+    },
+    on: (payloads, fn) => {
+      const w = { payloads, fn };
+      b.wakers.add(w);
+      return () => void b.wakers.delete(w);
+    },
+  }))(this);
+
   private notified(payload: string): void {
+    if (payload.startsWith('w:')) {
+      // Work to do, not a change of any answer.
+      for (const w of this.wakers) if (w.payloads.includes(payload)) w.fn(payload);
+      return;
+    }
     if (!payload.startsWith('b:')) {
       this.generation++;
       if (payload.startsWith('s:')) {

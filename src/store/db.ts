@@ -11,6 +11,7 @@ import { answerChannel, ChangeFeed, relayedChanges, schemaChannel, type Change }
 import { AnswerBarrier, notifications } from './answer-barrier.js';
 import { pgScopedTokens, sqliteScopedTokens, type ScopedAnswerTokens } from './answer-scopes.js';
 import { ListenConnection } from './listen.js';
+import type { WakeSource } from './wakes.js';
 import { migrationProvider } from './migrations/index.js';
 
 let addon: string | undefined | null = null;
@@ -144,6 +145,10 @@ export class Store {
   private barrier: AnswerBarrier | null = null;
   get answerBarrier(): AnswerBarrier | null {
     return this.barrier;
+  }
+  /** Wake-ups of background loops (store/wakes.ts): PostgreSQL once enableAnswerReuse listens; null: poll. */
+  get wakes(): WakeSource | null {
+    return this.barrier?.wakes ?? null;
   }
   /**
    * Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. pg-pool queues a
