@@ -40,9 +40,8 @@ export const IDLE_MAX_MS = 60_000;
  * deliveries): one pass at a time, either from a loop polling on real time (`start`) or called directly
  * (`runDue`: tests and clock moves, right after the injected clock moved). A caller arriving mid-pass waits
  * for it and then runs its own, so work that fell due meanwhile is not missed. With an IdleWait the loop
- * sleeps between passes until the next due time or a wake-up (never sooner than the poll interval after
- * the pass began, so wake-ups under load cost no more passes than polling did); while wake-ups are not
- * heard it polls.
+ * sleeps between passes until the next due time or a poll interval after a wake-up (so wake-ups under
+ * load cost no more passes than polling did); while wake-ups are not heard it polls.
  */
 export class PassLoop {
   private timer: NodeJS.Timeout | undefined;
@@ -57,18 +56,18 @@ export class PassLoop {
 
   start(pollMs: number, idle?: IdleWait): void {
     this.halted = false;
-    /** When the last pass began; whether a wake-up came since; whether the loop sleeps (no pass due). */
-    let began = 0;
+    /** Whether a wake-up came since the last pass began; whether the loop sleeps (no pass runs); when it wakes. */
     let woken = false;
     let sleeping = false;
+    let wakesAt = 0;
     const at = (ms: number) => {
       clearTimeout(this.timer);
+      wakesAt = Date.now() + ms;
       this.timer = setTimeout(loop, Math.max(0, ms));
     };
     const loop = async () => {
       sleeping = false;
       if (this.halted) return;
-      began = Date.now();
       woken = false;
       try {
         await this.runDue();
@@ -85,12 +84,14 @@ export class PassLoop {
         }
       if (this.halted) return;
       sleeping = true;
-      at(woken ? began + pollMs - Date.now() : delay);
+      at(woken ? pollMs : delay);
     };
     this.unwake?.();
+    // A wake-up's pass comes a poll interval later: the writer whose request made work due at once runs it
+    // itself meanwhile (http/routes.ts), and wake-ups under load share one pass.
     this.unwake = idle?.wakes.on(idle.payloads, () => {
       woken = true;
-      if (sleeping) at(began + pollMs - Date.now());
+      if (sleeping && wakesAt > Date.now() + pollMs) at(pollMs);
     });
     at(0);
   }

@@ -478,17 +478,22 @@ export class Store {
    */
   private async announcedAfter<T>(barrier: AnswerBarrier, fn: (tx: Tx) => Promise<T>): Promise<T> {
     let changed: Change[] | undefined;
-    let payloads: string[] = [];
+    let announced: Promise<{ rows: { a: string | null }[] }> | undefined;
     const result = await this.db.transaction().execute(async (tx) => {
       await sql`/* shape announce.later */ select set_config('stratus.announce_later', 'on', true)`.execute(tx);
       const out = await fn(tx);
       await this.resources.flushCounts(tx);
       changed = await this.changes.flush(tx, true);
-      const { rows } = await sql<{ a: string | null }>`/* shape announce.read */ select current_setting('stratus.announced', true) as a`.execute(tx);
-      // Each payload ends with a newline ('' is a payload: "anything may have changed").
-      payloads = rows[0]?.a ? rows[0].a.split('\n').slice(0, -1) : [];
+      // Not waited for here: it travels with the COMMIT (shapes.ts `readWithCommit`), so the collected
+      // announcements cost no round trip of their own while the transaction holds its locks. A failure
+      // fails the commit, which throws.
+      announced = sql<{ a: string | null }>`/* shape announce.read */ select current_setting('stratus.announced', true) as a`.execute(tx);
+      announced.catch(() => undefined);
       return out;
     });
+    const { rows } = await announced!;
+    // Each payload ends with a newline ('' is a payload: "anything may have changed").
+    const payloads = rows[0]?.a ? rows[0].a.split('\n').slice(0, -1) : [];
     if (!(await barrier.announce(payloads, changed, this.changes.channel))) await this.announceThroughPool(payloads, changed);
     barrier.bump();
     return result;
