@@ -15,7 +15,8 @@ const CLAIM_CANDIDATES = 8;
 class Cancelled extends Error {}
 
 /**
- * Runs due timers. A loop polls on real time; `runDue()` can be called directly (tests, the admin clock)
+ * Runs due timers. A loop runs on real time (polling, or on PostgreSQL sleeping until the next due time or a
+ * wake-up: core/pass-loop.ts); `runDue()` can be called directly (tests, the admin clock)
  * right after moving the injected clock. Each timer is claimed and run in one transaction; on
  * PostgreSQL the claim is an advisory lock (runOne), so several API processes share the work and never
  * run one timer twice. Recurring work (handlers with `everyMs`) is a timer row with a unique key: the
