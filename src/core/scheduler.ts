@@ -11,6 +11,9 @@ const MAX_ATTEMPTS = 5;
 /** Due timers read per claim attempt: the first not claimed by another process is run. */
 const CLAIM_CANDIDATES = 8;
 
+/** How often passes look for announcements killed processes left (PostgreSQL). */
+const DRAIN_EVERY_MS = 10_000;
+
 /** The timer was cancelled while its handler ran: its work is rolled back. */
 class Cancelled extends Error {}
 
@@ -121,9 +124,19 @@ export class Scheduler {
     await insertTimer(tx, this.recurringRow(timer.kind, new Date(next), isoTimestamp(new Date(now))));
   }
 
+  /** When (injected clock, ms) this scheduler last sent announcements killed processes left. */
+  private drained = -Infinity;
+
   private async pass(): Promise<number> {
     await this.beforePass?.();
     if (!this.recurringEnsured) await this.ensureRecurring();
+    // Announcements a process killed after a commit left (store/db.ts drainAnnouncements): sent at every
+    // start, and by passes at most every DRAIN_EVERY_MS, so a host lost for good leaves none for long.
+    const now = this.s.clock.now().getTime();
+    if (now - this.drained >= DRAIN_EVERY_MS) {
+      this.drained = now;
+      await this.s.store.drainAnnouncements();
+    }
     let done = 0;
     for (;;) {
       const ran = await this.runOne();
