@@ -48,6 +48,10 @@ describe('wake-ups of background loops (store/wakes.ts, migration 0130)', { skip
       heard.length = 0;
       await store.transaction((tx) => insertTimer(tx, timer('b')));
       await until('this process’s timer heard', () => heard.includes(WAKE_TIMERS));
+      // A retry moves a timer's due time: the loop that sleeps until the old one must hear of it.
+      heard.length = 0;
+      await other.db.updateTable('timers').set({ attempts: 1 }).where('subject', '=', 'a').execute();
+      await until('the retried timer heard', () => heard.includes(WAKE_TIMERS));
       // Another setting wakes nothing; the clock's row does.
       heard.length = 0;
       await other.db.insertInto('settings').values({ key: 'wake-test', value: '1' }).execute();
