@@ -10,7 +10,7 @@ import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import type { Services } from './core/context.js';
 import { randomAlnum, randomPassword } from './core/passwords.js';
-import { syncClock } from './admin/clock.js';
+import { clockSyncer } from './admin/clock.js';
 import { openLocations } from './cli/index.js';
 import { timerHandlers } from './registry.js';
 import { Scheduler } from './core/scheduler.js';
@@ -51,7 +51,7 @@ export async function serveLocations(config: Config): Promise<void> {
     for (const s of all) {
       const code = s.config.location;
       const app = await buildApp(s, undefined, { detached: { baseUrl: () => base } });
-      const scheduler = new Scheduler(s, timerHandlers(), app.log, () => syncClock(s));
+      const scheduler = new Scheduler(s, timerHandlers(), app.log, clockSyncer(s));
       served.push({ code, services: s, app, scheduler });
       await app.ready();
       const demo = await ensureDemoLogin(s, generated, config.demoLogin);

@@ -9,7 +9,7 @@ import cluster from 'node:cluster';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { randomAlnum, randomPassword } from './core/passwords.js';
-import { syncClock } from './admin/clock.js';
+import { clockSyncer } from './admin/clock.js';
 import { openServices as open } from './cli/index.js';
 import { timerHandlers } from './registry.js';
 import { Scheduler } from './core/scheduler.js';
@@ -55,7 +55,7 @@ export async function serve(config: Config): Promise<void> {
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   // Each pass first copies in the deployment's shared clock (moved by another process or `stratus clock`).
-  const scheduler = new Scheduler(services, timerHandlers(), app.log, () => syncClock(services));
+  const scheduler = new Scheduler(services, timerHandlers(), app.log, clockSyncer(services));
   // `--seed FILE`: applied before the service answers (a pipeline's ready file means seeded); idempotent.
   const seeded =
     config.seed && !worker
@@ -73,10 +73,13 @@ export async function serve(config: Config): Promise<void> {
     await services.store.close();
     throw listenError(config, err);
   }
-  // A worker's loop runs once the primary makes it the scheduler's owner (one at a time); any worker still
-  // runs the work its own requests made due at once (http/routes.ts), claimed as every timer is.
-  if (!worker) scheduler.start();
-  app.notifier.start();
+  // A worker's loops (timers, notifications) run once the primary makes it the scheduler's owner (one at a
+  // time: the others do no background work at all); any worker still runs the work its own requests made
+  // due at once (http/routes.ts), claimed as every timer is.
+  if (!worker) {
+    scheduler.start();
+    app.notifier.start();
+  }
   // A worker that does not own the loop reports the deployment's: the owner's loop runs while the primary
   // lives (it makes another worker the owner when one ends); the backlog's lag says whether work is stuck.
   app.schedulerProbe = worker
@@ -125,7 +128,10 @@ export async function serve(config: Config): Promise<void> {
   );
   if (worker) {
     act = (msg) => {
-      if (msg.type === 'scheduler' && !signals.closing) scheduler.start();
+      if (msg.type === 'scheduler' && !signals.closing) {
+        scheduler.start();
+        app.notifier.start();
+      }
       if (msg.type === 'stop') void signals.shutdown('stop');
     };
     for (const type of asked) act({ type });

@@ -1,12 +1,13 @@
 import { AdjustableClock, isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
 import { validation } from '../core/errors.js';
+import { WAKE_CLOCK } from '../store/wakes.js';
 
 /**
  * The clock every process of a deployment shares: real time plus an offset kept in `settings`
  * (`clock_offset_ms`). Moving it (`POST /_stratus/admin/clock`, `stratus clock advance|set`) writes the
- * offset; each serving process copies it into its AdjustableClock before every scheduler pass (and at
- * start), so `clock.now()` stays a synchronous addition on the request path, and the other processes see the
+ * offset; each serving process copies it into its AdjustableClock before a scheduler pass once it moved (and at
+ * start; clockSyncer), so `clock.now()` stays a synchronous addition on the request path, and the other processes see the
  * moved time and run the work that fell due at their next tick (within the scheduler's poll, 250 ms).
  * Time only moves forward: durable timers, login windows and (later) billing periods assume it.
  */
@@ -30,6 +31,22 @@ export async function syncClock(s: Services, unset?: number): Promise<void> {
   if (!(s.clock instanceof AdjustableClock)) return;
   const stored = (await storedOffset(s)) ?? unset;
   if (stored !== undefined) s.clock.setOffset(stored);
+}
+
+/**
+ * syncClock before each scheduler pass, read only when it may have moved: where the clock's store hears
+ * wake-ups (store/wakes.ts), at the first pass and after each move (WAKE_CLOCK, migration 0130), so the
+ * passes of an idle process and those a write runs before it answers read no setting; elsewhere every pass.
+ */
+export function clockSyncer(s: Services): () => Promise<void> {
+  const wakes = (s.clockStore ?? s.store).wakes;
+  let moved = true;
+  wakes?.on([WAKE_CLOCK], () => (moved = true));
+  return async () => {
+    if (wakes?.listening && !moved) return;
+    moved = false;
+    await syncClock(s);
+  };
 }
 
 export interface ClockState {

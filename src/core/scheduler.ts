@@ -1,20 +1,25 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from './clock.js';
 import type { Services } from './context.js';
-import { PassLoop } from './pass-loop.js';
+import { idleUntil, PassLoop } from './pass-loop.js';
 import { dueAtOnceCount, dueMs, type TimerHandler, type TimerRow } from './timers.js';
 import type { Tx } from '../store/db.js';
-import { deleteTimer, dueBacklog, dueTimers, failTimer, insertTimer, insertTimerOnce, pendingAttempts, retryTimer } from '../store/timers.js';
+import { deleteTimer, dueBacklog, dueTimers, failTimer, insertTimer, insertTimerOnce, nextDue, pendingAttempts, retryTimer } from '../store/timers.js';
+import { WAKE_CLOCK, WAKE_TIMERS } from '../store/wakes.js';
 
 const MAX_ATTEMPTS = 5;
 /** Due timers read per claim attempt: the first not claimed by another process is run. */
 const CLAIM_CANDIDATES = 8;
 
+/** How often passes look for announcements killed processes left (PostgreSQL). */
+const DRAIN_EVERY_MS = 10_000;
+
 /** The timer was cancelled while its handler ran: its work is rolled back. */
 class Cancelled extends Error {}
 
 /**
- * Runs due timers. A loop polls on real time; `runDue()` can be called directly (tests, the admin clock)
+ * Runs due timers. A loop runs on real time (polling, or on PostgreSQL sleeping until the next due time or a
+ * wake-up: core/pass-loop.ts); `runDue()` can be called directly (tests, the admin clock)
  * right after moving the injected clock. Each timer is claimed and run in one transaction; on
  * PostgreSQL the claim is an advisory lock (runOne), so several API processes share the work and never
  * run one timer twice. Recurring work (handlers with `everyMs`) is a timer row with a unique key: the
@@ -36,8 +41,21 @@ export class Scheduler {
     private readonly beforePass?: () => Promise<void>,
   ) {}
 
+  /**
+   * The polling loop. Where the store hears wake-ups (PostgreSQL, store/wakes.ts) an idle loop sleeps until
+   * the first pending timer falls due, new timers are added, or the shared clock moves.
+   */
   start(pollMs = 250): void {
-    this.loop.start(pollMs);
+    const { store, clock } = this.s;
+    this.loop.start(
+      pollMs,
+      idleUntil(
+        store.wakes,
+        [WAKE_TIMERS, WAKE_CLOCK],
+        () => nextDue(store.db),
+        () => clock.now().getTime(),
+      ),
+    );
   }
 
   /** Whether this process's polling loop runs (tests drive the scheduler by hand instead). */
@@ -106,9 +124,19 @@ export class Scheduler {
     await insertTimer(tx, this.recurringRow(timer.kind, new Date(next), isoTimestamp(new Date(now))));
   }
 
+  /** When (injected clock, ms) this scheduler last sent announcements killed processes left. */
+  private drained = -Infinity;
+
   private async pass(): Promise<number> {
     await this.beforePass?.();
     if (!this.recurringEnsured) await this.ensureRecurring();
+    // Announcements a process killed after a commit left (store/db.ts drainAnnouncements): sent at every
+    // start, and by passes at most every DRAIN_EVERY_MS, so a host lost for good leaves none for long.
+    const now = this.s.clock.now().getTime();
+    if (now - this.drained >= DRAIN_EVERY_MS) {
+      this.drained = now;
+      await this.s.store.drainAnnouncements();
+    }
     let done = 0;
     for (;;) {
       const ran = await this.runOne();
@@ -129,9 +157,11 @@ export class Scheduler {
     const { store, clock } = this.s;
     const now = clock.now().getTime();
     let failure: { timer: TimerRow; error: Error } | undefined;
+    // Read outside a transaction: a pass that finds nothing due (most of them) costs one statement.
+    const candidates = await dueTimers(store.db, now, CLAIM_CANDIDATES);
+    if (!candidates.length) return 'none';
     const outcome = await store
       .transaction(async (tx) => {
-        const candidates = await dueTimers(tx, now, CLAIM_CANDIDATES);
         let timer: TimerRow | undefined;
         for (const c of candidates) {
           if (!(await store.tryClaim(tx, c.id))) continue;
@@ -141,7 +171,7 @@ export class Scheduler {
           timer = { ...c, attempts };
           break;
         }
-        if (!timer) return candidates.length ? ('busy' as const) : ('none' as const);
+        if (!timer) return 'busy' as const;
         const handler = this.handlers[timer.kind];
         try {
           if (!handler) throw new Error(`no handler for timer kind ${timer.kind}`);
@@ -161,7 +191,7 @@ export class Scheduler {
         return 'failed' as const;
       });
     // Every due timer is claimed by another process right now: nothing left for this pass.
-    if (outcome === 'none' || outcome === 'busy') return 'none';
+    if (outcome === 'busy') return 'none';
     if (outcome === 'failed' && failure) await this.recordFailure(failure.timer, failure.error);
     return 'ran';
   }

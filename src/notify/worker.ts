@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { isoTimestamp } from '../core/clock.js';
 import type { Services } from '../core/context.js';
-import { PassLoop } from '../core/pass-loop.js';
+import { idleUntil, PassLoop } from '../core/pass-loop.js';
 import {
   claimDue,
   mailDomain,
@@ -17,6 +17,7 @@ import { EVENT_NOTIFICATIONS } from '../resources/notifications/types.js';
 import { WEBHOOKS } from '../resources/notifications/webhooks.js';
 import type { Mailer } from '../resources/notifications/mail.js';
 import { DestinationRefused, postWebhook } from './webhook.js';
+import { WAKE_NOTIFY } from '../store/wakes.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -31,7 +32,7 @@ const CONCURRENCY = 8;
 /**
  * The notification worker of one API process: fans out new outbox events (resources/notifications/
  * fanout.ts), then sends due deliveries (resources/notifications/deliveries.ts) by e-mail or webhook,
- * outside any transaction. Its loop polls on real time like the scheduler's; `runDue()` does one full pass (tests call it after moving the clock). All state is
+ * outside any transaction. Its loop runs on real time like the scheduler's (one process of several, src/serve.ts); `runDue()` does one full pass (tests call it after moving the clock). All state is
  * in the database, so stopping or killing the process loses nothing.
  */
 export class Notifier {
@@ -51,8 +52,14 @@ export class Notifier {
     s.events?.subscribe(Object.keys(EVENT_NOTIFICATIONS));
   }
 
+  /** The polling loop; where the store hears wake-ups (store/wakes.ts) an idle one sleeps until new events or deliveries, or the next retry. */
   start(pollMs = 250): void {
-    this.loop.start(pollMs);
+    const { store, clock } = this.s;
+    const nextDue = () => store.notifications.deliveries.nextDue(store.db);
+    this.loop.start(
+      pollMs,
+      idleUntil(store.wakes, [WAKE_NOTIFY], nextDue, () => clock.now().getTime()),
+    );
   }
 
   stop(): Promise<void> {

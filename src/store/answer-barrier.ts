@@ -2,9 +2,15 @@ import { randomBytes } from 'node:crypto';
 import type Pg from 'pg';
 import { ListenConnection } from './listen.js';
 import { changePayloads, type Change } from './changes.js';
+import type { WakeSource } from './wakes.js';
+import { OneInFlight } from './one-in-flight.js';
 
-/** One statement NOTIFYing each (channel, payload) of two arrays, in their order. */
-const NOTIFY_ALL = 'select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p)';
+/**
+ * One statement NOTIFYing each (channel, payload) of two arrays, in their order, and deleting the kept
+ * announcements (announce_pending, migration 0131) they send: both happen, or neither.
+ */
+const NOTIFY_ALL =
+  'with sent as (delete from announce_pending where id = any($3::bigint[])) select pg_notify(c, p) from unnest($1::text[], $2::text[]) as t(c, p)';
 
 /** The arrays of NOTIFY_ALL: the answer payloads on `answers`, then `changes` in chunks on `changeChannel`. */
 export function notifications(
@@ -57,12 +63,6 @@ interface Waiter {
 export class AnswerBarrier {
   private generation = 0;
   private listening = false;
-  /** The requests waiting for the next barrier. */
-  private joining: Waiter[] | null = null;
-  /** A barrier's NOTIFY is in flight. */
-  private sending = false;
-  /** A send is due on the next turn of the event loop (requests arriving in this one join it). */
-  private scheduled = false;
   private sent = 0;
   private readonly inFlight = new Map<number, { waiters: Waiter[]; timer: NodeJS.Timeout }>();
   /** Payload prefix of this process's barriers (other processes' barriers move nothing). */
@@ -88,6 +88,8 @@ export class AnswerBarrier {
           b.generation++;
           b.listens++;
           b.listening = true;
+          // Wake-ups sent while not listening are lost: every loop looks again.
+          for (const w of b.wakers) for (const p of w.payloads) w.fn(p);
         },
         onLost: () => b.lost(),
       },
@@ -138,92 +140,77 @@ export class AnswerBarrier {
   /** Resolves once every write committed before the call has moved the generation; false: it could not tell. */
   settle(): Promise<boolean> {
     if (!this.listening) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      (this.joining ??= []).push({ resolve });
-      if (!this.sending && !this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => {
-          this.scheduled = false;
-          this.sendNext();
-        });
-      }
-    });
+    return new Promise((resolve) => this.barriers.add((waiters) => waiters.push({ resolve })));
   }
 
   /**
-   * One barrier in flight at a time: the requests arriving meanwhile all join the next one, sent as soon
-   * as it is back (after they arrived, as each needs). Under load a barrier serves every request of a
-   * round trip, and the connection never queues queries.
+   * Barriers, one in flight at a time (store/one-in-flight.ts): the requests arriving meanwhile all join
+   * the next, sent as soon as it is back (after they arrived, as each needs). Under load a barrier serves
+   * every request of a round trip. A barrier is through when its own notification comes back (`notified`).
    */
-  private sendNext(): void {
-    const waiters = this.joining;
-    if (this.sending || !waiters) return;
-    this.joining = null;
-    this.sending = true;
-    const n = ++this.sent;
-    const timer = setTimeout(() => this.finish(n, false), BARRIER_TIMEOUT_MS);
-    timer.unref();
-    this.inFlight.set(n, { waiters, timer });
-    this.barrierCommits.set(n, this.localCommits);
-    // The simple protocol: one message each way (70-100 µs here; `select pg_notify($1, $2)` took 150-200).
-    // The channel and the payload are our own [a-z0-9_:] strings.
-    this.listen!.query(`NOTIFY ${this.channel}, '${this.mine}${n}'`).then(
-      () => this.barrierBack(),
-      () => {
-        this.finish(n, false);
-        this.barrierBack();
-      },
-    );
-  }
-
-  /** Announcements of commits waiting for the next send, and their writers. */
-  private announcing: { scopes: Set<string>; changes: Change[]; changeChannel: string | null; waiters: ((ok: boolean) => void)[] } | null = null;
-  private announceInFlight = false;
+  private readonly barriers = new OneInFlight<Waiter[]>({
+    empty: () => [],
+    deferred: true,
+    send: (waiters) => {
+      const n = ++this.sent;
+      const timer = setTimeout(() => this.finish(n, false), BARRIER_TIMEOUT_MS);
+      timer.unref();
+      this.inFlight.set(n, { waiters, timer });
+      this.barrierCommits.set(n, this.localCommits);
+      // The simple protocol: one message each way (70-100 µs here; `select pg_notify($1, $2)` took 150-200).
+      // The channel and the payload are our own [a-z0-9_:] strings.
+      if (!this.listen) return Promise.resolve(this.finish(n, false));
+      return this.listen.query(`NOTIFY ${this.channel}, '${this.mine}${n}'`).then(
+        () => undefined,
+        () => this.finish(n, false),
+      );
+    },
+  });
 
   /**
    * NOTIFYs the answer payloads `payloads` (migration 0120) and the event stream's `changes` (on
-   * `changeChannel`, store/changes.ts) of writes that just committed (store/db.ts `transaction`): from the
+   * `changeChannel`, store/changes.ts) of writes that just committed (store/db.ts `transaction`), and deletes
+   * their kept row `kept` (announce_pending, migration 0131) in the same statement: from the
    * listening connection, whose transactions do not wait for a WAL flush, so they hold PostgreSQL's
    * database-wide NOTIFY lock for microseconds where a write's own commit held it through its flush. The
-   * writers of the moment share one NOTIFY transaction (one in flight; those arriving meanwhile join the
-   * next; their changes in one list, in the order they came, so equal change lists of two writes are not
-   * folded into one notification). Sent on the connection barriers go through, after the writes committed:
-   * a barrier sent after a writer answered is heard after its announcements. Resolves false when it could
-   * not send them (the caller sends them another way).
+   * writers of the moment share one NOTIFY transaction (OneInFlight, as barriers; their changes in one list,
+   * in the order they came, so equal change lists of two writes are not folded into one notification).
+   * Sent on the connection barriers go through, after the writes committed: a barrier sent after a writer
+   * answered is heard after its announcements. Resolves false when it could not send them (the caller
+   * sends them another way).
    */
-  announce(payloads: readonly string[], changes: readonly Change[] | undefined, changeChannel: string | null): Promise<boolean> {
-    if (!payloads.length && !changes?.length) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const next = (this.announcing ??= { scopes: new Set(), changes: [], changeChannel, waiters: [] });
-      for (const p of payloads) next.scopes.add(p);
-      if (changes?.length) next.changes.push(...changes);
-      next.waiters.push(resolve);
-      this.sendAnnouncements();
-    });
-  }
-
-  private sendAnnouncements(): void {
-    const batch = this.announcing;
-    if (this.announceInFlight || !batch) return;
-    this.announcing = null;
-    this.announceInFlight = true;
-    const done = (ok: boolean) => {
-      this.announceInFlight = false;
-      for (const w of batch.waiters) w(ok);
-      this.sendAnnouncements();
-    };
-    if (!this.listen) return done(false);
-    const { channels, payloads } = notifications(this.channel, batch.scopes, batch.changes, batch.changeChannel);
-    this.listen.query(NOTIFY_ALL, [channels, payloads]).then(
-      () => done(true),
-      () => done(false),
+  announce(payloads: readonly string[], changes: readonly Change[] | undefined, changeChannel: string | null, kept: number): Promise<boolean> {
+    return new Promise((resolve) =>
+      this.announcements.add((next) => {
+        for (const p of payloads) next.scopes.add(p);
+        if (changes?.length) next.changes.push(...changes);
+        next.changeChannel = changeChannel;
+        next.kept.push(kept);
+        next.waiters.push(resolve);
+      }),
     );
   }
 
-  private barrierBack(): void {
-    this.sending = false;
-    this.sendNext();
-  }
+  private readonly announcements = new OneInFlight<{
+    scopes: Set<string>;
+    changes: Change[];
+    changeChannel: string | null;
+    kept: number[];
+    waiters: ((ok: boolean) => void)[];
+  }>({
+    empty: () => ({ scopes: new Set(), changes: [], changeChannel: null, kept: [], waiters: [] }),
+    send: async (batch) => {
+      let ok = false;
+      if (this.listen) {
+        const { channels, payloads } = notifications(this.channel, batch.scopes, batch.changes, batch.changeChannel);
+        ok = await this.listen.query(NOTIFY_ALL, [channels, payloads, batch.kept]).then(
+          () => true,
+          () => false,
+        );
+      }
+      for (const w of batch.waiters) w(ok);
+    },
+  });
 
   /**
    * Handles each notification `ms` later, in order: what a slow link between PostgreSQL and this process
@@ -240,7 +227,27 @@ export class AnswerBarrier {
     else this.notified(payload);
   }
 
+  /** The background loops woken by `w:` payloads (store/wakes.ts). */
+  private readonly wakers = new Set<{ payloads: readonly string[]; fn: (payload: string) => void }>();
+
+  /** Wake-ups of background loops heard on this connection (store/wakes.ts). */
+  readonly wakes: WakeSource = ((b: AnswerBarrier): WakeSource => ({
+    get listening() {
+      return b.listening;
+    },
+    on: (payloads, fn) => {
+      const w = { payloads, fn };
+      b.wakers.add(w);
+      return () => void b.wakers.delete(w);
+    },
+  }))(this);
+
   private notified(payload: string): void {
+    if (payload.startsWith('w:')) {
+      // Work to do, not a change of any answer.
+      for (const w of this.wakers) if (w.payloads.includes(payload)) w.fn(payload);
+      return;
+    }
     if (!payload.startsWith('b:')) {
       this.generation++;
       if (payload.startsWith('s:')) {

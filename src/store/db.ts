@@ -11,6 +11,7 @@ import { answerChannel, ChangeFeed, relayedChanges, schemaChannel, type Change }
 import { AnswerBarrier, notifications } from './answer-barrier.js';
 import { pgScopedTokens, sqliteScopedTokens, type ScopedAnswerTokens } from './answer-scopes.js';
 import { ListenConnection } from './listen.js';
+import type { WakeSource } from './wakes.js';
 import { migrationProvider } from './migrations/index.js';
 
 let addon: string | undefined | null = null;
@@ -69,6 +70,9 @@ export async function migrationsAlone<T>(pgUrl: string | null, fn: () => Promise
     await lock.end().catch(() => undefined); // ending the session releases the lock
   }
 }
+
+/** The database's time in epoch ms (announce_pending's ages: one clock for every host). */
+const DB_NOW_MS = sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
 
 /** Presented objects kept per store, in MiB (the `cache-mib` setting). */
 export const DEFAULT_CACHE_MIB = 32;
@@ -145,6 +149,10 @@ export class Store {
   get answerBarrier(): AnswerBarrier | null {
     return this.barrier;
   }
+  /** Wake-ups of background loops (store/wakes.ts): PostgreSQL once enableAnswerReuse listens; null: poll. */
+  get wakes(): WakeSource | null {
+    return this.barrier?.wakes ?? null;
+  }
   /**
    * Connections of the pool: open, idle, and requests waiting for one. Null on SQLite. pg-pool queues a
    * request even while a connection is idle and hands it over on the next tick, so its `waitingCount` counted
@@ -189,6 +197,7 @@ export class Store {
   async enableAnswerReuse(): Promise<void> {
     if (this.dialect !== 'postgres' || this.barrier || !this.pgUrl) return;
     const barrier = (this.barrier = await AnswerBarrier.open(loadPg(), this.pgUrl, answerChannel(this.pgSchema ?? 'public')));
+    await this.drainAnnouncements();
     this.answerToken = () => barrier.token();
     this.settleAnswers = async () => ((await barrier.settle()) ? barrier.token() : undefined);
     this.scopedAnswers = pgScopedTokens(this.db, barrier);
@@ -473,29 +482,68 @@ export class Store {
    */
   private async announcedAfter<T>(barrier: AnswerBarrier, fn: (tx: Tx) => Promise<T>): Promise<T> {
     let changed: Change[] | undefined;
-    let payloads: string[] = [];
+    let kept: Promise<{ rows: { id: number; a: string }[] }> | undefined;
     const result = await this.db.transaction().execute(async (tx) => {
       await sql`/* shape announce.later */ select set_config('stratus.announce_later', 'on', true)`.execute(tx);
       const out = await fn(tx);
       await this.resources.flushCounts(tx);
       changed = await this.changes.flush(tx, true);
-      const { rows } = await sql<{ a: string | null }>`/* shape announce.read */ select current_setting('stratus.announced', true) as a`.execute(tx);
-      // Each payload ends with a newline ('' is a payload: "anything may have changed").
-      payloads = rows[0]?.a ? rows[0].a.split('\n').slice(0, -1) : [];
+      // The announcements, kept in the transaction (migration 0131) until the NOTIFY after the commit deletes
+      // them: a process killed in between leaves them for the next to start (drainAnnouncements). Not waited
+      // for here: it travels with the COMMIT (shapes.ts `readWithCommit`), so it costs no round trip of its
+      // own while the transaction holds its locks. A failure fails the commit, which throws.
+      const changes = changed?.length ? JSON.stringify(changed) : null;
+      kept = sql<{ id: number; a: string }>`/* shape announce.keep */ insert into announce_pending (payloads, changes, created_ms)
+        select a, ${changes}::text, ${DB_NOW_MS} from (select coalesce(current_setting('stratus.announced', true), '') as a) s
+        where a <> '' or ${changes}::text is not null
+        returning id, payloads as a`.execute(tx);
+      kept.catch(() => undefined);
       return out;
     });
-    if (!(await barrier.announce(payloads, changed, this.changes.channel))) await this.announceThroughPool(payloads, changed);
+    const row = (await kept!).rows[0];
+    if (row) {
+      // Each payload ends with a newline ('' is a payload: "anything may have changed").
+      const payloads = row.a.split('\n').slice(0, -1);
+      if (!(await barrier.announce(payloads, changed, this.changes.channel, row.id))) await this.announceThroughPool(payloads, changed, row.id);
+    }
     barrier.bump();
     return result;
   }
 
   /** The announcements of a commit when the listening connection is away: a pool connection's NOTIFY, flushed or not. */
-  private async announceThroughPool(payloads: string[], changed: Change[] | undefined): Promise<void> {
+  private async announceThroughPool(payloads: string[], changed: Change[] | undefined, kept: number): Promise<void> {
     const { channels, payloads: all } = notifications(answerChannel(this.pgSchema ?? 'public'), payloads, changed ?? [], this.changes.channel);
-    if (!channels.length) return;
     await this.db.transaction().execute(async (tx) => {
       await sql`set local synchronous_commit = off`.execute(tx);
       await sql`select pg_notify(c, p) from unnest(${channels}::text[], ${all}::text[]) as t(c, p)`.execute(tx);
+      await tx.deleteFrom('announce_pending').where('id', '=', kept).execute();
+    });
+  }
+
+  /**
+   * Sends the announcements that processes killed between a commit and its NOTIFY left (migration 0131),
+   * and deletes them; those younger than `minAgeMs` may still be on their way from a live process. Every
+   * serving process does it as it starts (enableAnswerReuse), so a supervisor restarting a killed worker
+   * sends what it left. Returns how many transactions' announcements it sent.
+   */
+  async drainAnnouncements(minAgeMs = 1000): Promise<number> {
+    if (this.dialect !== 'postgres') return 0;
+    return this.db.transaction().execute(async (tx) => {
+      const rows = await tx
+        .deleteFrom('announce_pending')
+        .where('created_ms', '<', sql<number>`${DB_NOW_MS} - ${minAgeMs}`)
+        .returning(['payloads', 'changes'])
+        .execute();
+      if (!rows.length) return 0;
+      const scopes = new Set<string>();
+      const changes: Change[] = [];
+      for (const r of rows) {
+        for (const p of r.payloads.split('\n').slice(0, -1)) scopes.add(p);
+        if (r.changes) changes.push(...(JSON.parse(r.changes) as Change[]));
+      }
+      const { channels, payloads } = notifications(answerChannel(this.pgSchema ?? 'public'), scopes, changes, this.changes.channel);
+      await sql`select pg_notify(c, p) from unnest(${channels}::text[], ${payloads}::text[]) as t(c, p)`.execute(tx);
+      return rows.length;
     });
   }
 

@@ -1,6 +1,6 @@
 import type { PostgresPool } from 'kysely';
 import type Pg from 'pg';
-import { sentAhead, shapeName, statementName } from './shapes.js';
+import { readWithCommit, sentAhead, shapeName, statementName } from './shapes.js';
 
 /**
  * The PostgreSQL pool's clients as the store uses them. The pool's clients run in pg's pipeline mode
@@ -12,7 +12,9 @@ import { sentAhead, shapeName, statementName } from './shapes.js';
  *   body, the audit entry, the event and timer rows, the counts, the change notice) are sent without
  *   waiting: they travel with the next statement that is waited for, and the commit waits for them all. A
  *   POST /servers/ is then one round trip (all of it with the commit) where it was six; a PUT two (begin
- *   with the row's lock, the rest with the commit).
+ *   with the row's lock, the rest with the commit);
+ * - a read whose answer is wanted only after the commit (shapes.ts `readWithCommit`) is written at once and
+ *   answered on the commit's round trip.
  * A statement sent ahead that fails fails the transaction as if it had been waited for: PostgreSQL aborts
  * the transaction at once (later statements fail, COMMIT rolls back), and the next statement waited for,
  * the commit included, throws the first such error (so the caller rolls back and sees the cause).
@@ -93,6 +95,8 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode:
       }
       if (inTransaction && (sentAhead(shapeName(text), text) || (mode.migrating && SCHEMA_CHANGE.test(text)))) return sendAhead(text, values, 'INSERT');
       if (text === 'commit' || text === 'rollback') inTransaction = false;
+      // Answered on the COMMIT's round trip (its caller awaits it after the commit).
+      else if (inTransaction && readWithCommit(shapeName(text))) return send(text, values);
       roundTrips.n++;
       let result: Pg.QueryResult;
       try {

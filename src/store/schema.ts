@@ -341,6 +341,16 @@ export interface SubscriptionsTable {
 }
 
 /** Changes an operator command made on SQLite, for a serving process's event stream (store/changes.ts). */
+/** A serving process's announcements of a committed transaction not yet NOTIFYed (migration 0131). */
+export interface AnnouncePendingTable {
+  id: Generated<number>;
+  /** The answer payloads, each ending with a newline (the `stratus.announced` setting's form). */
+  payloads: string;
+  /** The event stream's changes (JSON), or null. */
+  changes: string | null;
+  created_ms: number;
+}
+
 export interface ChangeRelayTable {
   seq: Generated<number>;
   changes: string;
@@ -369,6 +379,7 @@ export interface UploadChunksTable {
 
 export interface Database {
   change_relay: ChangeRelayTable;
+  announce_pending: AnnouncePendingTable;
   data_blocks: DataBlocksTable;
   data_maps: DataMapsTable;
   upload_chunks: UploadChunksTable;

@@ -64,6 +64,13 @@ const SENT_AHEAD = new Set([
   'announce.later',
 ]);
 /**
+ * Shapes of statements a transaction sends without waiting, for an answer it reads after its COMMIT: the
+ * announcements it collected, kept (store/db.ts `announcedAfter`). Written at once, they travel with the COMMIT
+ * sent right after them: one round trip for both, counted once.
+ */
+const READ_WITH_COMMIT = new Set(['announce.keep']);
+export const readWithCommit = (name: string | undefined): boolean => name !== undefined && READ_WITH_COMMIT.has(name);
+/**
  * The same for a write that is no shape (a timer row, whose columns vary): its SQL ends with this comment
  * (Kysely's `modifyEnd(sql.raw(SENT_AHEAD_MARK))`).
  */

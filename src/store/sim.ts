@@ -1,11 +1,14 @@
+import { sql } from 'kysely';
 import type { Db, Tx } from './db.js';
+import { SENT_AHEAD_MARK } from './shapes.js';
 
 /**
  * The SQL of the simulator's own table, `sim_state` (sim/ reads and writes it only through here). What the
  * simulated infrastructure holds about an object, keyed by (kind, uuid): a server's power-on time and leases, a drive's written bytes, a job's planned end. It lives in its own table, never in
  * the API body, so the API side cannot depend on it by accident and a real driver could replace it.
  * Writers hold the object's row lock (the API transaction that caused the change), so a plain
- * read-modify-write here does not lose updates.
+ * read-modify-write here does not lose updates. Its writes are answered by nobody: on PostgreSQL they travel
+ * with the transaction's next round trip (store/pg-client.ts), not one each while the object is locked.
  */
 export type SimState = Record<string, unknown>;
 
@@ -59,12 +62,13 @@ export async function writeState(tx: Tx, kind: string, uuid: string, state: SimS
     .insertInto('sim_state')
     .values({ kind, uuid, state: text })
     .onConflict((oc) => oc.columns(['kind', 'uuid']).doUpdateSet({ state: text }))
+    .modifyEnd(sql.raw(SENT_AHEAD_MARK))
     .execute();
 }
 
 export async function dropState(tx: Tx, kind: string, uuids: string | readonly string[]): Promise<void> {
   const list = typeof uuids === 'string' ? [uuids] : [...uuids];
-  if (list.length) await tx.deleteFrom('sim_state').where('kind', '=', kind).where('uuid', 'in', list).execute();
+  if (list.length) await tx.deleteFrom('sim_state').where('kind', '=', kind).where('uuid', 'in', list).modifyEnd(sql.raw(SENT_AHEAD_MARK)).execute();
 }
 
 /** States of one kind with the exact text stored (a tick that must clear only what it read compares it). */

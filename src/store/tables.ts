@@ -29,6 +29,8 @@ const t = (family: TableFamily, reset: TableInfo['reset'], announces = true): Ta
 export const TABLES: { readonly [K in keyof Database]: TableInfo } = {
   // Changes in transit from an operator command to a serving SQLite process's event stream (usually empty).
   change_relay: { family: 'audit', reset: 'empty', exported: false, announces: false },
+  // Announcements of committed transactions on their way to NOTIFY (migration 0131; usually empty).
+  announce_pending: { family: 'audit', reset: 'empty', exported: false, announces: false },
   // Drive data (store/data/): bytes, not state. A state file is JSON and carries drives, not their bytes (a
   // 1 GiB image is no JSON document); an imported drive reads as zeroes. Only the maps change answers
   // (a snapshot's size is the difference of two).

@@ -63,6 +63,16 @@ export async function pendingPayloadsOf(tx: Tx, subject: string, kind: string): 
   return rows.map((r) => r.payload);
 }
 
+/** When (epoch ms) the first pending timer falls due (null: none pending). */
+export async function nextDue(db: Db): Promise<number | null> {
+  const row = await db
+    .selectFrom('timers')
+    .select((eb) => eb.fn.min<number>('due_ms').as('due'))
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  return row?.due === null || row?.due === undefined ? null : Number(row.due);
+}
+
 /** Pending timers already due at `nowMs`: how many, and the oldest due time (null: none). One indexed query. */
 export async function dueBacklog(db: Db, nowMs: number): Promise<{ due: number; oldest: number | null }> {
   const row = await db
@@ -76,7 +86,7 @@ export async function dueBacklog(db: Db, nowMs: number): Promise<{ due: number; 
 }
 
 /** The first `limit` pending timers due at `nowMs`, oldest first (candidates to claim). */
-export async function dueTimers(tx: Tx, nowMs: number, limit: number): Promise<DueTimer[]> {
+export async function dueTimers(tx: Db | Tx, nowMs: number, limit: number): Promise<DueTimer[]> {
   const rows = await tx
     .selectFrom('timers')
     .select(['id', 'kind', 'subject', 'due_ms', 'payload', 'attempts'])

@@ -98,3 +98,26 @@ test('a write sent ahead that fails fails its transaction, and the store goes on
   await store.transaction((tx) => store.audit.insert(tx, entry('second')));
   assert.deepEqual(await logged(), ['second']);
 });
+
+test(
+  'a serving process on PostgreSQL: its collected announcements and the simulator’s writes cost no round trips of their own',
+  { skip: onlyOn('postgres') },
+  async () => {
+    // Last in this file: from here on the store announces after its commits (store/db.ts `announcedAfter`).
+    await fx.services.store.enableAnswerReuse();
+    const servers = fx.collection('servers');
+    const alice = await fx.user();
+    const first = value(await servers.service.create!(alice, [newServer(10)]))[0] as Obj;
+    const post = await cost(async () => value(await servers.service.create!(alice, [newServer(11)]))[0] as Obj);
+    // The announcements are read with the commit (shapes.ts `readWithCommit`): still one round trip.
+    assert.equal(post.roundTrips, 1, 'round trips per POST of a serving process');
+    const put = await cost(() => servers.service.update!(alice, String(post.result.uuid), { name: 'served' }));
+    assert.equal(put.roundTrips, 2, 'round trips per PUT of a serving process');
+    // A start: the row's lock, the funds (balance, burst levels), the guest's state read; its new state, body,
+    // audit entry and boot timer travel with the commit.
+    const act = (uuid: string, action: string) => servers.actions![action].run(alice, uuid, {}, {});
+    await act(String(first.uuid), 'start');
+    const start = await cost(() => act(String(post.result.uuid), 'start'));
+    assert.equal(start.roundTrips, 5, 'round trips per start');
+  },
+);

@@ -18,6 +18,16 @@ export class DeliveryQueries {
     await tx.insertInto('notification_deliveries').values(row).execute();
   }
 
+  /** When (epoch ms) the first pending delivery falls due, a leased one's retry included (null: none). */
+  async nextDue(db: Db): Promise<number | null> {
+    const row = await db
+      .selectFrom('notification_deliveries')
+      .select((eb) => eb.fn.min<number>('due_ms').as('due'))
+      .where('state', '=', 'pending')
+      .executeTakeFirst();
+    return row?.due === null || row?.due === undefined ? null : Number(row.due);
+  }
+
   /**
    * Up to `limit` pending deliveries due at `nowMs`, taken for this process: locked (SKIP LOCKED on
    * PostgreSQL), their due time moved to `leaseUntilMs` and their attempt counted. Answers them with the
