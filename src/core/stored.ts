@@ -225,7 +225,7 @@ export class StoredCollection implements CollectionService {
     const set = this.filtered(ctx, query);
     // The page's rows without their bodies where most of its objects are kept as served.
     const kept = query.json && this.keepsFragments(ctx);
-    const read: Relations = kept ? { ...rel, body: false } : rel;
+    const read: Relations = kept ? keysOnly(ctx, rel) : rel;
     // Usually one statement (its own snapshot); a deep page takes several, read in one snapshot.
     const { rows, total } = ctx.store.resources.pagesInSteps(set, page)
       ? await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, read))
@@ -268,7 +268,7 @@ export class StoredCollection implements CollectionService {
   async get(ctx: Ctx, uuid: string, opts: { json?: boolean } = {}): Promise<Obj> {
     const rel = this.relations();
     const kept = opts.json === true && this.keepsFragments(ctx);
-    const row = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid, kept ? { ...rel, body: false } : rel);
+    const row = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid, kept ? keysOnly(ctx, rel) : rel);
     if (!row) {
       const elsewhere = await this.hooks.fallbackGet?.(ctx, uuid);
       if (elsewhere) return elsewhere;
@@ -307,7 +307,9 @@ export class StoredCollection implements CollectionService {
       else out[i] = preserialised(text);
     }
     if (!missing.size) return out as Obj[];
-    const fresh = await ctx.store.resources.findManyWith(ctx.store.db, this.kind, [...missing.keys()], me, rel);
+    // Where rows were read with the stamp of their relations, the fresh ones are too (the version their texts are kept under).
+    const stamped = ctx.store.resources.relations.stamps ? { ...rel, stamp: 'also' as const } : rel;
+    const fresh = await ctx.store.resources.findManyWith(ctx.store.db, this.kind, [...missing.keys()], me, stamped);
     const objects = await this.shown(ctx, fresh, rel);
     for (const [j, row] of fresh.entries()) {
       const text = flat(sortedJson(project(objects[j], fields)));
@@ -481,6 +483,14 @@ export class StoredCollection implements CollectionService {
 }
 
 const all = (): boolean => true;
+
+/**
+ * What a reader of kept texts reads of a page's rows: no body, and where the store stamps relations (SQLite)
+ * only their stamp, not the relations themselves: each relation column is a subquery per row.
+ */
+function keysOnly(ctx: Ctx, rel: Relations): Relations {
+  return ctx.store.resources.relations.stamps ? { ...rel, body: false, stamp: 'only' } : { ...rel, body: false };
+}
 
 const VERIFY = process.env.STRATUS_ANSWER_CACHE_VERIFY === '1';
 /** A kept text beside its characters (one byte each: JSON text is ASCII unless a value is not): its entry and strings. */
