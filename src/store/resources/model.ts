@@ -84,7 +84,7 @@ export type Row = { seq: number; kind: string; uuid: string; owner_uuid: string 
 export const COLUMNS = ['seq', 'kind', 'uuid', 'owner_uuid', 'body', 'version', 'created_at', 'updated_at'] as const;
 const NO_BODY = COLUMNS.filter((c) => c !== 'body');
 /** What a reader of kept texts keys them on (`stamp: 'only'`): each column more costs a property on every row read. */
-const KEYS = ['seq', 'kind', 'uuid', 'owner_uuid', 'version'] as const;
+const KEYS = ['uuid', 'owner_uuid', 'version'] as const;
 /**
  * The columns a read of `rel` selects: all of a row's, all but its body (`rel.body === false`), or only the
  * row's keys and version (`rel.stamp === 'only'`, which reads no body either).
@@ -159,11 +159,44 @@ class StampedRelations implements Related {
 /** A stamp as a version (`Related.text`); a read of no relations has none, and all such reads agree. */
 const stampText = (stamp: string | number | null | undefined): string => `stamp:${stamp ?? ''}`;
 
+/**
+ * A row read with its keys and the stamp of its relations only (`stamp: 'only'`): what a reader of kept
+ * texts keys them on. Reading anything else is a bug, and says so.
+ */
+class KeyRow implements Resource {
+  readonly uuid: string;
+  readonly owner_uuid: string | null;
+  readonly version: number;
+  readonly related: Related;
+  constructor(r: Pick<RelRow, 'uuid' | 'owner_uuid' | 'version' | 'rel_stamp'>) {
+    this.uuid = r.uuid;
+    this.owner_uuid = r.owner_uuid;
+    this.version = Number(r.version);
+    this.related = new StampedRelations(r.rel_stamp);
+  }
+  private unread(column: string): never {
+    throw new Error(`the ${column} of ${this.uuid} was not read (its keys only)`);
+  }
+  get seq(): number {
+    return this.unread('seq');
+  }
+  get kind(): string {
+    return this.unread('kind');
+  }
+  get body(): Obj {
+    return this.unread('body');
+  }
+  get created_at(): string {
+    return this.unread('created_at');
+  }
+  get updated_at(): string {
+    return this.unread('updated_at');
+  }
+}
+
 /** A row read with relation columns (or their stamp only), as data with its relations. */
 export const withRelated = (r: RelRow, rel: Relations): Resource =>
-  Object.assign(toResource(r), {
-    related: (rel.stamp === 'only' ? new StampedRelations(r.rel_stamp) : new RowRelations(r, rel.stamp !== undefined)) as Related,
-  });
+  rel.stamp === 'only' ? new KeyRow(r) : Object.assign(toResource(r), { related: new RowRelations(r, rel.stamp !== undefined) as Related });
 
 /** A row as data; the body is parsed when first read. */
 export function toResource(r: Row): Resource {
@@ -197,29 +230,19 @@ class BodilessRow implements Resource {
   readonly uuid: string;
   readonly owner_uuid: string | null;
   readonly version: number;
-  readonly #created: string | undefined;
-  readonly #updated: string | undefined;
+  readonly created_at: string;
+  readonly updated_at: string;
   constructor(r: Omit<Row, 'body'>) {
     this.seq = r.seq;
     this.kind = r.kind;
     this.uuid = r.uuid;
     this.owner_uuid = r.owner_uuid;
     this.version = Number(r.version);
-    this.#created = r.created_at;
-    this.#updated = r.updated_at;
+    this.created_at = r.created_at;
+    this.updated_at = r.updated_at;
   }
   get body(): Obj {
     throw new Error(`the body of ${this.kind}/${this.uuid} was not read`);
-  }
-  /** Not read with the keys alone (`stamp: 'only'`). */
-  get created_at(): string {
-    return this.#created ?? this.unread('created_at');
-  }
-  get updated_at(): string {
-    return this.#updated ?? this.unread('updated_at');
-  }
-  private unread(column: string): never {
-    throw new Error(`the ${column} of ${this.kind}/${this.uuid} was not read`);
   }
 }
 
