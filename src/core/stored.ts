@@ -184,6 +184,24 @@ export class StoredCollection implements CollectionService {
     };
   }
 
+  /** The reads of each `fields=` form asked for (the whole object, the short form, a few others): made once, not per request. */
+  private readonly reads = new Map<string, Reads>();
+
+  /** The relations of a form (`relations()`) and what a reader of kept texts reads of its rows instead (`keysOnly`). */
+  private readsOf(fields: readonly string[] | undefined): Reads {
+    const form = fields ? fields.join(',') : '*';
+    let r = this.reads.get(form);
+    if (!r) {
+      const wanted = fields && new Set(fields);
+      const rel = Object.freeze(this.relations(wanted ? (key: string) => wanted.has(key) : all));
+      r = { form, rel, keys: keysOnly(rel, false), stampedKeys: keysOnly(rel, true) };
+      // Forms come from the query string: bounded, the oldest out.
+      if (this.reads.size >= MAX_FORMS) this.reads.delete(this.reads.keys().next().value!);
+      this.reads.set(form, r);
+    }
+    return r;
+  }
+
   /**
    * Objects as the caller sees them, from rows read with their relations (`relations()`): the caller's tags,
    * and `grantees` (who holds what, shown to the owner only, so a grantee never learns who else shares the
@@ -219,18 +237,18 @@ export class StoredCollection implements CollectionService {
 
   async list(ctx: Ctx, query: ListQuery): Promise<ListResult> {
     // A short list (or `fields=`) shows a few keys: relations for the others are not read.
-    const fields = query.fields && new Set(query.fields);
-    const rel = this.relations(fields ? (key: string) => fields.has(key) : all);
+    const reads = this.readsOf(query.fields);
+    const rel = reads.rel;
     const page = { order: this.spec.order ?? 'created', limit: query.limit, offset: query.offset } as const;
     const set = this.filtered(ctx, query);
     // The page's rows without their bodies where most of its objects are kept as served.
     const kept = query.json && this.keepsFragments(ctx);
-    const read: Relations = kept ? { ...rel, body: false } : rel;
+    const read: Relations = kept ? keysOf(ctx, reads) : rel;
     // Usually one statement (its own snapshot); a deep page takes several, read in one snapshot.
     const { rows, total } = ctx.store.resources.pagesInSteps(set, page)
       ? await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, read))
       : await ctx.store.resources.listPage(set, page, read);
-    if (kept) return { total, objects: await this.fragments(ctx, rows, rel, query.fields), cut: true };
+    if (kept) return { total, objects: await this.fragments(ctx, rows, reads, query.fields), cut: true };
     return { total, objects: await this.shown(ctx, rows, rel) };
   }
 
@@ -266,16 +284,17 @@ export class StoredCollection implements CollectionService {
    * snapshot, one round trip); the kind's decorations follow.
    */
   async get(ctx: Ctx, uuid: string, opts: { json?: boolean } = {}): Promise<Obj> {
-    const rel = this.relations();
+    const reads = this.readsOf(undefined);
+    const rel = reads.rel;
     const kept = opts.json === true && this.keepsFragments(ctx);
-    const row = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid, kept ? { ...rel, body: false } : rel);
+    const row = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid, kept ? keysOf(ctx, reads) : rel);
     if (!row) {
       const elsewhere = await this.hooks.fallbackGet?.(ctx, uuid);
       if (elsewhere) return elsewhere;
       throw notFound(uuid);
     }
     if (!kept) return (await this.shown(ctx, [row], rel))[0];
-    const [object] = await this.fragments(ctx, [row], rel, undefined);
+    const [object] = await this.fragments(ctx, [row], reads, undefined);
     if (!object) throw notFound(uuid);
     return object;
   }
@@ -293,9 +312,9 @@ export class StoredCollection implements CollectionService {
    * decoration `varies` for them. A row gone since the page was read is left out.
    * `STRATUS_ANSWER_CACHE_VERIFY=1` makes every object afresh and fails when a kept text differs.
    */
-  private async fragments(ctx: Ctx, rows: Row[], rel: Relations, fields: readonly string[] | undefined): Promise<Obj[]> {
+  private async fragments(ctx: Ctx, rows: Row[], reads: Reads, fields: readonly string[] | undefined): Promise<Obj[]> {
     const cache = ctx.store.fragments;
-    const form = fields ? fields.join(',') : '*';
+    const { form, rel } = reads;
     const me = ctx.caller.uuid;
     const keyOf = (r: Row) => `${this.kind}/${r.uuid}|${form}|${r.owner_uuid === me ? 'own' : 'other'}`;
     const versionOf = (r: Row) => `${r.version}|${r.related!.text}`;
@@ -307,7 +326,9 @@ export class StoredCollection implements CollectionService {
       else out[i] = preserialised(text);
     }
     if (!missing.size) return out as Obj[];
-    const fresh = await ctx.store.resources.findManyWith(ctx.store.db, this.kind, [...missing.keys()], me, rel);
+    // Where rows were read with the stamp of their relations, the fresh ones are too (the version their texts are kept under).
+    const stamped = ctx.store.resources.relations.stamps ? { ...rel, stamp: 'also' as const } : rel;
+    const fresh = await ctx.store.resources.findManyWith(ctx.store.db, this.kind, [...missing.keys()], me, stamped);
     const objects = await this.shown(ctx, fresh, rel);
     for (const [j, row] of fresh.entries()) {
       const text = flat(sortedJson(project(objects[j], fields)));
@@ -481,6 +502,26 @@ export class StoredCollection implements CollectionService {
 }
 
 const all = (): boolean => true;
+
+/** A `fields=` form's relations, and what a reader of its kept texts reads of the rows (see `keysOnly`). */
+interface Reads {
+  form: string;
+  rel: Relations;
+  keys: Relations;
+  stampedKeys: Relations;
+}
+/** `fields=` forms whose reads a kind keeps. */
+const MAX_FORMS = 64;
+
+/**
+ * What a reader of kept texts reads of a page's rows: no body, and where the store stamps relations (SQLite)
+ * only their stamp, not the relations themselves: each relation column is a subquery per row.
+ */
+function keysOnly(rel: Relations, stamped: boolean): Relations {
+  return Object.freeze<Relations>(stamped ? { ...rel, body: false, stamp: 'only' } : { ...rel, body: false });
+}
+
+const keysOf = (ctx: Ctx, reads: Reads): Relations => (ctx.store.resources.relations.stamps ? reads.stampedKeys : reads.keys);
 
 const VERIFY = process.env.STRATUS_ANSWER_CACHE_VERIFY === '1';
 /** A kept text beside its characters (one byte each: JSON text is ASCII unless a value is not): its entry and strings. */

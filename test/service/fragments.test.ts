@@ -119,3 +119,84 @@ test('a server whose runtime or jobs vary is never kept', async () => {
   assert.equal(one(await served(alice, 'servers', s), s).status, 'running');
   assert.equal(fx.services.store.fragments.size.entries, kept, 'nothing more kept: a running server’s runtime changes with time');
 });
+
+/**
+ * Each change is made right after the page was served and kept (so a kept text of the old state is there
+ * to be wrongly reused), many of them around the services (an operator, another process, an import):
+ * the next page must show it. On SQLite a page reads only the stamp of its rows' relations (answer_scopes
+ * counters, migrations 0090 and 0140), so each of these must move it.
+ */
+test('a kept text never outlives a change of what it shows: tags, grants, e-mails, members', async () => {
+  const servers = fx.collection('servers').service;
+  const drives = fx.collection('drives').service;
+  const tags = fx.collection('tags').service;
+  const acls = fx.collection('acls').service;
+  const db = fx.services.store.db;
+  const alice = await fx.user();
+  const bob = await fx.user();
+  const [s1, s2] = value(
+    await servers.create!(
+      alice,
+      [1, 2].map((i) => ({ name: `k${i}`, cpu: 1000, mem: 1024 ** 3, vnc_password: 'secret-vnc' })),
+    ),
+  ).map((o) => String(o.uuid));
+  const drive = String(value(await drives.create!(alice, [{ name: 'disk-a', media: 'disk', size: 1024 ** 3 }]))[0].uuid);
+  await servers.update!(alice, s1, { drives: [{ boot_order: 1, dev_channel: '0:0', device: 'virtio', drive }] });
+  const tag = String(value(await tags.create!(alice, [{ name: 't', resources: [s1] }]))[0].uuid);
+  const other = String(value(await tags.create!(alice, [{ name: 'u' }]))[0].uuid);
+  const acl = String(
+    value(await acls.create!(alice, [{ name: 'share', grantees: [{ uuid: bob.caller.uuid }], rules: [{ permission: 'LIST' }], tags: [tag] }]))[0].uuid,
+  );
+  const tagsOf = async (ctx: Ctx, uuid: string) => ((one(await served(ctx, 'servers', uuid), uuid).tags as Obj[]) ?? []).map((t) => t.uuid).sort();
+  const membersOf = async () => ((one(await served(alice, 'tags', tag), tag).resources as Obj[]) ?? []).map((m) => m.uuid).sort();
+  const grantees = async () => (one(await served(alice, 'servers', s1), s1).grantees as { user: Obj }[]).map((g) => g.user.email);
+  const held = async () => one(await served(bob, 'servers', null), s1)?.permissions;
+
+  // A drive renamed: a server shows its drives as references, and the page made afresh agrees.
+  await served(alice, 'servers', s1);
+  await drives.update!(alice, drive, { name: 'disk-b', media: 'disk', size: 1024 ** 3 });
+  assert.deepEqual(
+    (one(await served(alice, 'servers', s1), s1).drives as { drive: Obj }[]).map((d) => d.drive.uuid),
+    [drive],
+  );
+
+  // A membership added and removed around the services.
+  assert.deepEqual(await tagsOf(alice, s2), []);
+  await sql`insert into tag_members (tag_uuid, res_type, res_uuid) values (${other}, 'servers', ${s2})`.execute(db);
+  assert.deepEqual(await tagsOf(alice, s2), [other], 'a membership inserted directly');
+  await sql`delete from tag_members where tag_uuid = ${other}`.execute(db);
+  assert.deepEqual(await tagsOf(alice, s2), [], 'a membership deleted directly');
+
+  // A tag renamed leaves its servers' references alone; a tag deleted leaves them.
+  await tagsOf(alice, s1);
+  await tags.update!(alice, tag, { name: 't-renamed' });
+  assert.deepEqual(await tagsOf(alice, s1), [tag], 'a tag renamed');
+  await sql`insert into tag_members (tag_uuid, res_type, res_uuid) values (${other}, 'servers', ${s1})`.execute(db);
+  assert.deepEqual(await tagsOf(alice, s1), [tag, other].sort());
+  await sql`delete from resources where uuid = ${other}`.execute(db);
+  assert.deepEqual(await tagsOf(alice, s1), [tag], 'a tag row deleted directly (its memberships left behind)');
+
+  // Grants: a rule changed directly, a grantee's e-mail changed, the ACL's tags changed.
+  assert.deepEqual(await held(), ['LIST']);
+  assert.equal((await grantees()).length, 1);
+  await sql`insert into acl_rules (acl_uuid, permission) values (${acl}, 'EDIT')`.execute(db);
+  assert.deepEqual(await held(), ['EDIT', 'LIST'], 'a rule inserted directly, to the grantee');
+  assert.equal((await grantees()).length, 1);
+  await sql`update users set email = ${`bob-${process.pid}-renamed@example.com`} where uuid = ${bob.caller.uuid}`.execute(db);
+  assert.deepEqual(await grantees(), [`bob-${process.pid}-renamed@example.com`], 'a grantee’s e-mail changed directly, to the owner');
+  await acls.update!(alice, acl, { tags: [] });
+  assert.deepEqual(one(await served(alice, 'servers', s1), s1).grantees, [], 'the ACL’s tags changed');
+  assert.equal(await held(), undefined, 'no longer shared');
+
+  // A tag's members: a member row deleted or inserted around the services (its membership stays or comes first).
+  await tags.update!(alice, tag, { resources: [s1, s2] });
+  assert.deepEqual(await membersOf(), [s1, s2].sort());
+  const row = (await sql<Obj>`select * from resources where uuid = ${s2}`.execute(db)).rows[0];
+  await sql`delete from resources where uuid = ${s2}`.execute(db);
+  assert.deepEqual(await membersOf(), [s1], 'a member row deleted directly');
+  await db
+    .insertInto('resources')
+    .values(row as never)
+    .execute();
+  assert.deepEqual(await membersOf(), [s1, s2].sort(), 'a member row inserted directly');
+});

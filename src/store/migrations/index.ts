@@ -25,6 +25,7 @@ import { pgSharingCounters } from './0100_pg_sharing_counters.js';
 import { announceAfterCommit } from './0120_announce_after_commit.js';
 import { wakeOnWork } from './0130_wake_on_work.js';
 import { announcePending } from './0131_announce_pending.js';
+import { relationStamps } from './0140_relation_stamps.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -103,6 +104,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0120_announce_after_commit': announceAfterCommit(dialect),
     '0130_wake_on_work': wakeOnWork(dialect),
     '0131_announce_pending': announcePending(serialPk),
+    '0140_relation_stamps': relationStamps(dialect),
   };
 }
 

@@ -125,7 +125,7 @@ export class OwnAnchors {
           .orderBy('seq'),
       { seqs: this.sql.listArg(page), me: set.owner },
     );
-    return { rows: rows.map((r) => withRelated(r)), total };
+    return { rows: rows.map((r) => withRelated(r, rel)), total };
   }
 }
 

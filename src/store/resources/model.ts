@@ -47,6 +47,13 @@ export interface Relations {
    * reading `body` then throws). The other columns and the relations are read as usual.
    */
   body?: false;
+  /**
+   * Where the store keeps relation stamps (SQLite, `ResourceRelations.stamps`): a stamp of the relations asked
+   * for, one that moves whenever any of them may have, becomes their version (`Related.text`). `only`: the
+   * relations themselves are not read (reading them then throws): a reader of kept object texts needs
+   * nothing more. `also`: they are read too, in the same statement (a text made now is kept under it).
+   */
+  stamp?: 'only' | 'also';
 }
 
 /** A row's relations as read with it; those not asked for are empty. */
@@ -59,22 +66,32 @@ export interface Related {
   held: string[];
   /** In tagging order. */
   members: { res_type: string; res_uuid: string; owner_uuid: string | null }[];
-  /** The relations exactly as read (their JSON texts): equal texts, equal relations (a version of them to key on). */
+  /**
+   * The relations exactly as read (their JSON texts), or their stamp (`Relations.stamp`, prefixed `stamp:`):
+   * equal texts, equal relations (a version of them to key on).
+   */
   text: string;
 }
 
 /** A key naming which relations a shape reads (part of its shape key). */
 export const relKey = (rel: Relations): string =>
-  ((rel.tags ? 't' : '') + (rel.sharing ? 's' : '') + (rel.members ? 'm' : '') || 'none') + (rel.body === false ? '-nobody' : '');
+  ((rel.tags ? 't' : '') + (rel.sharing ? 's' : '') + (rel.members ? 'm' : '') || 'none') +
+  (rel.body === false ? '-nobody' : '') +
+  (rel.stamp ? `-stamp-${rel.stamp}` : '');
 
 /** A row of `resources` as read (the body still JSON text). */
 export type Row = { seq: number; kind: string; uuid: string; owner_uuid: string | null; body: string; version: number; created_at: string; updated_at: string };
 export const COLUMNS = ['seq', 'kind', 'uuid', 'owner_uuid', 'body', 'version', 'created_at', 'updated_at'] as const;
 const NO_BODY = COLUMNS.filter((c) => c !== 'body');
-/** The columns a read of `rel` selects: all of a row's, or all but its body (`rel.body === false`). */
-export const columnsOf = (rel: Relations): readonly (typeof COLUMNS)[number][] => (rel.body === false ? NO_BODY : COLUMNS);
+/** What a reader of kept texts keys them on (`stamp: 'only'`): each column more costs a property on every row read. */
+const KEYS = ['uuid', 'owner_uuid', 'version'] as const;
+/**
+ * The columns a read of `rel` selects: all of a row's, all but its body (`rel.body === false`), or only the
+ * row's keys and version (`rel.stamp === 'only'`, which reads no body either).
+ */
+export const columnsOf = (rel: Relations): readonly (typeof COLUMNS)[number][] => (rel.stamp === 'only' ? KEYS : rel.body === false ? NO_BODY : COLUMNS);
 /** A row with the JSON columns of its relations (those a shape reads). */
-export type RelRow = Row & { rel_tags?: string; rel_grants?: string; rel_held?: string; rel_members?: string };
+export type RelRow = Row & { rel_tags?: string; rel_grants?: string; rel_held?: string; rel_members?: string; rel_stamp?: string | number | null };
 
 const listOf = (text: string | undefined): unknown[] => (text ? (JSON.parse(text) as unknown[]) : []);
 
@@ -90,9 +107,9 @@ class RowRelations implements Related {
   #members?: Related['members'];
   /** The columns as read (not the row: a kept row must not hold more than before). */
   private readonly r: Pick<RelRow, 'rel_tags' | 'rel_grants' | 'rel_held' | 'rel_members'>;
-  constructor(row: RelRow) {
+  constructor(row: RelRow, stamped: boolean) {
     this.r = { rel_tags: row.rel_tags, rel_grants: row.rel_grants, rel_held: row.rel_held, rel_members: row.rel_members };
-    this.text = `${row.rel_tags ?? ''}|${row.rel_grants ?? ''}|${row.rel_held ?? ''}|${row.rel_members ?? ''}`;
+    this.text = stamped ? stampText(row.rel_stamp) : `${row.rel_tags ?? ''}|${row.rel_grants ?? ''}|${row.rel_held ?? ''}|${row.rel_members ?? ''}`;
   }
   get tags(): string[] {
     return (this.#tags ??= listOf(this.r.rel_tags) as string[]);
@@ -116,8 +133,70 @@ class RowRelations implements Related {
   }
 }
 
-/** A row read with relation columns, as data with its relations. */
-export const withRelated = (r: RelRow): Resource => Object.assign(toResource(r), { related: new RowRelations(r) as Related });
+/** The relations of a row read with their stamp only (`Relations.stamp`): reading them is a bug, and says so. */
+class StampedRelations implements Related {
+  readonly text: string;
+  constructor(stamp: string | number | null | undefined) {
+    this.text = stampText(stamp);
+  }
+  private unread(): never {
+    throw new Error('the relations of this row were not read (only their stamp)');
+  }
+  get tags(): string[] {
+    return this.unread();
+  }
+  get grants(): Related['grants'] {
+    return this.unread();
+  }
+  get held(): string[] {
+    return this.unread();
+  }
+  get members(): Related['members'] {
+    return this.unread();
+  }
+}
+
+/** A stamp as a version (`Related.text`); a read of no relations has none, and all such reads agree. */
+const stampText = (stamp: string | number | null | undefined): string => `stamp:${stamp ?? ''}`;
+
+/**
+ * A row read with its keys and the stamp of its relations only (`stamp: 'only'`): what a reader of kept
+ * texts keys them on. Reading anything else is a bug, and says so.
+ */
+class KeyRow implements Resource {
+  readonly uuid: string;
+  readonly owner_uuid: string | null;
+  readonly version: number;
+  readonly related: Related;
+  constructor(r: Pick<RelRow, 'uuid' | 'owner_uuid' | 'version' | 'rel_stamp'>) {
+    this.uuid = r.uuid;
+    this.owner_uuid = r.owner_uuid;
+    this.version = Number(r.version);
+    this.related = new StampedRelations(r.rel_stamp);
+  }
+  private unread(column: string): never {
+    throw new Error(`the ${column} of ${this.uuid} was not read (its keys only)`);
+  }
+  get seq(): number {
+    return this.unread('seq');
+  }
+  get kind(): string {
+    return this.unread('kind');
+  }
+  get body(): Obj {
+    return this.unread('body');
+  }
+  get created_at(): string {
+    return this.unread('created_at');
+  }
+  get updated_at(): string {
+    return this.unread('updated_at');
+  }
+}
+
+/** A row read with relation columns (or their stamp only), as data with its relations. */
+export const withRelated = (r: RelRow, rel: Relations): Resource =>
+  rel.stamp === 'only' ? new KeyRow(r) : Object.assign(toResource(r), { related: new RowRelations(r, rel.stamp !== undefined) as Related });
 
 /** A row as data; the body is parsed when first read. */
 export function toResource(r: Row): Resource {

@@ -119,7 +119,7 @@ export class ResourcePages {
     );
     // A kept set the counter no longer holds: read afresh (this time not kept, so no loop).
     if (checks && found.length && !this.shared.confirm(keptKey!, found[0].rel_sharing)) return this.listPage(set, p, rel);
-    const rows = found.map((r) => withRelated(r));
+    const rows = found.map((r) => withRelated(r, rel));
     // A page that is not full holds everything from the offset on (paging.ts).
     const shown = totalOfPage(rows.length, p.limit, p.offset);
     // An empty page confirmed nothing: the totals' statement does.

@@ -12,6 +12,15 @@ export class ResourceRelations {
   constructor(private readonly sql: ResourceSql) {}
 
   /**
+   * Whether reads may ask for relation stamps (`Relations.stamp`): SQLite, whose `answer_scopes` counters
+   * move in the writing transaction (migrations 0090 and 0140). PostgreSQL's scopes are announcements
+   * heard after a commit, not rows a statement reads: its readers read the relations themselves.
+   */
+  get stamps(): boolean {
+    return this.sql.dialect === 'sqlite';
+  }
+
+  /**
    * Rows of a kind by uuid (any owner), in the order asked (missing ones left out), with the relations `rel`
    * asks for as `me` sees them: one statement.
    */
@@ -29,7 +38,7 @@ export class ResourceRelations {
       { kind, uuids: this.sql.listArg(uuids), me },
     );
     return inOrderOf(
-      rows.map((r) => withRelated(r)),
+      rows.map((r) => withRelated(r, rel)),
       uuids,
     );
   }
@@ -53,7 +62,7 @@ export class ResourceRelations {
       },
       { kind, uuid, me },
     );
-    return rows[0] && withRelated(rows[0]);
+    return rows[0] && withRelated(rows[0], rel);
   }
 
   /**
@@ -65,6 +74,11 @@ export class ResourceRelations {
     const pg = this.sql.dialect === 'postgres';
     const array = pg ? sql`json_build_array` : sql`json_array`;
     const cols = [];
+    if (rel.stamp && (rel.tags || rel.sharing || rel.members)) {
+      if (!this.stamps) throw new Error('relation stamps are read from SQLite’s answer_scopes only');
+      cols.push(this.stampColumn(me).as('rel_stamp'));
+      if (rel.stamp === 'only') return cols;
+    }
     if (rel.tags) {
       const tags = sql`select tm.tag_uuid as v, tm.seq as s from tag_members as tm inner join resources as t on t.uuid = tm.tag_uuid and t.kind = 'tags' where t.owner_uuid = ${me} and tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
       cols.push(this.jsonList(tags).as('rel_tags'));
@@ -94,6 +108,21 @@ export class ResourceRelations {
       cols.push(this.jsonList(members, { json: true }).as('rel_members'));
     }
     return cols;
+  }
+
+  /**
+   * The stamp of a row's relations as `me` sees them: the `s:` scope counters (answer_scopes) of the row's
+   * owner and of `me`. Every relation a read can bring along is made of rows whose writes raise one of them
+   * in the writing transaction: the caller's tags on the row (`s:<me>`; a tag carries its owner's rows only),
+   * the grants on it and the permissions they hold (the owner's ACLs over the owner's tags: `s:<owner>`),
+   * a tag's members (the tag owner's memberships, and the member rows themselves: 0140's triggers), a
+   * grantee's e-mail (0140). Counters only grow and roll back with their writes, so an equal stamp is equal
+   * relations. An own row is its owner's one counter, read once for the statement.
+   */
+  private stampColumn(me: unknown): RawBuilder<string> {
+    const mine = sql`coalesce((select n from answer_scopes where scope = 's:' || ${me}), 0)`;
+    const theirs = sql`coalesce((select n from answer_scopes where scope = 's:' || coalesce(resources.owner_uuid, '')), 0)`;
+    return sql<string>`case when resources.owner_uuid = ${me} then ${mine} else ${theirs} || '.' || ${mine} end`;
   }
 
   /**

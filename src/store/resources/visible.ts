@@ -96,6 +96,6 @@ export class VisibleSets {
       },
       { kind: set.kind, me: set.owner, uuid },
     );
-    return rows[0] && withRelated(rows[0]);
+    return rows[0] && withRelated(rows[0], rel);
   }
 }
