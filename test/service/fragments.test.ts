@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import type { Ctx } from '../../src/core/context.js';
 import { sortedJson } from '../../src/core/json.js';
+import { FrozenClock } from '../helpers/clock.js';
 import { engine } from '../helpers/db.js';
 import { listQuery, openServices, type ServiceFixture, value } from '../helpers/services.js';
 
@@ -13,7 +14,8 @@ import { listQuery, openServices, type ServiceFixture, value } from '../helpers/
  */
 let fx: ServiceFixture;
 before(async () => {
-  fx = await openServices();
+  // A clock that stands still: a running server's runtime is read twice per check (kept, afresh) and must not move between.
+  fx = await openServices(undefined, undefined, { clock: new FrozenClock() });
 });
 after(() => fx.close());
 
