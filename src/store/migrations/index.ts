@@ -23,6 +23,7 @@ import { changeRelay } from './0070_change_relay.js';
 import { answerScopes } from './0090_answer_scopes.js';
 import { pgSharingCounters } from './0100_pg_sharing_counters.js';
 import { announceAfterCommit } from './0120_announce_after_commit.js';
+import { sqliteWritePages } from './0160_sqlite_write_pages.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -99,6 +100,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0090_answer_scopes': answerScopes(dialect),
     '0100_pg_sharing_counters': pgSharingCounters(dialect),
     '0120_announce_after_commit': announceAfterCommit(dialect),
+    '0160_sqlite_write_pages': sqliteWritePages(dialect),
   };
 }
 
