@@ -33,6 +33,7 @@ import { pipelinedClients, type PipelineMode } from './pg-client.js';
 import { VersionedCache } from './object-cache.js';
 import { StatementCache } from './statement-cache.js';
 import { markSnapshot } from './snapshots.js';
+import { WITH_COMMIT } from './shapes.js';
 import { StateQueries } from './state.js';
 import { AuditQueries, EventQueries } from './audit.js';
 import { lockRows } from './locks.js';
@@ -473,17 +474,22 @@ export class Store {
    */
   private async announcedAfter<T>(barrier: AnswerBarrier, fn: (tx: Tx) => Promise<T>): Promise<T> {
     let changed: Change[] | undefined;
-    let payloads: string[] = [];
+    type Announced = { a: string | null };
+    let read: Announced[] | Promise<Announced[] | undefined> | undefined;
     const result = await this.db.transaction().execute(async (tx) => {
       await sql`/* shape announce.later */ select set_config('stratus.announce_later', 'on', true)`.execute(tx);
       const out = await fn(tx);
       await this.resources.flushCounts(tx);
       changed = await this.changes.flush(tx, true);
-      const { rows } = await sql<{ a: string | null }>`/* shape announce.read */ select current_setting('stratus.announced', true) as a`.execute(tx);
-      // Each payload ends with a newline ('' is a payload: "anything may have changed").
-      payloads = rows[0]?.a ? rows[0].a.split('\n').slice(0, -1) : [];
+      // Answered with the commit (pg-client.ts), in its round trip: its rows come once the commit is answered.
+      const { rows } = await sql<Announced>`/* shape announce.read */ select current_setting('stratus.announced', true) as a`.execute(tx);
+      const row = rows[0] as (Announced & { [WITH_COMMIT]?: Promise<Announced[] | undefined> }) | undefined;
+      read = row?.[WITH_COMMIT] ?? rows;
       return out;
     });
+    const a = (await read)?.[0]?.a;
+    // Each payload ends with a newline ('' is a payload: "anything may have changed").
+    const payloads = a ? a.split('\n').slice(0, -1) : [];
     if (!(await barrier.announce(payloads, changed, this.changes.channel))) await this.announceThroughPool(payloads, changed);
     barrier.bump();
     return result;

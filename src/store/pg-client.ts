@@ -1,6 +1,6 @@
 import type { PostgresPool } from 'kysely';
 import type Pg from 'pg';
-import { sentAhead, shapeName, statementName } from './shapes.js';
+import { answeredWithCommit, sentAhead, shapeName, statementName, WITH_COMMIT } from './shapes.js';
 
 /**
  * The PostgreSQL pool's clients as the store uses them. The pool's clients run in pg's pipeline mode
@@ -12,7 +12,9 @@ import { sentAhead, shapeName, statementName } from './shapes.js';
  *   body, the audit entry, the event and timer rows, the counts, the change notice) are sent without
  *   waiting: they travel with the next statement that is waited for, and the commit waits for them all. A
  *   POST /servers/ is then one round trip (all of it with the commit) where it was six; a PUT two (begin
- *   with the row's lock, the rest with the commit).
+ *   with the row's lock, the rest with the commit);
+ * - a read whose answer is needed only after the commit (shapes.ts `answeredWithCommit`: a serving
+ *   process's announcements) is written at once and answered with the commit, in its round trip.
  * A statement sent ahead that fails fails the transaction as if it had been waited for: PostgreSQL aborts
  * the transaction at once (later statements fail, COMMIT rolls back), and the next statement waited for,
  * the commit included, throws the first such error (so the caller rolls back and sees the cause).
@@ -77,6 +79,24 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode:
       );
       return Promise.resolve({ command, rowCount: 1, rows: [], oid: 0, fields: [] });
     };
+    /**
+     * A read answered with the commit (shapes.ts `answeredWithCommit`): written now, so it runs in the
+     * transaction before the commit written after it, and answered in the commit's round trip. Its failure
+     * fails the commit like a write sent ahead; its rows come as a promise in the one row answered now.
+     */
+    const withCommit = (text: string, values: unknown): Promise<Pg.QueryResult> => {
+      const real = submit(text, values);
+      ahead.push(
+        real.catch((err: unknown) => {
+          failed ??= err;
+        }),
+      );
+      const rows = real.then(
+        (r) => r.rows,
+        () => undefined,
+      );
+      return Promise.resolve({ command: 'SELECT', rowCount: 1, rows: [{ [WITH_COMMIT]: rows }], oid: 0, fields: [] });
+    };
     /** The statements sent ahead, answered: throws the first that failed. */
     const settle = async (): Promise<void> => {
       if (ahead.length) await Promise.all(ahead);
@@ -92,6 +112,7 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode:
         return sendAhead(text, values, 'BEGIN');
       }
       if (inTransaction && (sentAhead(shapeName(text), text) || (mode.migrating && SCHEMA_CHANGE.test(text)))) return sendAhead(text, values, 'INSERT');
+      if (inTransaction && answeredWithCommit(shapeName(text))) return withCommit(text, values);
       if (text === 'commit' || text === 'rollback') inTransaction = false;
       roundTrips.n++;
       let result: Pg.QueryResult;

@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { engine } from '../helpers/db.js';
 import { openServices, type ServiceFixture, value } from '../helpers/services.js';
 import { onlyOn } from '../helpers/skips.js';
+import { Client } from '../helpers/client.js';
+import { startPeer, startServer } from '../helpers/server.js';
 
 /**
  * What a write costs the store (issue 31, part 3): statements per `POST /servers/` (one server with a DHCP
@@ -97,4 +99,37 @@ test('a write sent ahead that fails fails its transaction, and the store goes on
   // The connection is usable again, and a good transaction commits.
   await store.transaction((tx) => store.audit.insert(tx, entry('second')));
   assert.deepEqual(await logged(), ['second']);
+});
+
+/**
+ * A serving process on PostgreSQL collects its transaction's announcements for after the commit (store/db.ts
+ * `announcedAfter`): the read of them travels with the commit (pg-client.ts), so a POST is still one round
+ * trip and a PUT two; what a write announced is heard (the next GET of another process's kept answer moves).
+ */
+test('a serving process: the announcements are read in the commit round trip, and still announced', { skip: onlyOn('postgres') }, async () => {
+  const srv = await startServer();
+  const peer = await startPeer(srv);
+  try {
+    const alice = await srv.user();
+    const first = await alice.post('servers/', { objects: [newServer(0)] });
+    assert.equal(first.status, 201, first.text);
+    const uuid = String(first.json.objects[0].uuid);
+    assert.equal((await alice.put(`servers/${uuid}/`, { name: 'warm', meta: { revision: '0' } })).status, 200);
+    const viaPeer = new Client(peer.base, { email: alice.email, password: alice.password });
+    assert.equal((await viaPeer.get(`servers/${uuid}/`)).json.name, 'warm');
+    const store = srv.services.store;
+    const trips = async (write: () => Promise<{ status: number; text: string }>, status: number) => {
+      const r0 = store.roundTrips;
+      const res = await write();
+      assert.equal(res.status, status, res.text);
+      return store.roundTrips - r0;
+    };
+    assert.equal(await trips(() => alice.post('servers/', { objects: [newServer(1)] }), 201), 1, 'round trips per POST');
+    assert.equal(await trips(() => alice.put(`servers/${uuid}/`, { name: 'renamed', meta: { revision: '1' } }), 200), 2, 'round trips per PUT');
+    // The other process kept the object's answer: the announcement of the PUT moved it.
+    assert.equal((await viaPeer.get(`servers/${uuid}/`)).json.name, 'renamed');
+  } finally {
+    await peer.close();
+    await srv.close();
+  }
 });
