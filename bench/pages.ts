@@ -6,9 +6,14 @@
  * `dbstat` table). A commit writes every page it changed to the WAL and syncs it once, so pages per write
  * is what a write costs the disk (and the checkpoint that later copies them into the database file).
  *
- *   PAGES_WRITES=<n>   writes of each kind measured (default 20; the figures are per write)
+ * Then the server's CPU per write (user + system from /proc, as bench/profile.ts): PAGES_CPU_WRITES more of
+ * each, one at a time, without checkpoints between them (a figure that other load on the machine changes
+ * less than req/s).
+ *
+ *   PAGES_WRITES=<n>       writes of each kind measured for pages (default 20; the figures are per write)
+ *   PAGES_CPU_WRITES=<n>   writes of each kind measured for CPU (default 500)
  */
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { startChild } from './children.js';
 import { sqliteDatabase } from './database.js';
@@ -24,6 +29,14 @@ const newServer = (n: number) => ({
   nics: [{ ip_v4_conf: { conf: 'dhcp' }, model: 'virtio' }],
 });
 const change = (n: number) => ({ name: `w-renamed-${n}`, meta: { revision: String(n) } });
+
+/** The process's user + system CPU time so far, ms (Linux: /proc/<pid>/stat, clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    .replace(/^.*\) /, '')
+    .split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
 
 /** The page numbers of the WAL's frames (header 32 bytes; each frame a 24-byte header, then the page). */
 function walPages(wal: string, pageSize: number): number[] {
@@ -88,6 +101,15 @@ async function main(): Promise<void> {
         process.stdout.write(`${label}: ${(pages / writes).toFixed(2)} pages/write (${(frames / writes).toFixed(2)} WAL frames)\n`);
         for (const [name, k] of [...byName.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])))
           process.stdout.write(`  ${(k / writes).toFixed(2).padStart(5)}  ${name}\n`);
+      }
+      const cpuWrites = Number(process.env.PAGES_CPU_WRITES ?? 500);
+      for (const [label, write] of [
+        ['POST /servers/', post],
+        ['PUT /servers/<uuid>/', put],
+      ] as const) {
+        const c0 = cpuMs(child.pid);
+        for (let i = 0; i < cpuWrites; i++) await write();
+        process.stdout.write(`${label}: ${(((cpuMs(child.pid) - c0) / cpuWrites) * 1000).toFixed(0)} µs server CPU/write (${cpuWrites} one at a time)\n`);
       }
     } finally {
       await child.close();

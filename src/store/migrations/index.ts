@@ -24,6 +24,7 @@ import { answerScopes } from './0090_answer_scopes.js';
 import { pgSharingCounters } from './0100_pg_sharing_counters.js';
 import { announceAfterCommit } from './0120_announce_after_commit.js';
 import { sqliteWritePages } from './0160_sqlite_write_pages.js';
+import { pgSharingNoWait } from './0161_pg_sharing_no_wait.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -101,6 +102,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0100_pg_sharing_counters': pgSharingCounters(dialect),
     '0120_announce_after_commit': announceAfterCommit(dialect),
     '0160_sqlite_write_pages': sqliteWritePages(dialect),
+    '0161_pg_sharing_no_wait': pgSharingNoWait(dialect),
   };
 }
 
