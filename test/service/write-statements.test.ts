@@ -118,14 +118,20 @@ test('a serving process: the announcements are read in the commit round trip, an
     const viaPeer = new Client(peer.base, { email: alice.email, password: alice.password });
     assert.equal((await viaPeer.get(`servers/${uuid}/`)).json.name, 'warm');
     const store = srv.services.store;
-    const trips = async (write: () => Promise<{ status: number; text: string }>, status: number) => {
-      const r0 = store.roundTrips;
-      const res = await write();
-      assert.equal(res.status, status, res.text);
-      return store.roundTrips - r0;
+    // The store counts every round trip of the process: work of its own (a pool connection opened, its
+    // settings sent) may fall within a write's. It only adds: the fewest of a few writes is the write's.
+    const trips = async (write: (i: number) => Promise<{ status: number; text: string }>, status: number) => {
+      let fewest = Infinity;
+      for (let i = 1; i <= 5; i++) {
+        const r0 = store.roundTrips;
+        const res = await write(i);
+        assert.equal(res.status, status, res.text);
+        fewest = Math.min(fewest, store.roundTrips - r0);
+      }
+      return fewest;
     };
-    assert.equal(await trips(() => alice.post('servers/', { objects: [newServer(1)] }), 201), 1, 'round trips per POST');
-    assert.equal(await trips(() => alice.put(`servers/${uuid}/`, { name: 'renamed', meta: { revision: '1' } }), 200), 2, 'round trips per PUT');
+    assert.equal(await trips((i) => alice.post('servers/', { objects: [newServer(i)] }), 201), 1, 'round trips per POST');
+    assert.equal(await trips((i) => alice.put(`servers/${uuid}/`, { name: 'renamed', meta: { revision: String(i) } }), 200), 2, 'round trips per PUT');
     // The other process kept the object's answer: the announcement of the PUT moved it.
     assert.equal((await viaPeer.get(`servers/${uuid}/`)).json.name, 'renamed');
   } finally {
