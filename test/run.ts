@@ -281,9 +281,12 @@ function dataState(): string {
     .join('\n');
 }
 
+// `npm run test:verify`: every server the suites start (in their processes and as `stratus` children,
+// test/helpers/process.ts) makes each reused answer again and fails the request when it differs.
+const VERIFY = process.env.STRATUS_ANSWER_CACHE_VERIFY === '1';
 const dataBefore = dataState();
 console.log(
-  `run ${runId}: build ${relative(root, BUILD)}/, PostgreSQL schemas ${schemaPrefix(runId)}*, a file killed after ${FILE_TIMEOUT_S} s without progress${CI ? ', CI' : ''}`,
+  `run ${runId}: build ${relative(root, BUILD)}/, PostgreSQL schemas ${schemaPrefix(runId)}*, a file killed after ${FILE_TIMEOUT_S} s without progress${CI ? ', CI' : ''}${VERIFY ? ', answer-cache verify mode' : ''}`,
 );
 // The suites that run `stratus` as a process (test/helpers/process.ts) run bin/stratus.js, that is the
 // compiled dist/: built here from the current sources, so they never test an old build.

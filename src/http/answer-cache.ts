@@ -37,8 +37,11 @@ export interface CachedAnswer {
 
 export class AnswerCache {
   private readonly entries: VersionedCache<CachedAnswer, string>;
-  /** GET answers of reusable routes: served from here, made and kept, made and not kept (they read the clock). */
-  readonly counts = { reused: 0, kept: 0, timed: 0 };
+  /**
+   * GET answers of reusable routes: served from here, made and kept, made and not kept (they read the clock);
+   * under verify mode, kept answers made again and found the same (a server's proof it runs verifying).
+   */
+  readonly counts = { reused: 0, kept: 0, timed: 0, verified: 0 };
 
   constructor(
     maxBytes: number,

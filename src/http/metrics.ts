@@ -17,7 +17,8 @@ import { documentPath, routeLabel } from './routes.js';
  *   stratus_db_pool_connections{state}     PostgreSQL pool: total, idle, waiting (absent on SQLite)
  *   stratus_servers{status}                simulated servers by status (all accounts)
  *   stratus_answer_cache_answers{outcome}  GET answers of reusable routes since start: reused, kept (made and
- *                                          kept), timed (made from the clock: not kept); http/answer-cache.ts
+ *                                          kept), timed (made from the clock: not kept), verified (reused
+ *                                          ones made again under STRATUS_ANSWER_CACHE_VERIFY=1); answer-cache.ts
  *   stratus_answer_cache_bytes             what the kept answers take (bounded by --answer-cache-mib)
  *   stratus_object_cache_bytes             what the kept presented objects take (bounded by --cache-mib)
  *   process_*, nodejs_*                    prom-client's default process metrics
@@ -97,7 +98,7 @@ export class Metrics {
     });
     new Gauge({
       name: 'stratus_answer_cache_answers',
-      help: 'GET answers of reusable routes since start: reused, kept, timed (read the clock: not kept)',
+      help: 'GET answers of reusable routes since start: reused, kept, timed (read the clock: not kept), verified (made again in verify mode)',
       labelNames: ['outcome'],
       registers,
       collect() {

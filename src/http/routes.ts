@@ -296,11 +296,17 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
     format: req.format,
   });
   if (settle?.runDue && (settle.dueAtOnce?.() ?? 0) !== dueBefore) await settle.runDue();
-  if (token === undefined || result.status !== 200 || result.headers || result.body === undefined || result.raw) return send(reply, req.format, result);
+  if (token === undefined || result.status !== 200 || result.headers || result.body === undefined || result.raw) {
+    // (Verify mode: a kept 200 where a fresh answer is something else is as stale as one with other bytes.)
+    if (hit && (await reuse!.unchangedSince(token!, scope)))
+      throw new Error(`answer cache: the reused answer of ${req.url} is a 200, a fresh one a ${result.status}: ${hit.payload}`);
+    return send(reply, req.format, result);
+  }
   const answer = serialise(req.format, result);
   // (A write committed while the fresh answer was made explains a difference: then it proves nothing.)
   if (hit && hit.payload !== answer.payload && (await reuse!.unchangedSince(token, scope)))
     throw new Error(`answer cache: the reused answer of ${req.url} differs from a fresh one: ${hit.payload} / ${answer.payload}`);
+  if (hit) reuse!.counts.verified++;
   reuse!.made(key, token, answer, read.clock);
   return AnswerCache.send(reply, req.headers, answer);
 }

@@ -75,6 +75,14 @@ export const readWithCommit = (name: string | undefined): boolean => name !== un
  * (Kysely's `modifyEnd(sql.raw(SENT_AHEAD_MARK))`).
  */
 export const SENT_AHEAD_MARK = '/* sent ahead */';
+/**
+ * Reads whose answer is needed only after the commit (a serving process's announcements, store/db.ts): on
+ * PostgreSQL sent at once and answered with the commit, in its round trip. The statement's one row then
+ * holds, under `WITH_COMMIT`, a promise of the rows it read (undefined when the transaction failed).
+ */
+const ANSWERED_WITH_COMMIT = new Set(['announce.read']);
+export const WITH_COMMIT = Symbol('answered with the commit');
+export const answeredWithCommit = (name: string | undefined): boolean => name !== undefined && ANSWERED_WITH_COMMIT.has(name);
 /** Whether a statement may be sent without waiting for its answer: by its shape (`name`), or its mark. */
 export const sentAhead = (name: string | undefined, text: string): boolean => (name ? SENT_AHEAD.has(name) : text.endsWith(SENT_AHEAD_MARK));
 const longNames = new Map<string, string>();

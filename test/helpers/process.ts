@@ -17,12 +17,19 @@ after(() => {
 });
 
 /**
+ * Development checks a whole run is made under (`npm run test:verify`): unlike settings, they change no
+ * answer, only check them, so every server a test starts runs with them as the in-process ones do.
+ */
+const RUN_WIDE = new Set(['STRATUS_ANSWER_CACHE_VERIFY']);
+
+/**
  * The environment of a `stratus` child: this process's without any STRATUS_* setting (the caller's shell
- * or the test runner's must not change what a test starts), plus exactly what the test sets.
+ * or the test runner's must not change what a test starts) but the run-wide checks, plus exactly what the
+ * test sets.
  */
 export function childEnv(env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return {
-    ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('STRATUS_'))),
+    ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('STRATUS_') || RUN_WIDE.has(k))),
     // The compiled program's code cache in this file's temporary folder, not in the clone's dist/.
     STRATUS_CODE_CACHE_DIR: codeCacheDir(),
     ...env,

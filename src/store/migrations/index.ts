@@ -26,6 +26,8 @@ import { announceAfterCommit } from './0120_announce_after_commit.js';
 import { wakeOnWork } from './0130_wake_on_work.js';
 import { announcePending } from './0131_announce_pending.js';
 import { relationStamps } from './0140_relation_stamps.js';
+import { sqliteWritePages } from './0160_sqlite_write_pages.js';
+import { pgSharingNoWait } from './0161_pg_sharing_no_wait.js';
 
 /**
  * Versioned migrations. Never edit a released one: add the next number, so a newer Stratus opens an
@@ -105,6 +107,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0130_wake_on_work': wakeOnWork(dialect),
     '0131_announce_pending': announcePending(serialPk),
     '0140_relation_stamps': relationStamps(dialect),
+    '0160_sqlite_write_pages': sqliteWritePages(dialect),
+    '0161_pg_sharing_no_wait': pgSharingNoWait(dialect),
   };
 }
 
