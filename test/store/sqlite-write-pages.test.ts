@@ -89,8 +89,14 @@ describe('SQLite pages per write', { skip }, () => {
     const raw = new SQLite(file);
     const db = new Kysely<any>({ dialect: new SqliteDialect({ database: raw }) });
     try {
-      const migrator = new Migrator({ db, provider: migrationProvider('sqlite'), nameComparator: byCodePoint });
-      assert.equal((await migrator.migrateTo('0120_announce_after_commit')).error, undefined);
+      const provider = migrationProvider('sqlite');
+      const migrator = new Migrator({ db, provider, nameComparator: byCodePoint });
+      // The schema just before 0160 (later migrations add objects of their own, which the check below would count).
+      const before0160 = Object.keys(await provider.getMigrations())
+        .filter((name) => byCodePoint(name, '0160') < 0)
+        .sort(byCodePoint)
+        .at(-1)!;
+      assert.equal((await migrator.migrateTo(before0160)).error, undefined);
       const row = (seq: number, uuid: string) =>
         raw
           .prepare(
