@@ -29,7 +29,7 @@ function sqliteAddon(): string | undefined {
 import { databaseOpenError } from './errors.js';
 import { ConfigError } from '../core/errors.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
-import { pipelinedClients, type PipelineMode } from './pg-client.js';
+import { pipelinedClients, Riders, type PipelineMode } from './pg-client.js';
 import { VersionedCache } from './object-cache.js';
 import { StatementCache } from './statement-cache.js';
 import { markSnapshot } from './snapshots.js';
@@ -136,6 +136,11 @@ export class Store {
   readonly changes: ChangeFeed;
   /** SQLite's kept prepared statements (`--statement-cache`); null on PostgreSQL (its own per-connection statements). */
   preparedStatements: StatementCache<unknown> | null = null;
+  /**
+   * PostgreSQL: statements that travel with the next one the pool waits for outside a transaction, costing no
+   * round trip of their own (pg-client.ts; the rate limiter's counts). Null on SQLite.
+   */
+  riders: Riders | null = null;
   /** PostgreSQL's connection pool (metrics read its counts); null on SQLite (one connection). */
   private pgPool: Pg.Pool | null = null;
   private pgUrl: string | null = null;
@@ -331,8 +336,9 @@ export class Store {
     } finally {
       clearTimeout(timer);
     }
+    const riders = new Riders(counter);
     const store = new Store(
-      new Kysely<Database>({ dialect: new SchemaPostgresDialect({ pool: pipelinedClients(pool, roundTrips, pipeline) }), log }),
+      new Kysely<Database>({ dialect: new SchemaPostgresDialect({ pool: pipelinedClients(pool, roundTrips, pipeline, riders) }), log }),
       'postgres',
       redact(url),
       counter,
@@ -341,6 +347,7 @@ export class Store {
       opts.anchorStep,
     );
     store.pgPool = pool;
+    store.riders = riders;
     store.pgRoundTrips = roundTrips;
     store.pipeline = pipeline;
     store.pgUrl = url;
