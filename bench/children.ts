@@ -63,13 +63,20 @@ function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 
 /** Stratus over `db` (a SQLite file or a PostgreSQL URL), or the raw replay server for `replies`. */
 export async function startChild(
-  spec: { mode: 'stratus'; db: string; dbBusy?: () => Promise<boolean>; answerCacheMiB?: number; execArgv?: string[] } | { mode: 'raw'; replies: RawReply[] },
+  spec:
+    | { mode: 'stratus'; db: string; dbBusy?: () => Promise<boolean>; answerCacheMiB?: number; execArgv?: string[]; execPath?: string }
+    | { mode: 'raw'; replies: RawReply[]; execPath?: string },
 ): Promise<Child> {
   // Stratus as configured by default, or with --answer-cache-mib set (0: every answer made afresh).
   const args = spec.mode === 'stratus' ? ['stratus', spec.db, ...(spec.answerCacheMiB === undefined ? [] : [String(spec.answerCacheMiB)])] : ['raw'];
   // stdout is the parent's report: the child's output (Fastify warnings) goes to stderr.
-  // execArgv: node's own flags for the child (bench/profile.ts passes --cpu-prof).
-  const proc = fork(childScript(), args, { execArgv: spec.mode === 'stratus' ? (spec.execArgv ?? []) : [], stdio: ['ignore', 2, 2, 'ipc'] });
+  // execArgv: node's own flags for the child (bench/profile.ts passes --cpu-prof). execPath: a program that
+  // runs node (bench/cpu.ts's valgrind wrapper).
+  const proc = fork(childScript(), args, {
+    execArgv: spec.mode === 'stratus' ? (spec.execArgv ?? []) : [],
+    stdio: ['ignore', 2, 2, 'ipc'],
+    ...(spec.execPath ? { execPath: spec.execPath } : {}),
+  });
   const ready = next(proc, 'ready');
   if (spec.mode === 'raw') proc.send({ type: 'replies', replies: spec.replies } satisfies ParentMessage);
   const { base } = (await ready) as { base: string };

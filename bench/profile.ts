@@ -6,6 +6,11 @@
  *
  *   PROFILE_WHAT=detail|list|single|tags|capabilities|post|put   (default detail)
  *   PROFILE_SECONDS=<s>                                           (default 5)
+ *   PROFILE_LIMITED=1   the accounts are counted against limits too high to reach, instead of exempt: the
+ *                       rate limiter's counting is part of what is measured (its round trip on PostgreSQL)
+ *
+ * Per answer it prints server CPU, read/write system calls, statements and round trips (statements waited
+ * for: on PostgreSQL those sent ahead or along travel with the next one, store/pg-client.ts).
  */
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +21,10 @@ import { measure, type Load } from './measure.js';
 import { optionsFromEnv } from './options.js';
 import { makeAccounts, seedStart, servicesOf } from './seed.js';
 import { Store } from '../src/store/db.js';
+import { setAccountLimits } from '../src/resources/accounts/rate-limits.js';
+
+/** Every rule of the default table, overridden with a count no load reaches (PROFILE_LIMITED). */
+const UNREACHABLE_LIMITS = 'GET=1000000000/min,POST=1000000000/min,POST:/servers/=1000000000/day,PUT=1000000000/min,DELETE=1000000000/min';
 
 interface Node {
   id: number;
@@ -64,6 +73,8 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'stratus-prof-'));
   try {
     const accounts = await makeAccounts(servicesOf(store, db.url));
+    if (process.env.PROFILE_LIMITED === '1')
+      for (const a of Object.values(accounts)) await setAccountLimits(servicesOf(store, db.url), a.email, UNREACHABLE_LIMITS);
     const seeder = await startChild({ mode: 'stratus', db: db.url });
     const seeded = await seedStart(store, `${seeder.base}/api/2.0/`, accounts);
     await seeder.close();
@@ -106,7 +117,7 @@ async function main(): Promise<void> {
       const [cpu1, io1, n1] = [cpuMs(child.pid), syscalls(child.pid), (await child.stats()).answered];
       await child.close();
       process.stdout.write(
-        `${one} (${spec.engine}): ${(((cpu1 - cpu0) / (n1 - n0)) * 1000).toFixed(0)} µs CPU/answer, ${((io1.writes - io0.writes) / (n1 - n0)).toFixed(1)} write + ${((io1.reads - io0.reads) / (n1 - n0)).toFixed(1)} read syscalls/answer, ${run.reqPerSec.toFixed(0)} req/s, p99 ${run.p99Ms} ms, ${run.statementsPerRequest?.toFixed(1)} stmts/req, non2xx ${run.non2xx}\n`,
+        `${one} (${spec.engine}): ${(((cpu1 - cpu0) / (n1 - n0)) * 1000).toFixed(0)} µs CPU/answer, ${((io1.writes - io0.writes) / (n1 - n0)).toFixed(1)} write + ${((io1.reads - io0.reads) / (n1 - n0)).toFixed(1)} read syscalls/answer, ${run.reqPerSec.toFixed(0)} req/s, p99 ${run.p99Ms} ms, ${run.statementsPerRequest?.toFixed(1)} stmts/req, ${run.roundTripsPerRequest?.toFixed(2)} trips/req, non2xx ${run.non2xx}\n`,
       );
       const file = process.env.PROFILE_CPU === '0' ? undefined : readdirSync(join(dir, one)).find((f) => f.endsWith('.cpuprofile'));
       if (file) process.stdout.write(`${join(dir, one, file)}\n${top(join(dir, one, file)).join('\n')}\n`);

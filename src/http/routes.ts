@@ -150,7 +150,8 @@ export type Authenticator = (req: FastifyRequest) => Promise<Caller>;
  * public route or when authentication fails, against its client address. Absent when limits are off.
  */
 export interface Limiter {
-  guard(req: FastifyRequest, reply: FastifyReply, authenticate: Authenticator | null): Promise<Caller | undefined>;
+  /** `later`: the request only reads, so its count may be settled later, through `req.rateCheck` (limiter.ts). */
+  guard(req: FastifyRequest, reply: FastifyReply, authenticate: Authenticator | null, later?: boolean): Promise<Caller | undefined>;
 }
 
 /** A path registered with registerPath, and the guards it was registered with. */
@@ -185,6 +186,7 @@ function tableOf(app: FastifyInstance): PathTable<Registered> {
   const t = (table = new PathTable<Registered>(MAX_PARAM_LENGTH));
   tables.set(app, t);
   app.decorateRequest('matched', null);
+  app.decorateRequest('rateCheck', null);
   app.route({
     method: [...ALL],
     url: CATCH_ALL,
@@ -265,13 +267,27 @@ async function admit(r: Registered, req: FastifyRequest, reply: FastifyReply): P
   }
   if (!r.spec.methods[method as HttpMethod])
     throw new ApiError('method', `Method ${req.method} is not allowed on this URL; allowed: ${r.allowed}`, null, { Allow: r.allowed });
-  if (r.limiter) req.caller = await r.limiter.guard(req, reply, r.spec.public ? null : r.authenticate);
+  // A reusable GET only reads: its count may travel with its read, and is checked before it answers.
+  if (r.limiter) req.caller = await r.limiter.guard(req, reply, r.spec.public ? null : r.authenticate, method === 'GET' && r.spec.reusable === true);
   else if (!r.spec.public) req.caller = await r.authenticate(req);
   return undefined;
 }
 
-/** Runs the handler, or reuses its answer (answer-cache.ts). */
-async function answer({ value: r, params }: Matched, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+/**
+ * Runs the handler, or reuses its answer (answer-cache.ts). A rate-limit count left for later (Limiter
+ * `later`) is settled before anything is sent, the handler's own failure included: over its budget, the
+ * request is answered 429 whatever the handler made of it.
+ */
+function answer(m: Matched, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const check = req.rateCheck;
+  if (!check) return made(m, req, reply, null);
+  return made(m, req, reply, check).catch(async (err: unknown) => {
+    await check();
+    throw err;
+  });
+}
+
+async function made({ value: r, params }: Matched, req: FastifyRequest, reply: FastifyReply, check: (() => Promise<void>) | null): Promise<FastifyReply> {
   const { spec, answers } = r;
   const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
   const reuse = method === 'GET' && spec.reusable ? answers : null;
@@ -279,7 +295,10 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
   // Read before anything the answer is made of: a change after it makes the entry unreachable.
   const scope = reuse && spec.answerScope && req.caller ? { caller: req.caller.uuid, scope: spec.answerScope, uuid: params.uuid } : undefined;
   const { hit, token } = reuse ? await reuse.lookup(key, scope) : {};
-  if (hit && !reuse!.verify) return AnswerCache.send(reply, req.headers, hit);
+  if (hit && !reuse!.verify) {
+    if (check) await check();
+    return AnswerCache.send(reply, req.headers, hit);
+  }
   const read = { clock: false };
   // A write whose transitions take no time (durations of 0, as under --ci) finishes them before it answers.
   const settle = method === 'GET' ? null : req.server.schedulerProbe;
@@ -296,6 +315,7 @@ async function answer({ value: r, params }: Matched, req: FastifyRequest, reply:
     format: req.format,
   });
   if (settle?.runDue && (settle.dueAtOnce?.() ?? 0) !== dueBefore) await settle.runDue();
+  if (check) await check();
   if (token === undefined || result.status !== 200 || result.headers || result.body === undefined || result.raw) {
     // (Verify mode: a kept 200 where a fresh answer is something else is as stale as one with other bytes.)
     if (hit && (await reuse!.unchangedSince(token!, scope)))

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, Migrator, SqliteDialect, sql, type Driver, type SqliteDialectConfig, type Transaction } from 'kysely';
+import { CompiledQuery, Kysely, SqliteDialect, sql, type Driver, type Migrator, type SqliteDialectConfig, type Transaction } from 'kysely';
 import type Pg from 'pg';
 import { lazyPackage } from '../core/lazy.js';
 import { byCodePoint } from '../core/order.js';
@@ -12,7 +12,8 @@ import { AnswerBarrier, notifications } from './answer-barrier.js';
 import { pgScopedTokens, sqliteScopedTokens, type ScopedAnswerTokens } from './answer-scopes.js';
 import { ListenConnection } from './listen.js';
 import type { WakeSource } from './wakes.js';
-import { migrationProvider } from './migrations/index.js';
+import { migrationProvider, migratorOf } from './migrations/index.js';
+import { newSchemaBatch, NOT_NEW } from './migrations/at-once.js';
 
 let addon: string | undefined | null = null;
 /**
@@ -30,7 +31,7 @@ function sqliteAddon(): string | undefined {
 import { databaseOpenError } from './errors.js';
 import { ConfigError } from '../core/errors.js';
 import { ResourceRepository, type AnyQuery } from './repository.js';
-import { pipelinedClients, type PipelineMode } from './pg-client.js';
+import { pipelinedClients, Riders, type PipelineMode } from './pg-client.js';
 import { VersionedCache } from './object-cache.js';
 import { StatementCache } from './statement-cache.js';
 import { markSnapshot } from './snapshots.js';
@@ -140,6 +141,11 @@ export class Store {
   readonly changes: ChangeFeed;
   /** SQLite's kept prepared statements (`--statement-cache`); null on PostgreSQL (its own per-connection statements). */
   preparedStatements: StatementCache<unknown> | null = null;
+  /**
+   * PostgreSQL: statements that travel with the next one the pool waits for outside a transaction, costing no
+   * round trip of their own (pg-client.ts; the rate limiter's counts). Null on SQLite.
+   */
+  riders: Riders | null = null;
   /** PostgreSQL's connection pool (metrics read its counts); null on SQLite (one connection). */
   private pgPool: Pg.Pool | null = null;
   private pgUrl: string | null = null;
@@ -253,7 +259,16 @@ export class Store {
    */
   static async open(
     url: string,
-    opts: { poolSize?: number; cacheMiB?: number; statementCache?: number; anchorStep?: number; connectTimeoutMs?: number; schema?: 'migrate' | 'check' } = {},
+    opts: {
+      poolSize?: number;
+      cacheMiB?: number;
+      statementCache?: number;
+      anchorStep?: number;
+      connectTimeoutMs?: number;
+      schema?: 'migrate' | 'check';
+      /** PostgreSQL: a new schema made by its script in one round trip (default), or one migration at a time. */
+      newSchemaAtOnce?: boolean;
+    } = {},
   ): Promise<Store> {
     let store: Store | undefined;
     const cleanup: (() => unknown)[] = [];
@@ -273,7 +288,7 @@ export class Store {
         throw new ConfigError(
           `db: ${store.location} was upgraded by a newer Stratus (schema ${status.unknown.at(-1)}; this one knows up to ${status.known.at(-1)}): run that version, or restore a backup`,
         );
-      if (!check) store.migrated = await store.migrate();
+      if (!check) store.migrated = await store.migrate(status.applied.length === 0, opts.newSchemaAtOnce ?? true);
       else if (status.applied.length === 0)
         throw new ConfigError(
           `db: ${store.location} has no Stratus schema: run \`stratus migrate --db …\` (or start \`stratus serve\`) to create it, or fix --db`,
@@ -340,8 +355,9 @@ export class Store {
     } finally {
       clearTimeout(timer);
     }
+    const riders = new Riders(counter);
     const store = new Store(
-      new Kysely<Database>({ dialect: new SchemaPostgresDialect({ pool: pipelinedClients(pool, roundTrips, pipeline) }), log }),
+      new Kysely<Database>({ dialect: new SchemaPostgresDialect({ pool: pipelinedClients(pool, roundTrips, pipeline, riders) }), log }),
       'postgres',
       redact(url),
       counter,
@@ -350,6 +366,7 @@ export class Store {
       opts.anchorStep,
     );
     store.pgPool = pool;
+    store.riders = riders;
     store.pgRoundTrips = roundTrips;
     store.pipeline = pipeline;
     store.pgUrl = url;
@@ -410,9 +427,19 @@ export class Store {
     return store;
   }
 
-  /** Creates or upgrades the schema; returns the names of the migrations it applied (none: it was current). */
-  async migrate(): Promise<string[]> {
+  /**
+   * Creates or upgrades the schema; returns the names of the migrations it applied (none: it was current).
+   * `fresh`: the schema had no migrations when last looked at (PostgreSQL then tries the new-schema script
+   * first, unless `atOnce` is false: the test comparing both paths).
+   */
+  async migrate(fresh = false, atOnce = true): Promise<string[]> {
+    let early: string[] = [];
     const { error, results } = await migrationsAlone(this.dialect === 'postgres' ? this.pgUrl : null, async () => {
+      if (fresh && atOnce && this.dialect === 'postgres') {
+        early = (await this.newSchemaAtOnce()) ?? [];
+        // Migrations newer than the script run one by one below; none left: Kysely is not asked at all.
+        if (early.length && early.length === Object.keys(await migrationProvider(this.dialect).getMigrations()).length) return { results: [] };
+      }
       const migrator = await this.migrator();
       if (this.pipeline) this.pipeline.migrating = true;
       try {
@@ -428,7 +455,7 @@ export class Store {
         code: (error as { code?: unknown }).code,
       });
     }
-    return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+    return [...early, ...(results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName)];
   }
 
   /**
@@ -452,11 +479,30 @@ export class Store {
   }
 
   private async migrator(): Promise<Migrator> {
-    // On PostgreSQL, pin the bookkeeping tables to our own schema: Kysely otherwise finds a
-    // `kysely_migration` table in any schema of the database and skips creating ours.
     const schema = this.dialect === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(this.db)).rows[0]?.s : undefined;
-    // Names sort by code point (`0001_…` < `0002_…`): Kysely's default, localeCompare, loads ICU's collation data.
-    return new Migrator({ db: this.db, provider: migrationProvider(this.dialect), migrationTableSchema: schema, nameComparator: byCodePoint });
+    return migratorOf(this.db, this.dialect, schema);
+  }
+
+  /**
+   * PostgreSQL, a schema without migrations: the migrations known to the new-schema script
+   * (migrations/at-once.ts) applied in one round trip, or null when the schema turned out not to be new
+   * (another process migrated it first, or an earlier attempt left its bookkeeping table).
+   */
+  private async newSchemaAtOnce(): Promise<string[] | null> {
+    const schema = this.pgSchema;
+    if (!schema || !this.pgUrl) return null;
+    const known = Object.keys(await migrationProvider(this.dialect).getMigrations()).sort(byCodePoint);
+    const batch = newSchemaBatch(schema, { answers: answerChannel(schema), changes: schemaChannel(schema) }, known, new Date().toISOString());
+    if (!batch) return null;
+    try {
+      await sql.raw(batch.sql).execute(this.db);
+    } catch (err) {
+      if ((err as { code?: unknown }).code === NOT_NEW) return null;
+      throw Object.assign(new Error(`database migration (new schema at once, through ${batch.through.at(-1)}) failed: ${(err as Error).message}`), {
+        code: (err as { code?: unknown }).code,
+      });
+    }
+    return [...batch.through];
   }
 
   /** A read-write transaction; the repository's kept counts are written last, just before commit. */

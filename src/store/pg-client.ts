@@ -36,7 +36,80 @@ export interface PipelineMode {
 /** Statements whose answer is only "done": DDL and writes without RETURNING. */
 const SCHEMA_CHANGE = /^\s*(create|alter|drop|comment|insert|update|delete)\b(?![\s\S]*\breturning\b)/i;
 
-export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode: PipelineMode = { migrating: false }): PostgresPool {
+/** A statement handed to Riders: its answer's rows, once something carried it (or it went alone). */
+export interface Ride<R> {
+  /** The rows; sends the statement on its own first if no other statement has carried it yet. */
+  result(): Promise<R[]>;
+}
+
+interface Rider {
+  name: string;
+  text: string;
+  values: unknown[];
+  /** Whether it is still waiting for a carrier. */
+  queued: boolean;
+  answer: Promise<Pg.QueryResult>;
+  sent(query: Promise<Pg.QueryResult>): void;
+}
+
+/**
+ * Statements that need no round trip of their own: each travels, sent ahead, with the next statement any of
+ * the pool's clients waits for outside a transaction (never inside one: a rollback would undo it, and its row
+ * locks would be held to the commit). The rate limiter's count rides with the request's own read
+ * (http/ratelimit/limiter.ts), so a GET is one round trip where it was two. A rider runs as a transaction
+ * of its own (pipeline mode gives each statement its own Sync), so a carrier failing does not fail it.
+ * `result()` of a rider nothing carried sends it alone (with any other waiting rider).
+ */
+export class Riders {
+  private queue: Rider[] = [];
+  /** Set by pipelinedClients: a client of the pool (a rider sent alone). */
+  connect: () => Promise<Pg.PoolClient> = () => Promise.reject(new Error('riders: no pool'));
+
+  /** `statements` counts the statements sent (as the store's counter does; riders bypass Kysely). */
+  constructor(private readonly statements: { n: number }) {}
+
+  /** Queues `text` as the named prepared statement `name` (a fixed name per text). */
+  add<R>(name: string, text: string, values: unknown[]): Ride<R> {
+    let sent!: (query: Promise<Pg.QueryResult>) => void;
+    const answer = new Promise<Pg.QueryResult>((resolve, reject) => (sent = (query) => query.then(resolve, reject)));
+    // A request that failed before asking for its result leaves nobody waiting: not an unhandled rejection.
+    answer.catch(() => undefined);
+    const rider: Rider = { name, text, values, queued: true, answer, sent };
+    this.queue.push(rider);
+    this.statements.n++;
+    return { result: () => this.result<R>(rider) };
+  }
+
+  /** The riders waiting for a carrier, taken by one. */
+  take(): Rider[] {
+    const list = this.queue;
+    if (list.length) this.queue = [];
+    for (const r of list) r.queued = false;
+    return list;
+  }
+
+  private async result<R>(rider: Rider): Promise<R[]> {
+    if (rider.queued) {
+      this.queue.splice(this.queue.indexOf(rider), 1);
+      rider.queued = false;
+      const client = await this.connect();
+      try {
+        rider.sent(client.query({ name: rider.name, text: rider.text, values: rider.values }));
+        await rider.answer.catch(() => undefined);
+      } finally {
+        client.release();
+      }
+    }
+    return (await rider.answer).rows as R[];
+  }
+}
+
+export function pipelinedClients(
+  pool: Pg.Pool,
+  roundTrips: { n: number },
+  mode: PipelineMode = { migrating: false },
+  riders: Riders | null = null,
+): PostgresPool {
   const wrapped = new WeakSet<Pg.PoolClient>();
   const connect = pool.connect.bind(pool) as () => Promise<Pg.PoolClient>;
   const wrap = (client: Pg.PoolClient): Pg.PoolClient => {
@@ -79,6 +152,17 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode:
       );
       return Promise.resolve({ command, rowCount: 1, rows: [], oid: 0, fields: [] });
     };
+    /** Outside a transaction: the waiting riders, sent ahead with the statement about to be waited for. */
+    const carry = (): void => {
+      if (inTransaction || !riders) return;
+      const list = riders.take();
+      if (!list.length) return;
+      if (stream && !held) {
+        stream.cork();
+        held = true;
+      }
+      for (const r of list) r.sent(query({ name: r.name, text: r.text, values: r.values }));
+    };
     /** The statements sent ahead, answered: throws the first that failed. */
     const settle = async (): Promise<void> => {
       if (ahead.length) await Promise.all(ahead);
@@ -88,8 +172,13 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode:
       if (err !== undefined) throw err;
     };
     (client as { query: unknown }).query = async (text: unknown, values?: unknown) => {
-      if (typeof text !== 'string') return corked(() => query(text, values));
+      if (typeof text !== 'string') {
+        carry();
+        roundTrips.n++;
+        return corked(() => query(text, values));
+      }
       if (text === 'begin' || text.startsWith('start transaction')) {
+        carry();
         inTransaction = true;
         return sendAhead(text, values, 'BEGIN');
       }
@@ -97,6 +186,7 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode:
       if (text === 'commit' || text === 'rollback') inTransaction = false;
       // Answered on the COMMIT's round trip (its caller awaits it after the commit).
       else if (inTransaction && readWithCommit(shapeName(text))) return send(text, values);
+      else carry();
       roundTrips.n++;
       let result: Pg.QueryResult;
       try {
@@ -117,5 +207,7 @@ export function pipelinedClients(pool: Pg.Pool, roundTrips: { n: number }, mode:
     };
     return client;
   };
-  return { connect: async () => wrap(await connect()), end: () => pool.end() };
+  const clients = { connect: async () => wrap(await connect()), end: () => pool.end() };
+  if (riders) riders.connect = clients.connect;
+  return clients;
 }

@@ -456,4 +456,48 @@ describe('processes', () => {
       }
     },
   );
+
+  test(
+    'two API processes on one PostgreSQL: concurrent reads, each counted along with its read, never overdraw one budget',
+    { skip: onlyOn('postgres') } /* the counts travel with the reads on PostgreSQL only */,
+    async () => {
+      const target = await freshDatabase();
+      const db = ['--db', target.url];
+      try {
+        assert.equal((await cli(['migrate', ...db])).status, 0);
+        assert.equal((await cli(['users', 'add', 'reads@example.com', '--password', 'reads-secret', ...db])).status, 0);
+        assert.equal((await cli(['clock', 'set', `${FUTURE_YEAR}-01-01T12:00:00Z`, ...db])).status, 0);
+        const limits = ['--rate-limits', 'GET=10/day'];
+        const a = await serveProcess([...db, ...limits]);
+        const b = await serveProcess([...db, ...limits]);
+        try {
+          const creds = { email: 'reads@example.com', password: 'reads-secret' };
+          const clients = [new Client(a.base, creds), new Client(b.base, creds)];
+          // Reusable GETs (a list, a missing object, a singleton): their answers are made before their
+          // counts are known, so all 30 race both processes' counts at once.
+          const paths = ['tags/', `tags/${randomUUID()}/`, 'capabilities/'];
+          const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => clients[i % 2].get(paths[i % 3])));
+          const admitted = answers.map((r, i) => ({ r, path: paths[i % 3] })).filter(({ r }) => r.status !== 429);
+          assert.equal(admitted.length, 10, answers.map((r) => r.status).join(','));
+          for (const { r, path } of admitted) assert.equal(r.status, path === paths[1] ? 404 : 200, `${path}: ${r.text}`);
+          assert.deepEqual(
+            admitted.map(({ r }) => Number(r.headers['x-ratelimit-remaining'])).sort((x, y) => x - y),
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+            'one budget, each unit granted once',
+          );
+          for (const r of answers.filter((x) => x.status === 429)) assertTooMany(r, /at most 10 GET requests per day/, 86_400);
+          // Over the budget, a read of a missing object is refused, not answered 404; on both processes.
+          assertTooMany(await clients[0].get(`tags/${randomUUID()}/`), /at most 10 GET requests per day/, 86_400);
+          assertTooMany(await clients[1].get(`tags/${randomUUID()}/`), /at most 10 GET requests per day/, 86_400);
+        } finally {
+          a.child.kill('SIGTERM');
+          b.child.kill('SIGTERM');
+          assert.equal(await a.exited, 0);
+          assert.equal(await b.exited, 0);
+        }
+      } finally {
+        await target.drop();
+      }
+    },
+  );
 });

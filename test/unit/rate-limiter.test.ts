@@ -6,7 +6,8 @@ import { AdjustableClock } from '../../src/core/clock.js';
 import type { Caller, Services } from '../../src/core/context.js';
 import { ApiError } from '../../src/core/errors.js';
 import { randomIds } from '../../src/core/ids.js';
-import { MemoryCounters, TableCounters, type CounterStore } from '../../src/store/limits/counters.js';
+import { CompiledQuery, sql } from 'kysely';
+import { MemoryCounters, PostgresCounters, TableCounters, type CounterStore } from '../../src/store/limits/counters.js';
 import { RateLimiter } from '../../src/http/ratelimit/limiter.js';
 import { setAccountLimits } from '../../src/resources/accounts/rate-limits.js';
 import { parseRuleList, type Rule } from '../../src/core/rate-rules.js';
@@ -34,13 +35,13 @@ after(async () => {
   await db.drop();
 });
 
-/** Every counter store this engine can use: memory always, the table on this engine, and on PostgreSQL its own pool. */
+/** Every counter store this engine can use: memory always, the table on this engine, and on PostgreSQL the tuned one. */
 function stores(): [string, () => CounterStore][] {
   const list: [string, () => CounterStore][] = [
     ['memory', () => new MemoryCounters()],
     ['table (store connections)', () => new TableCounters(services.store.db)],
   ];
-  if (engine === 'postgres') list.push(['table (own pool)', () => TableCounters.postgres(services.config.db)]);
+  if (engine === 'postgres') list.push(['table (PostgreSQL, counts sent along)', () => TableCounters.postgres(services.store)]);
   return list;
 }
 
@@ -99,19 +100,53 @@ describe('counter stores', () => {
     assert.deepEqual(await c.take([{ key: 'w1', limit: 1, expiresAt: 10 }]), [1], 'w1 was evicted');
   });
 
-  test('the own pool keeps the URL options (search_path) and does not wait for WAL flushes', { skip: onlyOn('postgres') }, async () => {
-    const c = TableCounters.postgres(services.config.db) as unknown as { pool: import('pg').Pool; close(): Promise<void> };
+  test("a count's own transaction does not wait for its WAL flush; the store's sessions still do", { skip: onlyOn('postgres') }, async () => {
+    const inside = await services.store.db.transaction().execute(async (tx) => {
+      await tx.executeQuery(CompiledQuery.raw(PostgresCounters.TAKE, [[key('flush')], [5], [1_000]]));
+      return (await sql<{ s: string }>`select current_setting('synchronous_commit') as s`.execute(tx)).rows[0].s;
+    });
+    assert.equal(inside, 'off');
+    // One connection: the one every count went through keeps waiting for the flushes of other writes.
+    const one = await Store.open(db.url, { poolSize: 1 });
     try {
-      assert.equal((await c.pool.query('show synchronous_commit')).rows[0].synchronous_commit, 'off');
-      const mine = (await services.store.db
-        .selectFrom('rate_counters')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .executeTakeFirst())!.n;
-      const theirs = (await c.pool.query('select count(*)::int as n from rate_counters')).rows[0].n;
-      assert.equal(Number(theirs), Number(mine), 'same schema as the store');
+      const c = TableCounters.postgres(one);
+      for (let i = 0; i < 3; i++) assert.deepEqual(await c.take([{ key: key('session'), limit: 5, expiresAt: 1_000 }]), [1]);
+      assert.equal((await sql<{ s: string }>`select current_setting('synchronous_commit') as s`.execute(one.db)).rows[0].s, 'on');
     } finally {
-      await c.close();
+      await one.close();
     }
+  });
+
+  test('a count sent along travels with the next statement: one round trip for both', { skip: onlyOn('postgres') }, async () => {
+    const c = TableCounters.postgres(services.store);
+    const store = services.store;
+    const b = { key: key('along'), limit: 2, expiresAt: 1_000 };
+    const trips = store.roundTrips;
+    const counts = c.takeAlong([b]);
+    await store.db.selectFrom('users').select('uuid').limit(1).execute();
+    assert.deepEqual(await counts(), [1]);
+    assert.equal(store.roundTrips - trips, 1, 'the read carried the count');
+    // Nothing to carry it: asking for the counts sends it alone.
+    const alone = store.roundTrips;
+    assert.deepEqual(await c.takeAlong([b])(), [2]);
+    assert.deepEqual(await c.takeAlong([b])(), [null]);
+    assert.equal(store.roundTrips - alone, 2);
+  });
+
+  test('a count is never carried inside a transaction (a rollback would undo it)', { skip: onlyOn('postgres') }, async () => {
+    const c = TableCounters.postgres(services.store);
+    const b = { key: key('tx'), limit: 5, expiresAt: 1_000 };
+    let counts: (() => Promise<(number | null)[]>) | undefined;
+    await assert.rejects(
+      services.store.db.transaction().execute(async (tx) => {
+        counts = c.takeAlong([b]);
+        await tx.selectFrom('users').select('uuid').limit(1).execute();
+        throw new Error('rolled back');
+      }),
+      /rolled back/,
+    );
+    assert.deepEqual(await counts!(), [1]);
+    assert.deepEqual(await c.take([b]), [2], 'the first count survived the rollback');
   });
 });
 

@@ -10,6 +10,13 @@ declare module 'fastify' {
     /** The app's rate limiter, or null when the deployment turned limits off. */
     rateLimiter: RateLimiter | null;
   }
+  interface FastifyRequest {
+    /**
+     * A count the limiter's guard left to be awaited (`later`): resolves when the request was within its
+     * budgets (the rate-limit headers set), throws the 429 otherwise. Await it before sending anything.
+     */
+    rateCheck: (() => Promise<void>) | null;
+  }
 }
 
 /** The authenticator the routes use (see http/routes.ts); the limiter only needs the Caller it returns. */
@@ -63,13 +70,13 @@ export class RateLimiter {
    * The deployment's limiter, or null when `--rate-limits off`.
    *
    * Counter store: PostgreSQL keeps counters in the `rate_counters` table, so several API processes share
-   * them (TableCounters.postgres: one prepared upsert per request on a small pool of its own, ~150 µs, about
-   * one round trip). SQLite is single-process by design, so its counters live in memory. Measured with
-   * bench/ratelimit.ts (the limiter's request path, sequential, on a SQLite file in WAL mode, 2 cores): the
-   * in-memory store costs ~2 µs per request, the table ~40 µs (up to ~100 µs on a busy machine: a write
-   * transaction and WAL append per request), against ~270 µs for a whole `GET /tags/<uuid>/` (bench/run.ts,
-   * ~3,700 req/s), i.e. ~1% instead of 15-35%. What memory gives up: a restart of the one process
-   * forgets the current windows.
+   * them (TableCounters.postgres: one prepared upsert per request that does not wait for its WAL flush, sent
+   * with the request's read where the request may wait for its count: see `guard`). SQLite is
+   * single-process by design, so its counters live in memory. Measured with bench/ratelimit.ts (the
+   * limiter's request path, sequential, on a SQLite file in WAL mode, 2 cores): the in-memory store costs
+   * ~2 µs per request, the table ~40 µs (up to ~100 µs on a busy machine: a write transaction and WAL append
+   * per request), against ~270 µs for a whole `GET /tags/<uuid>/` (bench/run.ts, ~3,700 req/s), i.e. ~1%
+   * instead of 15-35%. What memory gives up: a restart of the one process forgets the current windows.
    */
   static create(s: Services, log?: FastifyBaseLogger): RateLimiter | null {
     const rules = s.config.rateLimits;
@@ -77,7 +84,7 @@ export class RateLimiter {
     // Several API processes on one SQLite file (`--workers`): a shared side file (SqliteFileCounters).
     const counters =
       s.store.dialect === 'postgres'
-        ? TableCounters.postgres(s.config.db)
+        ? TableCounters.postgres(s.store)
         : s.config.workers > 1
           ? SqliteFileCounters.besideDatabase(s.config.db)
           : new MemoryCounters();
@@ -90,15 +97,20 @@ export class RateLimiter {
    * is refused before authentication (no scrypt for a flood); a request failing authentication counts
    * against its address (429 instead of 401 once over); an authenticated one counts against its user,
    * with the user's own rules.
+   *
+   * `later`: the route only reads (a reusable GET), so its answer may be made before the count is known and
+   * dropped for a 429 if the count refuses. Where counting costs a round trip (PostgreSQL), the count is
+   * then sent with the request's read instead of on its own, and `req.rateCheck` is left for the route to
+   * await before it sends anything (it throws the 429, and sets the rate-limit headers).
    */
-  async guard(req: FastifyRequest, reply: FastifyReply, authenticate: Authenticate | null): Promise<Caller | undefined> {
+  async guard(req: FastifyRequest, reply: FastifyReply, authenticate: Authenticate | null, later = false): Promise<Caller | undefined> {
     const path = apiPath(req.url);
     const address = `a:${req.ip}`;
     const anonymous = this.base.match(req.method, path);
     let now = this.s.clock.now().getTime();
     this.maybePrune(now);
     if (!authenticate) {
-      await this.count(address, anonymous, now, reply);
+      await this.count(req, address, anonymous, now, reply, later);
       return undefined;
     }
     if (this.refused.size) this.refuseKnown(this.buckets(address, anonymous, now), now);
@@ -106,12 +118,12 @@ export class RateLimiter {
     try {
       caller = await authenticate(req);
     } catch (e) {
-      if (e instanceof ApiError && e.type === 'auth') await this.count(address, anonymous, now, reply);
+      if (e instanceof ApiError && e.type === 'auth') await this.count(req, address, anonymous, now, reply, false);
       throw e;
     }
     now = this.s.clock.now().getTime();
     const rules = await this.rulesFor(caller.uuid, now);
-    await this.count(`u:${caller.uuid}`, rules.match(req.method, path), now, reply);
+    await this.count(req, `u:${caller.uuid}`, rules.match(req.method, path), now, reply, later);
     return caller;
   }
 
@@ -180,11 +192,21 @@ export class RateLimiter {
     if (known.length) throw tooMany(known, now);
   }
 
-  private async count(subject: string, rules: Rule[], now: number, reply: FastifyReply): Promise<void> {
+  private async count(req: FastifyRequest, subject: string, rules: Rule[], now: number, reply: FastifyReply, later: boolean): Promise<void> {
     if (rules.length === 0) return;
     const buckets = this.buckets(subject, rules, now);
     this.refuseKnown(buckets, now);
-    const counts = await this.counters.take(buckets);
+    if (later && this.counters.takeAlong) {
+      const counts = this.counters.takeAlong(buckets);
+      let checked: Promise<void> | undefined;
+      req.rateCheck = () => (checked ??= counts().then((c) => this.settle(buckets, c, now, reply)));
+      return;
+    }
+    await this.settle(buckets, await this.counters.take(buckets), now, reply);
+  }
+
+  /** Throws the 429 if a bucket refused (giving back what the others took); else the headers of the tightest budget. */
+  private async settle(buckets: RuleBucket[], counts: (number | null)[], now: number, reply: FastifyReply): Promise<void> {
     const refused = buckets.filter((_, i) => counts[i] === null);
     if (refused.length) {
       for (const b of refused) this.refused.set(b.key, { limit: b.limit, expiresAt: b.expiresAt });

@@ -1,8 +1,6 @@
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect } from 'kysely';
-import type pg from 'pg';
-import { loadPg, type Db } from '../db.js';
-import type { Database } from '../schema.js';
+import type { Db, Store } from '../db.js';
+import type { Riders } from '../pg-client.js';
 
 type SQLiteDatabase = InstanceType<typeof SQLite>;
 type SQLiteStatement = SQLite.Statement<unknown[]>;
@@ -24,6 +22,12 @@ export interface Bucket {
  */
 export interface CounterStore {
   take(buckets: Bucket[]): Promise<(number | null)[]>;
+  /**
+   * `take`, with its statement sent along with the next one this process sends (PostgreSQL: no round trip
+   * of its own); the function returned waits for the counts (sending the statement alone if nothing has
+   * carried it yet). Absent where counting costs no round trip anyway.
+   */
+  takeAlong?(buckets: Bucket[]): () => Promise<(number | null)[]>;
   /** Gives back one unit to each bucket: a request refused by one rule does not consume the others. */
   giveBack(keys: string[]): Promise<void>;
   /** Drops windows that ended at or before `now`; answers how many. */
@@ -96,21 +100,16 @@ export class MemoryCounters implements CounterStore {
  * Rows are locked in key order (the values are sorted) so two requests of one user cannot deadlock.
  */
 export class TableCounters implements CounterStore {
-  constructor(
-    private readonly db: Db,
-    private readonly onClose: () => Promise<void> = async () => {},
-  ) {}
+  constructor(private readonly db: Db) {}
 
-  /**
-   * On PostgreSQL the counters get a small pool of their own (see PostgresCounters).
-   */
-  static postgres(url: string, poolSize = 4): TableCounters {
-    return new PostgresCounters(url, poolSize);
+  /** On PostgreSQL: the counters tuned for the request path (see PostgresCounters). */
+  static postgres(store: Store): PostgresCounters {
+    if (!store.riders) throw new Error('TableCounters.postgres: not a PostgreSQL store');
+    return new PostgresCounters(store.db, store.riders);
   }
 
-  close(): Promise<void> {
-    return this.onClose();
-  }
+  /** The store's connections: the store closes them. */
+  async close(): Promise<void> {}
 
   async take(buckets: Bucket[]): Promise<(number | null)[]> {
     const values = [...buckets]
@@ -148,45 +147,45 @@ export class TableCounters implements CounterStore {
 }
 
 /**
- * The table counters on PostgreSQL, tuned for the request path (measured on this machine, one user's
- * sequential GETs through RateLimiter.guard, see bench/ratelimit.ts):
- * - a pool of their own whose sessions run with `synchronous_commit = off`, so a counter update does not
- *   wait for its WAL flush (~570 µs -> ~280 µs per request). A database crash can lose the last fraction
- *   of a second of counts, which only means a few requests more than the limit; every other write still
- *   waits for its flush;
- * - `take` as one named (server-side prepared) statement taking arrays, so its text is parsed and planned
- *   once per connection whatever the number of rules (~280 µs -> ~150 µs, about one round trip).
+ * The table counters on PostgreSQL, on the store's own connections, tuned for the request path:
+ * - `take` is one named (server-side prepared) statement taking arrays, so its text is parsed and planned
+ *   once per connection whatever the number of rules (~280 µs -> ~150 µs, about one round trip);
+ * - its transaction does not wait for its WAL flush: the statement itself sets `synchronous_commit` off for
+ *   its own transaction (`set_config(…, true)`), so the sessions keep waiting for every other write's flush.
+ *   A database crash can lose the last fraction of a second of counts, which only means a few requests more
+ *   than the limit (a flush per count cost ~570 µs -> ~280 µs sequential, and ~4 ms on a busy disk);
+ * - `takeAlong` sends it with the request's next statement (store/pg-client.ts Riders): a GET's read and its
+ *   count travel in one round trip (http/ratelimit/limiter.ts decides when a request may wait for its count).
  */
-class PostgresCounters extends TableCounters {
-  private readonly pool: pg.Pool;
+export class PostgresCounters extends TableCounters {
+  static readonly TAKE =
+    'insert into rate_counters (bucket, count, lim, expires_at) ' +
+    'select b, 1, l, e from unnest($1::varchar[], $2::integer[], $3::bigint[]) as t(b, l, e) ' +
+    "where set_config('synchronous_commit', 'off', true) is not null order by b " +
+    'on conflict (bucket) do update set count = rate_counters.count + 1 where rate_counters.count < excluded.lim ' +
+    'returning bucket, count';
 
-  constructor(url: string, poolSize: number) {
-    // A session setting given at connection start-up, added to any `options` the URL already has.
-    const u = new URL(url);
-    const options = u.searchParams.get('options');
-    u.searchParams.set('options', `${options ? `${options} ` : ''}-c synchronous_commit=off`);
-    const { Pool } = loadPg();
-    const pool = new Pool({ connectionString: u.toString(), max: poolSize });
-    // An idle connection that breaks (database restart) is dropped by the pool; without a listener the
-    // 'error' event would end the process. The next take reconnects or fails as a 503/500 like any query.
-    pool.on('error', () => {});
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-    super(db, () => db.destroy());
-    this.pool = pool;
+  constructor(
+    db: Db,
+    private readonly riders: Riders,
+  ) {
+    super(db);
   }
 
-  override async take(buckets: Bucket[]): Promise<(number | null)[]> {
-    const { rows } = await this.pool.query<{ bucket: string; count: number }>({
-      name: 'stratus_rate_take',
-      text:
-        'insert into rate_counters (bucket, count, lim, expires_at) ' +
-        'select b, 1, l, e from unnest($1::varchar[], $2::integer[], $3::bigint[]) as t(b, l, e) order by b ' +
-        'on conflict (bucket) do update set count = rate_counters.count + 1 where rate_counters.count < excluded.lim ' +
-        'returning bucket, count',
-      values: [buckets.map((b) => b.key), buckets.map((b) => b.limit), buckets.map((b) => b.expiresAt)],
-    });
-    const got = new Map(rows.map((r) => [r.bucket, Number(r.count)]));
-    return buckets.map((b) => got.get(b.key) ?? null);
+  takeAlong(buckets: Bucket[]): () => Promise<(number | null)[]> {
+    const ride = this.riders.add<{ bucket: string; count: number }>('stratus_rate_take', PostgresCounters.TAKE, [
+      buckets.map((b) => b.key),
+      buckets.map((b) => b.limit),
+      buckets.map((b) => b.expiresAt),
+    ]);
+    return async () => {
+      const got = new Map((await ride.result()).map((r) => [r.bucket, Number(r.count)]));
+      return buckets.map((b) => got.get(b.key) ?? null);
+    };
+  }
+
+  override take(buckets: Bucket[]): Promise<(number | null)[]> {
+    return this.takeAlong(buckets)();
   }
 }
 

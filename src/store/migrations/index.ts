@@ -1,4 +1,5 @@
-import { sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+import { byCodePoint } from '../../core/order.js';
 import type { Dialect } from '../db.js';
 import { accounts } from './0002_accounts.js';
 import { rateLimits } from './0003_rate_limits.js';
@@ -124,4 +125,13 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     },
   });
   return { getMigrations: async () => Object.fromEntries(Object.entries(migrations(dialect)).map(([name, m]) => [name, waited(m)])) };
+}
+
+/**
+ * The migrator of a store: on PostgreSQL its bookkeeping tables pinned to `schema` (Kysely otherwise finds a
+ * `kysely_migration` table in any schema of the database and skips creating ours). Names sort by code point
+ * (`0001_…` < `0002_…`): Kysely's default, localeCompare, loads ICU's collation data.
+ */
+export function migratorOf(db: Kysely<any>, dialect: Dialect, schema?: string): Migrator {
+  return new Migrator({ db, provider: migrationProvider(dialect), migrationTableSchema: schema, nameComparator: byCodePoint });
 }
