@@ -32,12 +32,16 @@ export interface MemoryRow {
   hwmMiB: number;
 }
 
-/** The page at offset 10,000 is empty at 100 servers (the figure then is the cost of finding that out). */
-function urls(s: Seeded): { label: string; path: string }[] {
+/**
+ * The deep page is the account's last page of its own rows (offset size − 20): a full page at every size, with
+ * or without shares, so "shares" compares pages of 20 objects each (at offset 10,000 the own-only page of a
+ * 10,000-server account was empty, and the shared one full).
+ */
+function urls(s: Seeded, size: number): { label: string; path: string }[] {
   return [
     { label: 'GET /servers/?limit=20', path: '/api/2.0/servers/?limit=20' },
     { label: 'GET /servers/detail/?limit=20', path: '/api/2.0/servers/detail/?limit=20' },
-    { label: 'GET /servers/?limit=20&offset=10000', path: '/api/2.0/servers/?limit=20&offset=10000' },
+    { label: 'GET /servers/?limit=20&offset=<size-20>', path: `/api/2.0/servers/?limit=20&offset=${size - 20}` },
     { label: 'GET /servers/<uuid>/', path: `/api/2.0/servers/${s.server}/` },
     { label: 'GET /drives/<uuid>/', path: `/api/2.0/drives/${s.drive}/` },
   ];
@@ -62,7 +66,8 @@ export async function flatAt(
   const api = `${stratus.base}/api/2.0/`;
   for (const who of ['own', 'shared'] as const) {
     await sharedWith(api, accounts, seeded, who === 'shared');
-    for (const u of urls(seeded)) rows.push({ size, label: u.label, who, run: await measure(stratus, { path: u.path, headers: accounts.caller.headers }, s) });
+    for (const u of urls(seeded, size))
+      rows.push({ size, label: u.label, who, run: await measure(stratus, { path: u.path, headers: accounts.caller.headers }, s) });
   }
   return {
     rows,
