@@ -51,6 +51,14 @@ function next(proc: ChildProcess, type: ChildMessage['type']): Promise<ChildMess
   });
 }
 
+/** The process's user + system CPU time so far, ms (Linux: /proc/<pid>/stat, in clock ticks of 10 ms). */
+export function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    .replace(/^.*\) /, '')
+    .split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 /** `/proc/<pid>/status` fields in kB, as MiB. Linux only; 0 elsewhere. */
 function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   try {

@@ -16,18 +16,11 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startChild, type Child } from './children.js';
+import { cpuMs, startChild, type Child } from './children.js';
 import { basicAuth } from './http.js';
 
 const db = process.argv[2];
 const N = Number(process.env.CPU_N ?? 20_000);
-
-function cpuMs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    .replace(/^.*\) /, '')
-    .split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10;
-}
 
 const fire = (base: string, path: string, headers: Record<string, string>, amount: number) =>
   new Promise<autocannon.Result>((resolve, reject) =>

@@ -13,30 +13,14 @@
  *   PAGES_WRITES=<n>       writes of each kind measured for pages (default 20; the figures are per write)
  *   PAGES_CPU_WRITES=<n>   writes of each kind measured for CPU (default 500)
  */
-import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import { startChild } from './children.js';
+import { cpuMs, startChild } from './children.js';
 import { sqliteDatabase } from './database.js';
 import { request } from './http.js';
 import { makeAccounts, servicesOf } from './seed.js';
+import { change, newServer } from './writes.js';
 import { Store } from '../src/store/db.js';
-
-const newServer = (n: number) => ({
-  name: `w-${n}`,
-  cpu: 1000,
-  mem: 1024 ** 3,
-  vnc_password: 'bench-vnc',
-  nics: [{ ip_v4_conf: { conf: 'dhcp' }, model: 'virtio' }],
-});
-const change = (n: number) => ({ name: `w-renamed-${n}`, meta: { revision: String(n) } });
-
-/** The process's user + system CPU time so far, ms (Linux: /proc/<pid>/stat, clock ticks of 10 ms). */
-function cpuMs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    .replace(/^.*\) /, '')
-    .split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10;
-}
 
 /** The page numbers of the WAL's frames (header 32 bytes; each frame a 24-byte header, then the page). */
 function walPages(wal: string, pageSize: number): number[] {

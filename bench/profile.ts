@@ -15,7 +15,7 @@
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startChild } from './children.js';
+import { cpuMs, startChild } from './children.js';
 import { postgresDatabase, sqliteDatabase } from './database.js';
 import { measure, type Load } from './measure.js';
 import { optionsFromEnv } from './options.js';
@@ -46,14 +46,6 @@ function top(file: string, n = 40): string[] {
     .sort((a, b) => b[1] - a[1])
     .slice(0, n)
     .map(([k, v]) => `${((100 * v) / total).toFixed(1).padStart(5)}%  ${k}`);
-}
-
-/** The process's user + system CPU time so far, ms (Linux: /proc/<pid>/stat, in clock ticks of 10 ms). */
-export function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    .replace(/^.*\) /, '')
-    .split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 /** Read and write system calls of the process so far (Linux: /proc/<pid>/io): a count that load does not change. */

@@ -18,14 +18,14 @@ export interface WriteRow {
   ratio: number;
 }
 
-const newServer = (n: number) => ({
+export const newServer = (n: number) => ({
   name: `w-${n}`,
   cpu: 1000,
   mem: 1024 ** 3,
   vnc_password: 'bench-vnc',
   nics: [{ ip_v4_conf: { conf: 'dhcp' }, model: 'virtio' }],
 });
-const change = (n: number) => ({ name: `w-renamed-${n}`, meta: { revision: String(n) } });
+export const change = (n: number) => ({ name: `w-renamed-${n}`, meta: { revision: String(n) } });
 
 export async function writeSection(store: Store, stratus: Child, writer: Account, s: RunSettings): Promise<WriteRow[]> {
   let n = 0;

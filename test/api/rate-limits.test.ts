@@ -410,94 +410,86 @@ describe('processes', () => {
     }
   });
 
+  /**
+   * Two API processes on one new PostgreSQL database under `limits`, with one user (`email`, `password`) and
+   * the deployment's clock at noon (day windows: the test never straddles a window boundary, as it did on
+   * real time at midnight UTC). Both processes must stop cleanly.
+   */
+  async function twoProcesses(
+    limits: string,
+    email: string,
+    password: string,
+    fn: (bases: [string, string], creds: { email: string; password: string }) => Promise<void>,
+  ) {
+    const target = await freshDatabase();
+    const db = ['--db', target.url];
+    try {
+      assert.equal((await cli(['migrate', ...db])).status, 0);
+      assert.equal((await cli(['users', 'add', email, '--password', password, ...db])).status, 0);
+      assert.equal((await cli(['clock', 'set', `${FUTURE_YEAR}-01-01T12:00:00Z`, ...db])).status, 0);
+      const a = await serveProcess([...db, '--rate-limits', limits]);
+      const b = await serveProcess([...db, '--rate-limits', limits]);
+      try {
+        assert.notEqual(a.base, b.base);
+        await fn([a.base, b.base], { email, password });
+      } finally {
+        a.child.kill('SIGTERM');
+        b.child.kill('SIGTERM');
+        assert.equal(await a.exited, 0);
+        assert.equal(await b.exited, 0);
+      }
+    } finally {
+      await target.drop();
+    }
+  }
+
   test(
     "two API processes on one PostgreSQL database share one user's budget (and one address's)",
     { skip: onlyOn('postgres') } /* SQLite is one process by design */,
-    async () => {
-      const target = await freshDatabase();
-      const db = ['--db', target.url];
-      try {
-        assert.equal((await cli(['migrate', ...db])).status, 0);
-        assert.equal((await cli(['users', 'add', 'shared@example.com', '--password', 'shared-secret', ...db])).status, 0);
-        // Day windows: both processes read the deployment's clock, set to noon, so the test does not
-        // straddle a window boundary whenever it runs (on real time it did at midnight UTC).
-        assert.equal((await cli(['clock', 'set', `${FUTURE_YEAR}-01-01T12:00:00Z`, ...db])).status, 0);
-        const limits = ['--rate-limits', 'GET=6/day'];
-        const a = await serveProcess([...db, ...limits]);
-        const b = await serveProcess([...db, ...limits]);
-        try {
-          assert.notEqual(a.base, b.base);
-          const creds = { email: 'shared@example.com', password: 'shared-secret' };
-          const clients = [new Client(a.base, creds), new Client(b.base, creds)];
-          const remaining = [];
-          for (let i = 0; i < 6; i++) {
-            const res = await clients[i % 2].get('profile/');
-            assert.equal(res.status, 200);
-            remaining.push(res.headers['x-ratelimit-remaining']);
-          }
-          assert.deepEqual(remaining, ['5', '4', '3', '2', '1', '0'], 'one budget, counted by both processes');
-          assertTooMany(await clients[0].get('profile/'), /at most 6 GET requests per day/, 86_400);
-          assertTooMany(await clients[1].get('profile/'), /at most 6 GET requests per day/, 86_400);
-
-          // Anonymous requests from one address, spread over both processes: one budget too.
-          const anons = [new Client(a.base), new Client(b.base)];
-          const statuses = await run(6, (i) => anons[i % 2].request('GET', 'tags/', { localAddress: '127.0.0.9' }), 1);
-          assert.deepEqual(statuses, [401, 401, 401, 401, 401, 401]);
-          assert.equal((await anons[0].request('GET', 'tags/', { localAddress: '127.0.0.9' })).status, 429);
-          assert.equal((await anons[1].request('GET', 'tags/', { localAddress: '127.0.0.9' })).status, 429);
-        } finally {
-          a.child.kill('SIGTERM');
-          b.child.kill('SIGTERM');
-          assert.equal(await a.exited, 0);
-          assert.equal(await b.exited, 0);
+    () =>
+      twoProcesses('GET=6/day', 'shared@example.com', 'shared-secret', async ([a, b], creds) => {
+        const clients = [new Client(a, creds), new Client(b, creds)];
+        const remaining = [];
+        for (let i = 0; i < 6; i++) {
+          const res = await clients[i % 2].get('profile/');
+          assert.equal(res.status, 200);
+          remaining.push(res.headers['x-ratelimit-remaining']);
         }
-      } finally {
-        await target.drop();
-      }
-    },
+        assert.deepEqual(remaining, ['5', '4', '3', '2', '1', '0'], 'one budget, counted by both processes');
+        assertTooMany(await clients[0].get('profile/'), /at most 6 GET requests per day/, 86_400);
+        assertTooMany(await clients[1].get('profile/'), /at most 6 GET requests per day/, 86_400);
+
+        // Anonymous requests from one address, spread over both processes: one budget too.
+        const anons = [new Client(a), new Client(b)];
+        const statuses = await run(6, (i) => anons[i % 2].request('GET', 'tags/', { localAddress: '127.0.0.9' }), 1);
+        assert.deepEqual(statuses, [401, 401, 401, 401, 401, 401]);
+        assert.equal((await anons[0].request('GET', 'tags/', { localAddress: '127.0.0.9' })).status, 429);
+        assert.equal((await anons[1].request('GET', 'tags/', { localAddress: '127.0.0.9' })).status, 429);
+      }),
   );
 
   test(
     'two API processes on one PostgreSQL: concurrent reads, each counted along with its read, never overdraw one budget',
     { skip: onlyOn('postgres') } /* the counts travel with the reads on PostgreSQL only */,
-    async () => {
-      const target = await freshDatabase();
-      const db = ['--db', target.url];
-      try {
-        assert.equal((await cli(['migrate', ...db])).status, 0);
-        assert.equal((await cli(['users', 'add', 'reads@example.com', '--password', 'reads-secret', ...db])).status, 0);
-        assert.equal((await cli(['clock', 'set', `${FUTURE_YEAR}-01-01T12:00:00Z`, ...db])).status, 0);
-        const limits = ['--rate-limits', 'GET=10/day'];
-        const a = await serveProcess([...db, ...limits]);
-        const b = await serveProcess([...db, ...limits]);
-        try {
-          const creds = { email: 'reads@example.com', password: 'reads-secret' };
-          const clients = [new Client(a.base, creds), new Client(b.base, creds)];
-          // Reusable GETs (a list, a missing object, a singleton): their answers are made before their
-          // counts are known, so all 30 race both processes' counts at once.
-          const paths = ['tags/', `tags/${randomUUID()}/`, 'capabilities/'];
-          const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => clients[i % 2].get(paths[i % 3])));
-          const admitted = answers.map((r, i) => ({ r, path: paths[i % 3] })).filter(({ r }) => r.status !== 429);
-          assert.equal(admitted.length, 10, answers.map((r) => r.status).join(','));
-          for (const { r, path } of admitted) assert.equal(r.status, path === paths[1] ? 404 : 200, `${path}: ${r.text}`);
-          assert.deepEqual(
-            admitted.map(({ r }) => Number(r.headers['x-ratelimit-remaining'])).sort((x, y) => x - y),
-            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
-            'one budget, each unit granted once',
-          );
-          for (const r of answers.filter((x) => x.status === 429)) assertTooMany(r, /at most 10 GET requests per day/, 86_400);
-          // Over the budget, a read of a missing object is refused, not answered 404; on both processes.
-          assertTooMany(await clients[0].get(`tags/${randomUUID()}/`), /at most 10 GET requests per day/, 86_400);
-          assertTooMany(await clients[1].get(`tags/${randomUUID()}/`), /at most 10 GET requests per day/, 86_400);
-        } finally {
-          a.child.kill('SIGTERM');
-          b.child.kill('SIGTERM');
-          assert.equal(await a.exited, 0);
-          assert.equal(await b.exited, 0);
-        }
-      } finally {
-        await target.drop();
-      }
-    },
+    () =>
+      twoProcesses('GET=10/day', 'reads@example.com', 'reads-secret', async ([a, b], creds) => {
+        const clients = [new Client(a, creds), new Client(b, creds)];
+        // Reusable GETs (a list, a missing object, a singleton): their answers are made before their
+        // counts are known, so all 30 race both processes' counts at once.
+        const paths = ['tags/', `tags/${randomUUID()}/`, 'capabilities/'];
+        const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => clients[i % 2].get(paths[i % 3])));
+        const admitted = answers.map((r, i) => ({ r, path: paths[i % 3] })).filter(({ r }) => r.status !== 429);
+        assert.equal(admitted.length, 10, answers.map((r) => r.status).join(','));
+        for (const { r, path } of admitted) assert.equal(r.status, path === paths[1] ? 404 : 200, `${path}: ${r.text}`);
+        assert.deepEqual(
+          admitted.map(({ r }) => Number(r.headers['x-ratelimit-remaining'])).sort((x, y) => x - y),
+          [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+          'one budget, each unit granted once',
+        );
+        for (const r of answers.filter((x) => x.status === 429)) assertTooMany(r, /at most 10 GET requests per day/, 86_400);
+        // Over the budget, a read of a missing object is refused, not answered 404; on both processes.
+        assertTooMany(await clients[0].get(`tags/${randomUUID()}/`), /at most 10 GET requests per day/, 86_400);
+        assertTooMany(await clients[1].get(`tags/${randomUUID()}/`), /at most 10 GET requests per day/, 86_400);
+      }),
   );
 });
