@@ -113,6 +113,25 @@ describe('the docs', () => {
     }
   });
 
+  // Commands named in prose (`npm run test:verify`, `npx tsx bench/pages.ts`) take minutes or run the suite
+  // itself, so they are not run here: what they name must exist.
+  test('every npm script and tsx file a doc names in its prose exists', () => {
+    const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    let named = 0;
+    for (const file of DOCS) {
+      const text = readFileSync(join(ROOT, file), 'utf8');
+      for (const [, script] of text.matchAll(/`npm run ([\w:.-]+)/g)) {
+        named++;
+        assert.ok(scripts[script], `${file}: no npm script "${script}"`);
+      }
+      for (const [, path] of text.matchAll(/`(?:[A-Z_]+=\S+ )*npx tsx ([\w./-]+\.ts)/g)) {
+        named++;
+        assert.ok(existsSync(join(ROOT, path)), `${file}: npx tsx ${path}: no such file`);
+      }
+    }
+    assert.ok(named > 0, 'the docs name scripts and tsx files: the patterns above must find them');
+  });
+
   test('json blocks parse; every stratus command line of a norun block is a command the CLI has', () => {
     for (const file of DOCS)
       for (const b of blocks(file)) {
