@@ -34,7 +34,7 @@ import { clearReadyFile, demoLimits, readyContent, seedAtStart, startBanner, wri
 /** A worker's messages to the primary. */
 export type ToPrimary = { type: 'listening'; address: string };
 /** The primary's messages to a worker: own the scheduler loop; drain and exit. */
-export type ToWorker = { type: 'scheduler' } | { type: 'stop' };
+export type ToWorker = { type: 'scheduler' };
 
 const CRASH_WINDOW_MS = 10_000;
 const CRASH_LIMIT = 5;

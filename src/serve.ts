@@ -109,7 +109,7 @@ export async function serve(config: Config): Promise<void> {
   // Started: the compiled build's loader keeps the code compiled so far for the next start (src/bundle-loader.ts).
   (process as NodeJS.EventEmitter).emit('stratus:started');
 
-  // SIGTERM/SIGINT (or the primary's `stop`): stop accepting, let in-flight requests finish, then close the database.
+  // SIGTERM/SIGINT (a worker: the primary's disconnect): stop accepting, let in-flight requests finish, then close the database.
   const signals = onSignals(
     app.log,
     worker ? null : config.readyFile,
@@ -132,7 +132,6 @@ export async function serve(config: Config): Promise<void> {
         scheduler.start();
         app.notifier.start();
       }
-      if (msg.type === 'stop') void signals.shutdown('stop');
     };
     for (const type of asked) act({ type });
     // The primary gone (killed): nothing restarts or routes to this worker any more.
