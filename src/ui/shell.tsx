@@ -4,6 +4,7 @@ import { accountAction, onUnauthorized, whoAmI } from './api.js';
 import { liveState, onLiveState, startLive, stopLive, type LiveState } from './live.js';
 import { PAGES, type PageRow } from './pages.js';
 import { ErrorBox } from './parts/errors.js';
+import { forgetNames } from './parts/names.js';
 import { href, matchPath, navigate, useLocation } from './router.js';
 import { SessionContext, type Session } from './session.js';
 import css from './shell.module.css';
@@ -66,6 +67,7 @@ export function Shell() {
   }, []);
 
   useEffect(() => {
+    forgetNames();
     if (me) startLive(() => setMe(null));
     else if (me === null) stopLive();
   }, [me]);

@@ -97,7 +97,34 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     await form.getByLabel('Firewall policy').selectOption(policy.uuid);
     await form.getByRole('button').first().click();
     await until('the policy attached', async () => (await alice.get(`servers/${serverUuid}/`)).json.nics[0].firewall_policy?.uuid === policy.uuid, WAIT_MS);
+    // The API gives the reference as {resource_uri, uuid}; the page names it, and links to it.
+    const named = page
+      .locator('main a')
+      .filter({ hasText: /^web-only$/ })
+      .first();
+    await page.goto(ui(`servers/${serverUuid}`));
+    await named.waitFor({ timeout: WAIT_MS });
+    assert.match((await named.getAttribute('href')) ?? '', new RegExp(`fwpolicies/${policy.uuid}/?$`));
+    assert.equal(await named.getAttribute('title'), policy.uuid);
     await screenshot(page, '06-firewall-attached');
+    // Renamed elsewhere: the live stream's event about the policy drops the name the console kept.
+    await alice.put(`fwpolicies/${policy.uuid}/`, { name: 'web-tight', rules: [] });
+    await until(
+      'the new name shown',
+      async () => {
+        // Within the page (a reload would forget every name anyway): to the list and back.
+        await page.getByRole('link', { name: 'Servers', exact: true }).first().click();
+        await page.getByRole('link', { name: 'web', exact: true }).click();
+        await page.getByRole('heading', { name: 'web', exact: true }).waitFor();
+        return (
+          (await page
+            .locator('main a')
+            .filter({ hasText: /^web-tight$/ })
+            .count()) > 0
+        );
+      },
+      WAIT_MS,
+    );
   });
 
   test('start the server: it reaches running without a reload', async () => {
@@ -108,6 +135,17 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     await srv.advance(BOOT_MS);
     await shows('running');
     assert.equal((await alice.get(`servers/${serverUuid}/`)).json.status, 'running');
+    // Deeply nested fields (a drive's runtime I/O counters) keep their numbers on one line.
+    const counter = page
+      .locator('dt', { hasText: /^bytes_read$/ })
+      .first()
+      .locator('xpath=following-sibling::dd[1]');
+    await counter.waitFor({ timeout: WAIT_MS });
+    const box = (await counter.boundingBox())!;
+    const line = await counter.evaluate((el) => parseFloat(getComputedStyle(el).lineHeight) || 24);
+    assert.ok(box.height < line * 1.5, `a counter is one line high (${box.height} px, line ${line} px)`);
+    const [content, room] = await counter.evaluate((el) => [el.scrollWidth, el.clientWidth]);
+    assert.ok(content <= room, `a counter fits its column (${content} px in ${room} px)`);
     await screenshot(page, '07-server-running');
   });
 

@@ -2,15 +2,20 @@ import type { ComponentChildren } from 'preact';
 import { parseResourceUri, type Obj } from '../api.js';
 import { kindOf, type Format } from '../kinds.js';
 import { href } from '../router.js';
+import { hasNames, useName } from './names.js';
 import css from './value.module.css';
 
-/** A link to an object's detail page when the console shows its kind; its uuid as text otherwise. */
+/**
+ * A link to an object's detail page when the console shows its kind; its uuid as text otherwise. Without a
+ * label it shows the object's name once known (parts/names.ts), with the uuid as the link's title.
+ */
 export function Ref({ kind, uuid, label }: { kind: string; uuid: string; label?: string }) {
   const def = kindOf(kind);
-  const text = label ?? uuid;
+  const name = useName(kind, uuid, label === undefined && hasNames(kind));
+  const text = label ?? name ?? uuid;
   if (!def || def.singleton) return <span class={css.mono}>{text}</span>;
   return (
-    <a href={href(`${kind}/${encodeURIComponent(uuid)}`)} class={css.mono}>
+    <a href={href(`${kind}/${encodeURIComponent(uuid)}`)} class={text === uuid ? css.mono : undefined} title={text === uuid ? undefined : uuid}>
       {text}
     </a>
   );
@@ -84,6 +89,8 @@ export function Value({ v, kindHint, depth = 0 }: { v: unknown; kindHint?: strin
     return <Fields obj={v as Obj} depth={depth + 1} />;
   }
   if (typeof v === 'boolean') return <>{v ? 'yes' : 'no'}</>;
+  // A number is never broken across lines (a narrow nested column would put a digit on each).
+  if (typeof v === 'number') return <span class={css.number}>{v}</span>;
   return <span class={css.text}>{String(v)}</span>;
 }
 
@@ -95,7 +102,8 @@ export function Fields({ obj, depth = 0, related = {} }: { obj: Obj; depth?: num
         <div key={k} class={css.row}>
           <dt>{k}</dt>
           <dd>
-            <Value v={v} kindHint={related[k]} depth={depth} />
+            {/* An object's own resource_uri is its address: shown as such, not as its name. */}
+            {k === 'resource_uri' && typeof v === 'string' ? <span class={css.mono}>{v}</span> : <Value v={v} kindHint={related[k]} depth={depth} />}
           </dd>
         </div>
       ))}
