@@ -66,7 +66,11 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     await screenshot(page, '01-sign-in');
     await signIn(alice.email, alice.password);
     const balance = (await alice.get('balance/')).json;
-    await shows(`${balance.balance} ${balance.currency}`);
+    // As a person reads money: two places, thousands separated (the exact figure is the title).
+    const amount = Number(balance.balance).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+    await shows(`${amount} ${balance.currency}`);
+    assert.equal(await page.getByLabel('Balance').getAttribute('title'), balance.balance);
+    await page.getByLabel('Servers: 0').waitFor({ timeout: WAIT_MS });
     await screenshot(page, '02-overview');
   });
 
@@ -135,6 +139,11 @@ describe('the web console in headless Chromium', { skip: onlyOn('sqlite') || nee
     await srv.advance(BOOT_MS);
     await shows('running');
     assert.equal((await alice.get(`servers/${serverUuid}/`)).json.status, 'running');
+    // The overview counts what the account has.
+    await page.getByRole('link', { name: 'Overview', exact: true }).click();
+    await page.getByLabel('Servers: 1').waitFor({ timeout: WAIT_MS });
+    await page.getByLabel('Firewall policies: 1').waitFor({ timeout: WAIT_MS });
+    await page.goto(ui(`servers/${serverUuid}`));
     // Deeply nested fields (a drive's runtime I/O counters) keep their numbers on one line.
     const counter = page
       .locator('dt', { hasText: /^bytes_read$/ })

@@ -2,6 +2,7 @@ import type { ComponentChildren } from 'preact';
 import { parseResourceUri, type Obj } from '../api.js';
 import { kindOf, type Format } from '../kinds.js';
 import { href } from '../router.js';
+import { money } from './money.js';
 import { hasNames, useName } from './names.js';
 import css from './value.module.css';
 
@@ -127,7 +128,7 @@ export function Cell({ v, format = 'text' }: { v: unknown; format?: Format }) {
     case 'time':
       return typeof v === 'string' ? <time dateTime={v}>{v.replace(/\.\d+/, '').replace(/\+00:00$/, ' UTC')}</time> : <Value v={v} />;
     case 'money':
-      return <>{v === null || v === undefined ? '—' : String(v)}</>;
+      return <span title={typeof v === 'string' ? v : undefined}>{money(v)}</span>;
     case 'ref':
       return <Value v={v} />;
     case 'refs':
