@@ -9,8 +9,9 @@ import type { Db, Tx } from './db.js';
  *
  * How: `run(fn)` queues the write; the queue is taken on the next turn of the event loop (setImmediate: the
  * requests read in this turn have queued their writes by then), inside one BEGIN IMMEDIATE … COMMIT, each
- * write in a SAVEPOINT of its own, one after the other. A write that throws is rolled back to its savepoint
- * alone (the others go on) and its caller gets the error; a write that succeeds is released into the shared
+ * write after the first in a SAVEPOINT of its own, one after the other. A write that throws is rolled back to
+ * its savepoint alone (the first: the transaction, which holds nothing else yet, and the queue goes on in the
+ * next) and its caller gets the error; a write that succeeds is released into the shared
  * transaction and its caller is answered only once the COMMIT returned, so nothing acknowledged is lost to
  * a kill -9 (WAL, synchronous=NORMAL: a commit is in the WAL file before COMMIT returns). Each write keeps
  * everything in its one transaction as before: its change, its audit entry, events and timers are released
@@ -60,13 +61,16 @@ export class GroupCommit {
           const job = this.queue.shift()!;
           // A handle of its own on the same connection and transaction (see the header).
           const tx = outer.withoutPlugins() as Tx;
-          this.savepoint.begin();
+          // The first write needs no savepoint: when it fails, the whole transaction (it alone) is rolled back,
+          // and the writes still queued go on in the next. So a write made alone costs what it did before.
+          const first = taken === 0;
+          if (!first) this.savepoint.begin();
           let out: unknown;
           try {
             out = await job.fn(tx);
           } catch (err) {
-            if (!this.sqlite.inTransaction) {
-              // SQLite rolled back the whole transaction: the group is lost.
+            if (first || !this.sqlite.inTransaction) {
+              // The first write failed, or SQLite rolled back the whole transaction (the group is lost).
               job.reject(err);
               throw err;
             }
@@ -75,7 +79,7 @@ export class GroupCommit {
             job.reject(err);
             continue;
           }
-          this.savepoint.release();
+          if (!first) this.savepoint.release();
           done.push({ job, out });
         }
       });

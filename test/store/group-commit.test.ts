@@ -114,3 +114,25 @@ test('a group whose transaction SQLite dropped fails as a whole, and the next gr
   await put(s, 'l2');
   assert.equal(setting('l2'), 'l2');
 });
+
+test('when the first write of a group fails, it alone is rolled back and the others commit together', { skip: onlyOn('sqlite') }, async () => {
+  const s = store!;
+  const commits = s.group!.commits;
+  const results = await Promise.allSettled([
+    s.transaction(async (tx) => {
+      await tx.insertInto('settings').values({ key: 'h1', value: 'h1' }).execute();
+      throw new Error('refused');
+    }),
+    put(s, 'h2'),
+    put(s, 'h3'),
+  ]);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['rejected', 'fulfilled', 'fulfilled'],
+  );
+  assert.equal(s.group!.commits - commits, 1);
+  assert.deepEqual(
+    ['h1', 'h2', 'h3'].map((k) => setting(k)),
+    [undefined, 'h2', 'h3'],
+  );
+});
