@@ -7,11 +7,16 @@
  * is what a write costs the disk (and the checkpoint that later copies them into the database file).
  *
  * Then the server's CPU per write (user + system from /proc, as bench/profile.ts): PAGES_CPU_WRITES more of
- * each, one at a time, without checkpoints between them (a figure that other load on the machine changes
- * less than req/s).
+ * each, without checkpoints between them (a figure that other load on the machine changes less than req/s).
  *
- *   PAGES_WRITES=<n>       writes of each kind measured for pages (default 20; the figures are per write)
- *   PAGES_CPU_WRITES=<n>   writes of each kind measured for CPU (default 500)
+ * Each figure is taken at every concurrency of PAGES_CONCURRENCY (default 1,32): that many writes sent at
+ * once on as many connections, the next batch when all are answered. Writes that arrive together share a
+ * commit on SQLite (store/group-commit.ts): the pages they change in common are written once; the commits
+ * the server made and the writes per commit are printed.
+ *
+ *   PAGES_WRITES=<n>         writes of each kind measured for pages (default 32 per concurrency; figures are per write)
+ *   PAGES_CPU_WRITES=<n>     writes of each kind measured for CPU (default 512)
+ *   PAGES_CONCURRENCY=1,32   writes sent at once
  */
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
@@ -41,7 +46,8 @@ function walPages(wal: string, pageSize: number): number[] {
 }
 
 async function main(): Promise<void> {
-  const writes = Number(process.env.PAGES_WRITES ?? 20);
+  const writes = Number(process.env.PAGES_WRITES ?? 32);
+  const concurrencies = (process.env.PAGES_CONCURRENCY ?? '1,32').split(',').map(Number);
   const db = await sqliteDatabase();
   const store = await Store.open(db.url, { poolSize: 1 });
   const look = new Database(db.url);
@@ -63,38 +69,56 @@ async function main(): Promise<void> {
       const r = await request(`${child.base}/api/2.0/servers/${uuids[n % uuids.length]}/`, json, 'PUT', change(++n));
       if (r.status !== 200) throw new Error(`PUT: ${r.status} ${r.body.toString()}`);
     };
+    const batch = (write: () => Promise<void>, c: number) => Promise.all(Array.from({ length: c }, () => write()));
+    const commits = async () => {
+      const s = await child.stats();
+      return { commits: s.commits ?? 0, grouped: s.grouped ?? 0 };
+    };
+    const perCommit = (a: { commits: number; grouped: number }, b: { commits: number; grouped: number }) =>
+      b.commits > a.commits ? `, ${((b.grouped - a.grouped) / (b.commits - a.commits)).toFixed(1)} writes/commit` : '';
     // Warm: statements compiled, the owner's first rows and counters made.
     for (let i = 0; i < 3; i++) await post();
     await put();
     try {
-      for (const [label, write] of [
-        ['POST /servers/', post],
-        ['PUT /servers/<uuid>/', put],
-      ] as const) {
-        const byName = new Map<string, number>();
-        let frames = 0;
-        for (let i = 0; i < writes; i++) {
-          look.pragma('wal_checkpoint(TRUNCATE)');
-          await write();
-          const pages = walPages(`${db.url}-wal`, pageSize);
-          frames += pages.length;
-          const names = owners();
-          for (const p of new Set(pages)) byName.set(names.get(p) ?? `page ${p}`, (byName.get(names.get(p) ?? `page ${p}`) ?? 0) + 1);
+      for (const c of concurrencies)
+        for (const [label, write] of [
+          ['POST /servers/', post],
+          ['PUT /servers/<uuid>/', put],
+        ] as const) {
+          const byName = new Map<string, number>();
+          let frames = 0;
+          let done = 0;
+          const g0 = await commits();
+          for (; done < writes; done += c) {
+            look.pragma('wal_checkpoint(TRUNCATE)');
+            await batch(write, c);
+            const pages = walPages(`${db.url}-wal`, pageSize);
+            frames += pages.length;
+            const names = owners();
+            for (const p of new Set(pages)) byName.set(names.get(p) ?? `page ${p}`, (byName.get(names.get(p) ?? `page ${p}`) ?? 0) + 1);
+          }
+          const pages = [...byName.values()].reduce((a, b) => a + b, 0);
+          process.stdout.write(
+            `${label} (${c} at once): ${(pages / done).toFixed(2)} pages/write (${(frames / done).toFixed(2)} WAL frames${perCommit(g0, await commits())})\n`,
+          );
+          for (const [name, k] of [...byName.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])))
+            process.stdout.write(`  ${(k / done).toFixed(2).padStart(5)}  ${name}\n`);
         }
-        const pages = [...byName.values()].reduce((a, b) => a + b, 0);
-        process.stdout.write(`${label}: ${(pages / writes).toFixed(2)} pages/write (${(frames / writes).toFixed(2)} WAL frames)\n`);
-        for (const [name, k] of [...byName.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])))
-          process.stdout.write(`  ${(k / writes).toFixed(2).padStart(5)}  ${name}\n`);
-      }
-      const cpuWrites = Number(process.env.PAGES_CPU_WRITES ?? 500);
-      for (const [label, write] of [
-        ['POST /servers/', post],
-        ['PUT /servers/<uuid>/', put],
-      ] as const) {
-        const c0 = cpuMs(child.pid);
-        for (let i = 0; i < cpuWrites; i++) await write();
-        process.stdout.write(`${label}: ${(((cpuMs(child.pid) - c0) / cpuWrites) * 1000).toFixed(0)} µs server CPU/write (${cpuWrites} one at a time)\n`);
-      }
+      const cpuWrites = Number(process.env.PAGES_CPU_WRITES ?? 512);
+      for (const c of concurrencies)
+        for (const [label, write] of [
+          ['POST /servers/', post],
+          ['PUT /servers/<uuid>/', put],
+        ] as const) {
+          const g0 = await commits();
+          const c0 = cpuMs(child.pid);
+          let done = 0;
+          for (; done < cpuWrites; done += c) await batch(write, c);
+          const cpu = cpuMs(child.pid) - c0;
+          process.stdout.write(
+            `${label} (${c} at once): ${((cpu / done) * 1000).toFixed(0)} µs server CPU/write (${done} writes${perCommit(g0, await commits())})\n`,
+          );
+        }
     } finally {
       await child.close();
     }

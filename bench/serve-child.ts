@@ -30,11 +30,14 @@ export interface RawReply {
 
 /**
  * `answered`: requests done so far; `connections`: open sockets; `statements`: SQL run (null: raw);
- * `roundTrips`: statements waited for (PostgreSQL sends some ahead, store/pg-client.ts; SQLite: = statements).
+ * `roundTrips`: statements waited for (PostgreSQL sends some ahead, store/pg-client.ts; SQLite: = statements);
+ * `commits`: SQLite's group commits so far (store/group-commit.ts; null: PostgreSQL or raw), `grouped` the writes they carried.
  */
 export interface Stats {
   statements: number | null;
   roundTrips: number | null;
+  commits: number | null;
+  grouped: number | null;
   inflight: number;
   connections: number;
   answered: number;
@@ -50,7 +53,13 @@ const send = (m: ChildMessage) => process.send!(m);
  * left (Fastify then never sends, and a handler may still be finishing: drain() also waits for the
  * statement count to settle).
  */
-function counted(server: http.Server, statements: () => number | null, roundTrips: () => number | null, close: () => Promise<void>): void {
+function counted(
+  server: http.Server,
+  statements: () => number | null,
+  roundTrips: () => number | null,
+  close: () => Promise<void>,
+  group: () => { commits: number; writes: number } | null = () => null,
+): void {
   let inflight = 0;
   let answered = 0;
   server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -63,7 +72,16 @@ function counted(server: http.Server, statements: () => number | null, roundTrip
   process.on('message', (m: ParentMessage) => {
     if (m.type === 'stats')
       server.getConnections((_err, connections) =>
-        send({ type: 'stats', statements: statements(), roundTrips: roundTrips(), inflight, connections: connections ?? 0, answered }),
+        send({
+          type: 'stats',
+          statements: statements(),
+          roundTrips: roundTrips(),
+          commits: group()?.commits ?? null,
+          grouped: group()?.writes ?? null,
+          inflight,
+          connections: connections ?? 0,
+          answered,
+        }),
       );
     if (m.type === 'close') void close().then(() => process.exit(0));
   });
@@ -99,6 +117,7 @@ async function stratus(db: string, answerCacheMiB: string | undefined): Promise<
       await scheduler.stop();
       await services.store.close();
     },
+    () => services.store.group,
   );
   send({ type: 'ready', base });
 }
