@@ -2,7 +2,7 @@ import { sql, type AliasedRawBuilder, type RawBuilder, type SqlBool } from 'kyse
 import type { Db } from '../db.js';
 import { totalOfPage } from '../paging.js';
 import type { ArgOf } from '../shapes.js';
-import { columnsOf, relKey, withRelated, type AnyQuery, type Order, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
+import { columnsOf, relKey, type AnyQuery, type Order, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
 import type { OwnAnchors } from './anchors.js';
 import type { ResourceRelations } from './relations.js';
 import type { ResourceSql } from './sql.js';
@@ -111,21 +111,21 @@ export class ResourcePages {
       first && p.limit > 0 ? (keptKey ? first : [...(first as { seq: number; updated_at: string }[])].sort(JS_ORDER[p.order])).slice(0, args.end) : first;
     const mode: SharedIn = !set.shared ? 'none' : !theirs ? 'cte' : theirs.length ? 'list' : 'none';
     const checks = confirm !== undefined;
-    const found = await this.sql.run<RelRow & { rel_own: number | null; rel_theirs?: number | null; rel_sharing?: unknown }, A | 'theirs'>(
+    const found = await this.sql.runRows<RelRow & { rel_own: number | null; rel_theirs?: number | null; rel_sharing?: unknown }, A | 'theirs'>(
       this.sets.shapeKey('visible.page-with', set, p.order, p.limit > 0, p.offset > 0, relKey(rel), mode, checks),
       db,
       (arg) => this.pageQuery(set, p, rel, arg, mode, checks),
       { ...args, theirs: this.sql.listArg((theirs ?? []).map((t) => t.seq)) },
     );
     // A kept set the counter no longer holds: read afresh (this time not kept, so no loop).
-    if (checks && found.length && !this.shared.confirm(keptKey!, found[0].rel_sharing)) return this.listPage(set, p, rel);
-    const rows = found.map((r) => withRelated(r, rel));
+    if (checks && found.length && !this.shared.confirm(keptKey!, found.value(0, 'rel_sharing'))) return this.listPage(set, p, rel);
+    const rows = found.resources(rel);
     // A page that is not full holds everything from the offset on (paging.ts).
     const shown = totalOfPage(rows.length, p.limit, p.offset);
     // An empty page confirmed nothing: the totals' statement does.
     if (shown !== undefined && !(checks && !found.length)) return { rows, total: shown };
-    const shared = (counted: { rel_theirs?: number | null } | undefined) => (first ? first.length : Number(counted?.rel_theirs ?? 0));
-    if (found.length) return { rows, total: Number(found[0].rel_own ?? 0) + shared(found[0]) };
+    const shared = (theirs: number | null | undefined) => (first ? first.length : Number(theirs ?? 0));
+    if (found.length) return { rows, total: Number(found.value(0, 'rel_own') ?? 0) + shared(found.value(0, 'rel_theirs')) };
     // Past the end: only the totals.
     const totals = await this.sql.run<{ rel_own: number | null; rel_theirs?: number | null; rel_sharing?: unknown }, A>(
       this.sets.shapeKey('visible.total', set, first !== undefined, checks),
@@ -134,7 +134,7 @@ export class ResourcePages {
       args,
     );
     if (checks && !this.shared.confirm(keptKey!, totals[0]?.rel_sharing)) return this.listPage(set, p, rel);
-    return { rows, total: Number(totals[0]?.rel_own ?? 0) + shared(totals[0]) };
+    return { rows, total: Number(totals[0]?.rel_own ?? 0) + shared(totals[0]?.rel_theirs) };
   }
 
   /** PostgreSQL: the seqs of the rows shared with the caller and the `sharing` counter, in one statement (one snapshot). */
