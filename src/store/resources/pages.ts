@@ -54,9 +54,10 @@ export class ResourcePages {
    * asks for, and its total.
    *
    * On PostgreSQL one statement (see `pageQuery`): every statement is a round trip there. SQLite has none,
-   * and there the shared rows (bounded by what others share with the caller, usually none) are read first:
-   * the page is then a plain index range of the caller's own rows, which SQLite runs several times faster
-   * than the merge of both halves in one statement. A deep page (`pagesInSteps`) starts from anchors
+   * and there the shared rows (bounded by what others share with the caller, usually none) are read first
+   * (or kept, and checked by the page's statement): the page is then one list of seqs, the caller's first
+   * own ones and those shared rows, which SQLite runs several times faster than the merge of both halves in
+   * order in one statement. A deep page (`pagesInSteps`) starts from anchors
    * (`deepPage`). Either way the work is bounded by the page's end and by what is shared, never by the size
    * of the account.
    */
@@ -71,15 +72,21 @@ export class ResourcePages {
     // In creation order an ACL's shared rows are kept between requests (shared-seqs.ts); the other order
     // needs their `updated_at`, which changes with every write of them.
     const keptKey = theirKey && p.order === 'created' && set.shared?.key.startsWith('acl.') && this.shared.applies(db) ? `${theirKey}|${set.owner}` : undefined;
-    // PostgreSQL checks a kept set in the page's own statement (its `rel_sharing` column): `confirm` is the
-    // counter it was kept under; a set not kept is read with the counter in one statement.
+    // A kept set is checked in the page's own statement (its `rel_sharing` column): `confirm` is the counter it
+    // was kept under. A set not kept is read with the counter: on PostgreSQL in one statement; on SQLite the
+    // counter first, then the rows (see shared-seqs.ts).
     let confirm: number | undefined;
     let first: readonly { seq: number; updated_at?: string }[] | undefined;
-    if (keptKey && !deep && this.sql.dialect === 'postgres') {
+    if (keptKey && !deep) {
       const hit = this.shared.peek(keptKey);
       if (hit && this.shared.verifying) await this.shared.check(db as Db, keptKey, hit, readTheirs);
       confirm = hit?.n;
-      first = hit ? hit.rows : await this.shared.load(keptKey, () => this.readTheirsCounted(set, args, theirKey!));
+      if (hit) first = hit.rows;
+      else
+        first =
+          this.sql.dialect === 'postgres'
+            ? await this.shared.load(keptKey, () => this.readTheirsCounted(set, args, theirKey!))
+            : await this.shared.get(db as Db, keptKey, readTheirs);
     } else if (deep) {
       // The owner's count and the `sharing` counter in one statement (the snapshot's first), then the kept
       // shared rows: a page past the end is that one statement, as it is without shares.
@@ -105,7 +112,7 @@ export class ResourcePages {
         rel,
         { n: Number(head?.n ?? 0), version: Number(head?.version ?? 0) },
       );
-    } else if (set.shared && this.sql.dialect === 'sqlite') first = await (keptKey ? this.shared.get(db as Db, keptKey, readTheirs) : readTheirs());
+    } else if (set.shared && this.sql.dialect === 'sqlite') first = await readTheirs();
     // Only the shared rows that can reach the page take part in the merge.
     const theirs =
       first && p.limit > 0 ? (keptKey ? first : [...(first as { seq: number; updated_at: string }[])].sort(JS_ORDER[p.order])).slice(0, args.end) : first;
