@@ -132,7 +132,24 @@ async function serve(db: string, dir: string, workers: number): Promise<{ proc: 
   const prof = process.env.BENCH_MIXED_PROF ? ['--cpu-prof', `--cpu-prof-dir=${join(process.env.BENCH_MIXED_PROF, `workers-${workers}`)}`] : [];
   const proc = spawn(
     process.execPath,
-    [...prof, BIN, 'serve', '--port', '0', '--db', db, '--workers', String(workers), '--ci', '--rate-limits', 'off', '--log-level', 'warn', '--ready-file', ready],
+    [
+      ...prof,
+      BIN,
+      'serve',
+      '--port',
+      '0',
+      '--db',
+      db,
+      '--workers',
+      String(workers),
+      '--ci',
+      '--rate-limits',
+      'off',
+      '--log-level',
+      'warn',
+      '--ready-file',
+      ready,
+    ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   for (let i = 0; !existsSync(ready); i++) {
