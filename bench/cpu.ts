@@ -1,7 +1,8 @@
 /**
  * `npx tsx bench/cpu.ts <db>`: server CPU µs per request (user + system of the server process, from /proc)
  * for the made-afresh GETs of issue 31, on a database kept by bench/profile.ts (PROFILE_KEEP=1): the solo
- * account's detail page, list page, one server, tags page and capabilities. Load-independent, unlike req/s:
+ * account's detail page, list page, one server, tags page and capabilities, and peer's detail and list pages
+ * (`shared-detail`, `shared-list`: 20 own servers like solo's plus 1,000 shared by ACL). Load-independent, unlike req/s:
  * a fixed number of requests (CPU_N, default 20000) over 10 connections, after a warm-up of CPU_N / 4.
  *
  *   CPU_WHAT=detail,single,...   a subset;  CPU_KEPT=1   whole answers kept (the default server);
@@ -62,6 +63,8 @@ async function measure(child: Child, path: string, headers: Record<string, strin
 }
 
 const solo = basicAuth('solo@bench.local', 'bench-solo-password');
+/** peer: solo's 20 servers of its own, plus the 1,000 servers the sharer's ACL shares with it. */
+const peer = basicAuth('peer@bench.local', 'bench-peer-password');
 const probe = await startChild({ mode: 'stratus', db });
 const first = (await (await fetch(`${probe.base}/api/2.0/servers/?limit=1`, { headers: solo })).json()) as { objects: { uuid: string }[] };
 const paths: Record<string, string> = {
@@ -70,11 +73,14 @@ const paths: Record<string, string> = {
   tags: '/api/2.0/tags/?limit=20',
   capabilities: '/api/2.0/capabilities/',
   list: '/api/2.0/servers/?limit=20',
+  'shared-detail': '/api/2.0/servers/detail/?limit=20',
+  'shared-list': '/api/2.0/servers/?limit=20',
 };
+const headersOf = (w: string) => (w.startsWith('shared-') ? peer : solo);
 const what = (process.env.CPU_WHAT ?? Object.keys(paths).join(',')).split(',');
 const replies = [];
 for (const w of what) {
-  const res = await fetch(probe.base + paths[w], { headers: solo });
+  const res = await fetch(probe.base + paths[w], { headers: headersOf(w) });
   replies.push({
     path: paths[w],
     status: res.status,
@@ -92,7 +98,7 @@ for (const w of what) {
     ...(process.env.CPU_KEPT === '1' ? {} : { answerCacheMiB: 0 }),
     ...(grind ? { execPath: join(grind, 'node') } : {}),
   });
-  const line = await measure(child, paths[w], solo);
+  const line = await measure(child, paths[w], headersOf(w));
   await child.close();
   let raw = '';
   if (process.env.CPU_RAW === '1') {

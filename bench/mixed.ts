@@ -18,7 +18,7 @@
  * at that fraction of one worker's saturated throughput, the same rate for 1 and 2 workers, latency counted
  * from when each was due): the latency a client sees below saturation. BENCH_MIXED_OPEN=0 leaves it out.
  * Run alone: `npx tsx bench/mixed.ts` (BENCH_QUICK=1 for a short version; BENCH_PG_URL also
- * runs it on PostgreSQL, BENCH_SQLITE=0 leaves SQLite out).
+ * runs it on PostgreSQL, BENCH_SQLITE=0 leaves SQLite out; BENCH_MIXED_PROF=<dir> profiles the server's processes).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -128,9 +128,28 @@ function stratus(args: string[]): void {
 async function serve(db: string, dir: string, workers: number): Promise<{ proc: ChildProcess; base: string; token: string; stop: () => Promise<void> }> {
   const ready = join(dir, `ready-${workers}.json`);
   rmSync(ready, { force: true });
+  // BENCH_MIXED_PROF=<dir>: the server's processes under `node --cpu-prof` (the workers inherit it), a folder per run.
+  const prof = process.env.BENCH_MIXED_PROF ? ['--cpu-prof', `--cpu-prof-dir=${join(process.env.BENCH_MIXED_PROF, `workers-${workers}`)}`] : [];
   const proc = spawn(
     process.execPath,
-    [BIN, 'serve', '--port', '0', '--db', db, '--workers', String(workers), '--ci', '--rate-limits', 'off', '--log-level', 'warn', '--ready-file', ready],
+    [
+      ...prof,
+      BIN,
+      'serve',
+      '--port',
+      '0',
+      '--db',
+      db,
+      '--workers',
+      String(workers),
+      '--ci',
+      '--rate-limits',
+      'off',
+      '--log-level',
+      'warn',
+      '--ready-file',
+      ready,
+    ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   for (let i = 0; !existsSync(ready); i++) {

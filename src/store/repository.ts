@@ -10,7 +10,7 @@ import { ResourcePages } from './resources/pages.js';
 import { ResourceRelations } from './resources/relations.js';
 import { ResourceRows } from './resources/rows.js';
 import { ResourceScans } from './resources/scans.js';
-import { ResourceSql } from './resources/sql.js';
+import { ResourceSql, type SqliteDirect } from './resources/sql.js';
 import { TagMembership } from './resources/tags.js';
 import { VisibleSets } from './resources/visible.js';
 import { SharedSeqs } from './resources/shared-seqs.js';
@@ -60,7 +60,7 @@ export class ResourceRepository {
    */
   constructor(
     readonly dialect: Dialect,
-    direct?: (text: string, parameters: readonly unknown[], outside?: boolean) => unknown[] | undefined,
+    direct?: SqliteDirect,
     anchorStep = 1000,
     changes?: ChangeFeed,
   ) {

@@ -1,6 +1,6 @@
 import { sql, type SqlBool } from 'kysely';
 import type { Db, Tx } from '../db.js';
-import { columnsOf, relKey, withRelated, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
+import { columnsOf, relKey, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
 import type { ResourceCounts } from './counts.js';
 import type { ResourceRelations } from './relations.js';
 import type { ResourceSql } from './sql.js';
@@ -114,7 +114,7 @@ export class OwnAnchors {
     const own = await this.ownWindow(db, set.kind, set.owner, anchors, start, end - start);
     const page = mergedPage(own, start, theirs, offset, limit);
     if (!page.length) return { rows: [], total };
-    const rows = await this.sql.shaped<RelRow, 'seqs' | 'me'>(
+    const rows = await this.sql.shapedRows<RelRow, 'seqs' | 'me'>(
       db,
       `resources.by-seq:${relKey(rel)}`,
       (arg) =>
@@ -125,7 +125,7 @@ export class OwnAnchors {
           .orderBy('seq'),
       { seqs: this.sql.listArg(page), me: set.owner },
     );
-    return { rows: rows.map((r) => withRelated(r, rel)), total };
+    return { rows: rows.resources(rel), total };
   }
 }
 

@@ -26,7 +26,7 @@ export class ResourceRelations {
    */
   async findManyWith(db: Db | Tx, kind: string, uuids: readonly string[], me: string, rel: Relations): Promise<Resource[]> {
     if (!uuids.length) return [];
-    const rows = await this.sql.shaped<RelRow, 'kind' | 'uuids' | 'me'>(
+    const rows = await this.sql.shapedRows<RelRow, 'kind' | 'uuids' | 'me'>(
       db,
       `resources.many-with:${relKey(rel)}`,
       (arg) =>
@@ -37,10 +37,7 @@ export class ResourceRelations {
           .where(this.sql.inList('resources.uuid', arg('uuids'))),
       { kind, uuids: this.sql.listArg(uuids), me },
     );
-    return inOrderOf(
-      rows.map((r) => withRelated(r, rel)),
-      uuids,
-    );
+    return inOrderOf(rows.resources(rel), uuids);
   }
 
   /**

@@ -2,7 +2,17 @@ import { sql, type CompiledQuery, type Compilable, type RawBuilder, type SqlBool
 import type { Db, Dialect, Tx } from '../db.js';
 import { page, pageShape } from '../paging.js';
 import { Shapes, type ArgOf } from '../shapes.js';
-import type { AnyQuery } from './model.js';
+import { ReadRows, type AnyQuery, type ColumnAt } from './model.js';
+
+/**
+ * SQLite's one connection, run synchronously (see ResourceSql): `run` answers rows as objects (none for a
+ * write), `raw` a read's rows as arrays (better-sqlite3's `.raw()`) with where each column is. Either answers
+ * undefined where it may not run (see `direct`).
+ */
+export interface SqliteDirect {
+  run(text: string, parameters: readonly unknown[], outside?: boolean): unknown[] | undefined;
+  raw(text: string, parameters: readonly unknown[], outside?: boolean): { rows: unknown[][]; at: ColumnAt } | undefined;
+}
 
 /**
  * What every module of the `resources` family shares: running a compiled shape (directly on SQLite's
@@ -22,14 +32,42 @@ export class ResourceSql {
    */
   constructor(
     readonly dialect: Dialect,
-    private readonly direct?: (text: string, parameters: readonly unknown[], outside?: boolean) => unknown[] | undefined,
+    private readonly direct?: SqliteDirect,
   ) {}
 
   /** Runs a compiled shape: directly on SQLite when it may (see `direct`), through Kysely otherwise. */
   async exec<R>(db: Db | Tx, compiled: CompiledQuery): Promise<R[]> {
-    const rows = this.direct?.(compiled.sql, compiled.parameters, !db.isTransaction);
+    const rows = this.direct?.run(compiled.sql, compiled.parameters, !db.isTransaction);
     if (rows) return rows as R[];
     return (await db.executeQuery<R>(compiled)).rows;
+  }
+
+  /** `exec` for rows read in bulk: arrays where `direct` runs the statement (no object per row), objects otherwise. */
+  async execRows<R extends object>(db: Db | Tx, compiled: CompiledQuery): Promise<ReadRows<R>> {
+    const raw = this.direct?.raw(compiled.sql, compiled.parameters, !db.isTransaction);
+    if (raw) return new ReadRows<R>(raw.rows, raw.at);
+    return new ReadRows<R>((await db.executeQuery<R>(compiled)).rows);
+  }
+
+  /** `run` with its rows as `execRows` reads them. */
+  async runRows<R extends object, K extends string>(
+    key: string | undefined,
+    db: Db | Tx,
+    build: (arg: ArgOf<K>) => AnyQuery,
+    args: Record<K, unknown>,
+  ): Promise<ReadRows<R>> {
+    if (key) return this.execRows<R>(db, this.shapes.get(key, build, args));
+    return new ReadRows<R>((await build(((name: K) => args[name]) as ArgOf<K>).execute()) as R[]);
+  }
+
+  /** `shaped` with its rows as `execRows` reads them. */
+  async shapedRows<R extends object, K extends string>(
+    db: Db | Tx,
+    key: string,
+    build: (arg: ArgOf<K>) => Compilable,
+    args: Record<K, unknown>,
+  ): Promise<ReadRows<R>> {
+    return this.execRows<R>(db, this.shapes.get(key, build, args));
   }
 
   /**

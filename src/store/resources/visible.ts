@@ -1,17 +1,6 @@
 import type { Db, Tx } from '../db.js';
 import type { ArgOf } from '../shapes.js';
-import {
-  columnsOf,
-  relKey,
-  withRelated,
-  type AnyQuery,
-  type Condition,
-  type Relations,
-  type RelRow,
-  type Resource,
-  type SharedRows,
-  type VisibleSet,
-} from './model.js';
+import { columnsOf, relKey, type AnyQuery, type Condition, type Relations, type RelRow, type Resource, type SharedRows, type VisibleSet } from './model.js';
 import type { ResourceRelations } from './relations.js';
 import type { ResourceSql } from './sql.js';
 
@@ -71,7 +60,7 @@ export class VisibleSets {
    */
   async findVisibleWith(set: VisibleSet, uuid: string, rel: Relations): Promise<Resource | undefined> {
     const db = set.db;
-    const rows = await this.sql.run<RelRow, 'kind' | 'me' | 'uuid'>(
+    const rows = await this.sql.runRows<RelRow, 'kind' | 'me' | 'uuid'>(
       this.shapeKey('visible.one-with', set, relKey(rel)),
       db,
       (arg) => {
@@ -96,6 +85,6 @@ export class VisibleSets {
       },
       { kind: set.kind, me: set.owner, uuid },
     );
-    return rows[0] && withRelated(rows[0], rel);
+    return rows.length ? rows.resource(0, rel) : undefined;
   }
 }
