@@ -244,9 +244,11 @@ export class StoredCollection implements CollectionService {
     // The page's rows without their bodies where most of its objects are kept as served.
     const kept = query.json && this.keepsFragments(ctx);
     const read: Relations = kept ? keysOf(ctx, reads) : rel;
-    // Usually one statement (its own snapshot); a deep page takes several, read in one snapshot.
+    // Usually one statement (its own snapshot); a deep page takes several, read in one snapshot (on
+    // PostgreSQL one statement too, while what it starts from is kept).
     const { rows, total } = ctx.store.resources.pagesInSteps(set, page)
-      ? await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, read))
+      ? ((await ctx.store.resources.deepAtOnce(set, page, read)) ??
+        (await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, read))))
       : await ctx.store.resources.listPage(set, page, read);
     if (kept) return { total, objects: await this.fragments(ctx, rows, reads, query.fields), cut: true };
     return { total, objects: await this.shown(ctx, rows, rel) };

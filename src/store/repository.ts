@@ -185,6 +185,9 @@ export class ResourceRepository {
   pagesInSteps(...a: Parameters<ResourcePages['pagesInSteps']>) {
     return this.pages.pagesInSteps(...a);
   }
+  deepAtOnce(...a: Parameters<ResourcePages['deepAtOnce']>) {
+    return this.pages.deepAtOnce(...a);
+  }
   listPage(...a: Parameters<ResourcePages['listPage']>) {
     return this.pages.listPage(...a);
   }

@@ -1,4 +1,5 @@
-import { sql, type SqlBool } from 'kysely';
+import { sql, type RawBuilder, type SqlBool } from 'kysely';
+
 import type { Db, Tx } from '../db.js';
 import { columnsOf, relKey, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
 import type { ResourceCounts } from './counts.js';
@@ -10,9 +11,14 @@ import type { ResourceSql } from './sql.js';
  * owner's rows of a kind (an anchor), kept per count version, so a page at any depth starts from the
  * nearest anchor and walks at most one step. Lists reach here through pages.ts (`pagesInSteps`).
  */
+type A = 'kind' | 'me' | 'from' | 'count' | 'skip' | 'start' | 'theirs' | 'offset' | 'limit';
+
 export class OwnAnchors {
-  /** Per (kind, owner): the seq at every `step`-th position of the owner's list, for one count version. */
-  private readonly anchors = new Map<string, { version: number; seqs: Promise<number[]> }>();
+  /**
+   * Per (kind, owner): the seq at every `step`-th position of the owner's list, for one count version (and
+   * the count at it, `n`); `done` once the pass has answered.
+   */
+  private readonly anchors = new Map<string, { version: number; n: number; seqs: Promise<number[]>; done?: number[] }>();
 
   constructor(
     private readonly sql: ResourceSql,
@@ -30,7 +36,7 @@ export class OwnAnchors {
    * the driver) and kept until the owner's count changes (its version). Concurrent requests for a page share
    * one pass: the same count version is the same rows, whatever the snapshot.
    */
-  private anchorsOf(db: Db | Tx, kind: string, owner: string, version: number): Promise<number[]> {
+  private anchorsOf(db: Db | Tx, kind: string, owner: string, version: number, n: number): Promise<number[]> {
     const key = `${kind}/${owner}`;
     let anchors = this.anchors.get(key);
     if (anchors?.version !== version) {
@@ -54,13 +60,16 @@ export class OwnAnchors {
           { kind, owner, step: this.step },
         )
         .then((rows) => rows.map((r) => Number(r.seq)));
-      anchors = { version, seqs };
+      anchors = { version, n, seqs };
       this.anchors.delete(key);
       if (this.anchors.size >= 1000) this.anchors.delete(this.anchors.keys().next().value!);
       this.anchors.set(key, anchors);
       // A failed pass is not kept (the next request tries again); its own request still sees the error.
       const entry = anchors;
-      seqs.catch(() => this.anchors.get(key) === entry && this.anchors.delete(key));
+      seqs.then(
+        (done) => void (entry.done = done),
+        () => this.anchors.get(key) === entry && this.anchors.delete(key),
+      );
     }
     return anchors.seqs;
   }
@@ -87,6 +96,80 @@ export class OwnAnchors {
     return rows.map((r) => Number(r.seq));
   }
 
+  /** The owner's anchors as last read (the count version and count they hold for), if any. */
+  kept(kind: string, owner: string): { version: number; n: number; seqs: readonly number[] } | undefined {
+    const a = this.anchors.get(`${kind}/${owner}`);
+    return a?.done && { version: a.version, n: a.n, seqs: a.done };
+  }
+
+  /**
+   * PostgreSQL: a deep page in one statement (one snapshot, one round trip) from kept anchors and kept shared
+   * rows: the own window (as `ownWindow` walks it) merged with the shared rows and cut to the page in SQL, the
+   * rows read with their relations, and beside them the owner's count version (and the `sharing` counter,
+   * `sharing`) that the caller compares with what the anchors and the shared rows were kept under. Undefined
+   * when nothing is kept or the page is past the end (`deepPage` tells the total then).
+   */
+  async atOnce(
+    set: VisibleSet,
+    theirs: readonly number[],
+    offset: number,
+    limit: number,
+    rel: Relations,
+    sharing: RawBuilder<number> | undefined,
+  ): Promise<{ rows: (RelRow & { rel_version: unknown; rel_sharing: unknown })[]; total: number; version: number } | undefined> {
+    const kept = this.kept(set.kind, set.owner);
+    if (!kept || offset >= kept.n + theirs.length) return undefined;
+    const { start, end } = ownSpan(kept.seqs, this.step, kept.n, theirs, offset, limit);
+    const a = Math.floor(start / this.step);
+    const walk = a < kept.seqs.length && end > start;
+    const db = set.db as Db;
+    const rows = await this.sql.shaped<RelRow & { rel_version: unknown; rel_sharing: unknown }, A>(
+      db,
+      `resources.deep-at-once:${relKey(rel)}:${sharing ? 'shared' : 'own'}`,
+      (arg) => {
+        // mergedPage in SQL: the window, then the shared rows from its first row on (all of them when the
+        // window starts the list or is empty), in seq order, from the page's place in that merge.
+        const window = db
+          .selectFrom('resources as w')
+          .select('w.seq')
+          .where('w.kind', '=', arg('kind'))
+          .where('w.owner_uuid', '=', arg('me'))
+          .where('w.seq', '>=', arg('from'))
+          .orderBy('w.seq')
+          .limit(arg('count'))
+          .offset(arg('skip'));
+        const low = sql`case when ${arg('start')}::bigint > 0 then coalesce((select min(o.seq) from own as o), 0) else 0 end`;
+        const page = sql`select m.seq from (select o.seq from own as o union all select t.seq from unnest(${arg('theirs')}::bigint[]) as t(seq) where t.seq >= ${low}) as m order by m.seq offset greatest(0, ${arg('offset')}::bigint - ${arg('start')}::bigint - (select count(*) from unnest(${arg('theirs')}::bigint[]) as t(seq) where t.seq < ${low})) limit ${arg('limit')}`;
+        return db
+          .with(
+            (cte) => cte('own').materialized(),
+            () => window,
+          )
+          .selectFrom('resources')
+          .select([
+            ...columnsOf(rel),
+            ...this.relations.columns(rel, arg('me')),
+            sql<number>`(select version from resource_counts where kind = ${arg('kind')} and owner_uuid = ${arg('me')})`.as('rel_version'),
+            (sharing ?? sql<number>`null`).as('rel_sharing'),
+          ])
+          .where(sql<SqlBool>`resources.seq = any(array(${page}))`)
+          .orderBy('resources.seq') as never;
+      },
+      {
+        kind: set.kind,
+        me: set.owner,
+        from: walk ? kept.seqs[a] : 0,
+        count: walk ? end - start : 0,
+        skip: walk ? start - a * this.step : 0,
+        start,
+        theirs: [...theirs],
+        offset,
+        limit,
+      },
+    );
+    return { rows, total: kept.n + theirs.length, version: kept.version };
+  }
+
   /**
    * A deep page of an unfiltered list in creation order: own rows found from the anchors, merged in memory
    * with the shared rows (all of them are in hand, and they are bounded by what is shared), then read by seq
@@ -109,7 +192,7 @@ export class OwnAnchors {
     const total = count.n + theirs.length;
     // Past the end: the total is all there is to tell.
     if (offset >= total) return { rows: [], total };
-    const anchors = count.n ? await this.anchorsOf(db, set.kind, set.owner, count.version) : [];
+    const anchors = count.n ? await this.anchorsOf(db, set.kind, set.owner, count.version, count.n) : [];
     const { start, end } = ownSpan(anchors, this.step, count.n, theirs, offset, limit);
     const own = await this.ownWindow(db, set.kind, set.owner, anchors, start, end - start);
     const page = mergedPage(own, start, theirs, offset, limit);

@@ -2,7 +2,7 @@ import { sql, type AliasedRawBuilder, type RawBuilder, type SqlBool } from 'kyse
 import type { Db } from '../db.js';
 import { totalOfPage } from '../paging.js';
 import type { ArgOf } from '../shapes.js';
-import { columnsOf, relKey, type AnyQuery, type Order, type Relations, type RelRow, type Resource, type VisibleSet } from './model.js';
+import { columnsOf, relKey, type AnyQuery, type Order, type Relations, type RelRow, type Resource, type VisibleSet, withRelated } from './model.js';
 import type { OwnAnchors } from './anchors.js';
 import type { ResourceRelations } from './relations.js';
 import type { ResourceSql } from './sql.js';
@@ -50,6 +50,38 @@ export class ResourcePages {
   }
 
   /**
+   * PostgreSQL, outside a transaction: a deep page (`pagesInSteps`) in one statement, from the owner's kept
+   * anchors and the kept shared rows, checked by the statement's own columns (the owner's count version, the
+   * `sharing` counter) against what they were kept under. Undefined when that cannot be (SQLite, nothing kept,
+   * something moved, past the end): the caller then reads the page in several statements in one snapshot.
+   */
+  async deepAtOnce(set: VisibleSet, p: Page, rel: Relations = {}): Promise<{ rows: Resource[]; total: number } | undefined> {
+    if (this.sql.dialect !== 'postgres' || set.db.isTransaction || !this.pagesInSteps(set, p)) return undefined;
+    const keptKey = set.shared ? this.keptKeyOf(set, p) : undefined;
+    const hit = keptKey ? this.shared.peek(keptKey) : undefined;
+    if (set.shared && !hit) return undefined;
+    if (hit && this.shared.verifying) {
+      const theirKey = this.sets.shapeKey('visible.theirs', set)!;
+      const args = { kind: set.kind, me: set.owner };
+      await this.shared.check(set.db as Db, keptKey!, hit, () =>
+        this.sql.run<{ seq: number; updated_at: string }, 'kind' | 'me'>(theirKey, set.db, (arg) => this.sets.theirHalf(set, arg), args),
+      );
+    }
+    const theirs = hit ? hit.rows.map((r) => r.seq) : [];
+    const got = await this.anchors.atOnce(set, theirs, p.offset, p.limit, rel, hit ? this.shared.counterSql() : undefined);
+    const first = got?.rows[0];
+    if (!got || !first || Number(first.rel_version) !== got.version) return undefined;
+    if (hit && !this.shared.confirm(keptKey!, first.rel_sharing)) return undefined;
+    return { rows: got.rows.map((r) => withRelated(r, rel)), total: got.total };
+  }
+
+  /** The key the ACL-shared rows of a list in creation order are kept under (shared-seqs.ts), if they may be. */
+  private keptKeyOf(set: VisibleSet, p: Page): string | undefined {
+    const theirKey = this.sets.shapeKey('visible.theirs', set);
+    return theirKey && p.order === 'created' && set.shared?.key.startsWith('acl.') && this.shared.applies(set.db) ? `${theirKey}|${set.owner}` : undefined;
+  }
+
+  /**
    * A page of a visible set, in creation order (or most recently changed first), with the relations `rel`
    * asks for, and its total.
    *
@@ -71,7 +103,7 @@ export class ResourcePages {
     const readTheirs = () => this.sql.run<{ seq: number; updated_at: string }, A>(theirKey, db, (arg) => this.sets.theirHalf(set, arg), args);
     // In creation order an ACL's shared rows are kept between requests (shared-seqs.ts); the other order
     // needs their `updated_at`, which changes with every write of them.
-    const keptKey = theirKey && p.order === 'created' && set.shared?.key.startsWith('acl.') && this.shared.applies(db) ? `${theirKey}|${set.owner}` : undefined;
+    const keptKey = this.keptKeyOf(set, p);
     // A kept set is checked in the page's own statement (its `rel_sharing` column): `confirm` is the counter it
     // was kept under. A set not kept is read with the counter: on PostgreSQL in one statement; on SQLite the
     // counter first, then the rows (see shared-seqs.ts).

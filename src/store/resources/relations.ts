@@ -77,7 +77,11 @@ export class ResourceRelations {
       if (rel.stamp === 'only') return cols;
     }
     if (rel.tags) {
-      const tags = sql`select tm.tag_uuid as v, tm.seq as s from tag_members as tm inner join resources as t on t.uuid = tm.tag_uuid and t.kind = 'tags' where t.owner_uuid = ${me} and tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
+      // PostgreSQL: each membership's tag by its uuid (the unique index), then its owner compared. As a join,
+      // a plan made once for any caller walks the caller's tags (the (kind, owner) index) for every membership.
+      const tags = pg
+        ? sql`select tm.tag_uuid as v, tm.seq as s from tag_members as tm where tm.res_type = resources.kind and tm.res_uuid = resources.uuid and (select t.owner_uuid from resources as t where t.uuid = tm.tag_uuid and t.kind = 'tags') = ${me}`
+        : sql`select tm.tag_uuid as v, tm.seq as s from tag_members as tm inner join resources as t on t.uuid = tm.tag_uuid and t.kind = 'tags' where t.owner_uuid = ${me} and tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
       cols.push(this.jsonList(tags).as('rel_tags'));
     }
     if (rel.sharing) {
@@ -86,7 +90,9 @@ export class ResourceRelations {
       // CROSS JOINs in this order: SQLite starts from the caller's grants, as grantedUuids does.
       const held = sql`select r.permission as v from acl_grantees as g cross join acl_rules as r cross join acl_tags as t cross join tag_members as tm where g.grantee_uuid = ${me} and r.acl_uuid = g.acl_uuid and t.acl_uuid = g.acl_uuid and tm.tag_uuid = t.tag_uuid and tm.res_type = resources.kind and tm.res_uuid = resources.uuid`;
       // Most rows are in no ACL: a probe of their tags in acl_tags (two index lookups) rules the five-way join out.
-      const shareable = sql`exists (select 1 from tag_members as tm inner join acl_tags as t on t.tag_uuid = tm.tag_uuid where tm.res_type = resources.kind and tm.res_uuid = resources.uuid)`;
+      // OFFSET 0 keeps it a probe on PostgreSQL, which may otherwise plan the EXISTS as a hashed subplan: a scan
+      // of every tag membership in the database, once per statement.
+      const shareable = sql`exists (select 1 from tag_members as tm inner join acl_tags as t on t.tag_uuid = tm.tag_uuid where tm.res_type = resources.kind and tm.res_uuid = resources.uuid${pg ? sql` offset 0` : sql``})`;
       // Grants show to the owner only, held permissions to everyone else: each is read only where it shows.
       cols.push(
         sql<string>`case when resources.owner_uuid = ${me} and ${shareable} then ${this.jsonList(grants, { json: true, ordered: false })} else '[]' end`.as(
