@@ -8,6 +8,7 @@
  *   CPU_WHAT=detail,single,...   a subset;  CPU_KEPT=1   whole answers kept (the default server);
  *   CPU_RAW=1                    also the raw node:http server replaying the same bytes;
  *   CPU_PROF=<dir>               the server under `node --cpu-prof` (profiles in <dir>/<what>/)
+ *   CPU_PROF_INTERVAL=<µs>       its sampling interval (default 1000)
  *   CPU_CALLGRIND=1              also instructions per request: the server under valgrind's callgrind, counting
  *                                only while the measured requests run (a count the machine's load does not
  *                                change, unlike CPU time; ~50x slower: use a CPU_N of a few thousand)
@@ -90,7 +91,9 @@ for (const w of what) {
 }
 await probe.close();
 for (const w of what) {
-  const prof = process.env.CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF}/${w}`] : [];
+  const prof = process.env.CPU_PROF
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CPU_PROF}/${w}`, `--cpu-prof-interval=${process.env.CPU_PROF_INTERVAL ?? 1000}`]
+    : [];
   const child = await startChild({
     mode: 'stratus',
     db,

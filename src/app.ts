@@ -13,7 +13,7 @@ import { locationRefusal } from './http/locations.js';
 import { negotiate } from './http/negotiate.js';
 import { send } from './http/respond.js';
 import { fromDatabaseError } from './store/errors.js';
-import { MAX_PARAM_LENGTH, registerPath, trackRoutes } from './http/routes.js';
+import { MAX_PARAM_LENGTH, quickAnswers, registerPath, trackRoutes, type QuickAnswerer } from './http/routes.js';
 import { lazyChildLogger } from './http/lazy-logger.js';
 import { AnswerCache } from './http/answer-cache.js';
 import { ENCODINGS, ZLIB_OPTIONS } from './http/compression.js';
@@ -67,6 +67,7 @@ export async function buildApp(
   } = {},
 ): Promise<FastifyInstance> {
   const { config } = services;
+  let quick: QuickAnswerer | null = null;
   // The kinds' start-up work (the library catalogue into the database): idempotent, safe for several processes.
   await startKinds(services, kinds);
   const app = Fastify<http.Server>({
@@ -74,7 +75,11 @@ export async function buildApp(
     bodyLimit: config.bodyLimit,
     // Our own node:http server, because slow-client protection needs options Fastify does not pass on:
     // Node checks request deadlines only every `connectionsCheckingInterval` (30 s by default).
-    serverFactory: (handler) => {
+    serverFactory: (fastify) => {
+      // A repeated GET whose answer is kept is answered before Fastify (http/routes.ts quickAnswers), once the routes are in.
+      const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
+        if (quick === null || !quick(req, res, fastify)) fastify(req, res);
+      };
       const options = {
         requestTimeout: config.requestTimeoutMs,
         headersTimeout: config.requestTimeoutMs,
@@ -121,9 +126,11 @@ export async function buildApp(
     closing = true;
   });
   // The callback form (no promise per request); Fastify catches what it throws.
+  // The headers every answer starts with (also those answered before Fastify: http/routes.ts quickAnswers).
+  const firstHeaders = (id: string): string[] => (workerPid ? ['x-request-id', id, 'x-stratus-worker', workerPid] : ['x-request-id', id]);
   app.addHook('onRequest', (req, reply, done) => {
-    reply.header('X-REQUEST-ID', req.id);
-    if (workerPid) reply.header('X-Stratus-Worker', workerPid);
+    const first = firstHeaders(req.id);
+    for (let i = 0; i < first.length; i += 2) reply.header(first[i], first[i + 1]);
     const q = req.query as RawQuery;
     req.format = negotiate(q.format, req.headers.accept);
     const noHost = hostMissing(req.raw);
@@ -141,22 +148,14 @@ export async function buildApp(
   });
 
   // `--access-log`: one line per answered request at info, whatever the log level of the rest.
-  if (config.accessLog) {
-    const access = app.log.child({}, { level: 'info' });
-    app.addHook('onResponse', async (req, reply) => {
-      access.info(
-        {
-          req_id: req.id,
-          method: req.method,
-          path: req.url.split('?')[0],
-          status: reply.statusCode,
-          duration_ms: Math.round(reply.elapsedTime * 10) / 10,
-          user: req.caller?.uuid ?? null,
-        },
-        'request',
-      );
+  const access = config.accessLog ? app.log.child({}, { level: 'info' }) : null;
+  const logAccess = (id: string, method: string, url: string, status: number, ms: number, user: string | null) =>
+    access?.info({ req_id: id, method, path: url.split('?')[0], status, duration_ms: Math.round(ms * 10) / 10, user }, 'request');
+  if (access)
+    app.addHook('onResponse', (req, reply, done) => {
+      logAccess(req.id, req.method, req.url, reply.statusCode, reply.elapsedTime, req.caller?.uuid ?? null);
+      done();
     });
-  }
 
   // Set once the routes are in (below); the error handler counts refusals on it.
   let metrics: Metrics | null = null;
@@ -209,6 +208,19 @@ export async function buildApp(
   // The contract of every route above (and of the admin plane below, read on the first request).
   registerOpenApi(app, kinds);
   metrics = registerMetrics(app, services);
+  // Kept answers of reusable GETs, answered before Fastify where nothing else applies (http/routes.ts).
+  const answeredMetrics = metrics;
+  quick = quickAnswers(app, {
+    plain: (raw) => !closing && !faults.active && hostMissing(raw) === null && locationRefusal(raw) === undefined,
+    caller: (raw) => auth.freshCaller(raw),
+    firstHeaders,
+    answered: (a) => {
+      const ms = performance.now() - a.startMs;
+      answeredMetrics.early++;
+      answeredMetrics.observe(a.route, a.method, a.status, ms / 1000);
+      logAccess(a.id, a.method, a.url, a.status, ms, a.user);
+    },
+  });
   // The admin plane (http/admin.ts): absent with --admin-token off, or when no token was given to this app.
   if (config.adminToken && config.adminToken !== 'off')
     registerAdmin(app, services, config.adminToken, config.adminAccess, faults, {

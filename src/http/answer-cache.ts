@@ -99,12 +99,22 @@ export class AnswerCache {
    * each encoding once per answer, however often it is sent.
    */
   static send(reply: FastifyReply, headers: IncomingHttpHeaders, answer: CachedAnswer): FastifyReply {
-    const encoding = acceptedEncoding(headers);
-    if (!encoding) return sendPayload(reply, 200, answer.contentType, answer.payload);
-    const encoded = (answer.encoded ??= {});
-    const bytes = (encoded[encoding] ??= compress(encoding, answer.payload));
-    reply.header('vary', 'accept-encoding').header('content-encoding', encoding);
+    const { encoding, bytes } = AnswerCache.encoded(headers, answer);
+    if (encoding) reply.header('vary', 'accept-encoding').header('content-encoding', encoding);
     return sendPayload(reply, 200, answer.contentType, bytes);
+  }
+
+  /** The bytes of `answer` for a request with these headers: compressed as the compression plugin would, each encoding once per answer. */
+  static encoded(headers: IncomingHttpHeaders, answer: CachedAnswer): { encoding: Encoding | null; bytes: string | Buffer } {
+    const encoding = acceptedEncoding(headers);
+    if (!encoding) return { encoding, bytes: answer.payload };
+    const encoded = (answer.encoded ??= {});
+    return { encoding, bytes: (encoded[encoding] ??= compress(encoding, answer.payload)) };
+  }
+
+  /** Whether an answer is kept under `key` (current or not): only then may `lookup` find one. */
+  has(key: string): boolean {
+    return this.entries.has(key);
   }
 
   /** A clock for one request's services: reading it marks the answer time-dependent (`read.clock`). */

@@ -19,6 +19,7 @@ import { documentPath, routeLabel } from './routes.js';
  *   stratus_answer_cache_answers{outcome}  GET answers of reusable routes since start: reused, kept (made and
  *                                          kept), timed (made from the clock: not kept), verified (reused
  *                                          ones made again under STRATUS_ANSWER_CACHE_VERIFY=1); answer-cache.ts
+ *   stratus_http_early_answers             GET answers given before Fastify routed the request (http/routes.ts quickAnswers)
  *   stratus_answer_cache_bytes             what the kept answers take (bounded by --answer-cache-mib)
  *   stratus_object_cache_bytes             what the kept presented objects take (bounded by --cache-mib)
  *   process_*, nodejs_*                    prom-client's default process metrics
@@ -42,6 +43,8 @@ export class Metrics {
   private readonly registry = new Registry();
   private readonly duration;
   private readonly rejections;
+  /** Requests answered before Fastify (http/routes.ts quickAnswers). */
+  early = 0;
 
   constructor(services: Services, app: FastifyInstance) {
     const registers = [this.registry];
@@ -103,6 +106,15 @@ export class Metrics {
       registers,
       collect() {
         for (const [outcome, n] of Object.entries(app.answerCache?.counts ?? {})) this.labels(outcome).set(n);
+      },
+    });
+    const early = () => this.early;
+    new Gauge({
+      name: 'stratus_http_early_answers',
+      help: 'GET answers of reusable routes given before the framework routed the request (kept or made; the rest of its conventions the same)',
+      registers,
+      collect() {
+        this.set(early());
       },
     });
     new Gauge({

@@ -1,16 +1,18 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Caller } from '../core/context.js';
 import type { Clock } from '../core/clock.js';
 import { ApiError } from '../core/errors.js';
-import type { Format } from './negotiate.js';
+import { negotiate, type Format } from './negotiate.js';
 import type { RawQuery } from './query.js';
 import { send, serialise, type Result } from './respond.js';
-import { AnswerCache } from './answer-cache.js';
-import type { AnswerScopeKind } from '../store/answer-scopes.js';
+import { AnswerCache, type CachedAnswer } from './answer-cache.js';
+import type { AnswerScope, AnswerScopeKind } from '../store/answer-scopes.js';
 import { truncateAtNul } from './json.js';
 import { MALFORMED, PathTable, type PathMatch } from './path-table.js';
 import { malformedUrl } from './edges.js';
+import { requestInfo } from './auth/index.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -152,6 +154,8 @@ export type Authenticator = (req: FastifyRequest) => Promise<Caller>;
 export interface Limiter {
   /** `later`: the request only reads, so its count may be settled later, through `req.rateCheck` (limiter.ts). */
   guard(req: FastifyRequest, reply: FastifyReply, authenticate: Authenticator | null, later?: boolean): Promise<Caller | undefined>;
+  /** Whether `guard` would count nothing and set no header for this caller's request now (false when unsure). */
+  uncounted(userUuid: string, method: string, url: string): boolean;
 }
 
 /** A path registered with registerPath, and the guards it was registered with. */
@@ -287,13 +291,44 @@ function answer(m: Matched, req: FastifyRequest, reply: FastifyReply): Promise<F
   });
 }
 
+/** What a handler sees of a request. */
+function apiRequest(
+  caller: Caller,
+  params: Record<string, string>,
+  query: RawQuery,
+  body: unknown,
+  protocol: string,
+  host: string,
+  http: RequestInfo,
+  clock: Clock | undefined,
+  format: Format,
+): ApiRequest {
+  return {
+    caller,
+    // Strings end at `\0`, as in bodies (http/body.ts): neither engine stores or compares a NUL.
+    params: truncateAtNul({ ...params }) as Record<string, string>,
+    query: truncateAtNul(query) as RawQuery,
+    body,
+    origin: `${protocol}://${host}`,
+    http,
+    clock,
+    format,
+  };
+}
+
+/** Where a reusable GET's answer is kept: its key, and the scope of its token (none: the store's global token). */
+function keptAs(r: Registered, caller: Caller | undefined, format: Format, host: string, url: string, params: Record<string, string>) {
+  const key = AnswerCache.key(caller?.uuid ?? '', format, host, url);
+  const scope: AnswerScope | undefined = r.spec.answerScope && caller ? { caller: caller.uuid, scope: r.spec.answerScope, uuid: params.uuid } : undefined;
+  return { key, scope };
+}
+
 async function made({ value: r, params }: Matched, req: FastifyRequest, reply: FastifyReply, check: (() => Promise<void>) | null): Promise<FastifyReply> {
   const { spec, answers } = r;
   const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
   const reuse = method === 'GET' && spec.reusable ? answers : null;
-  const key = reuse ? AnswerCache.key(req.caller?.uuid ?? '', req.format, req.host, req.url) : '';
+  const { key, scope } = reuse ? keptAs(r, req.caller, req.format, req.host, req.url, params) : { key: '', scope: undefined };
   // Read before anything the answer is made of: a change after it makes the entry unreachable.
-  const scope = reuse && spec.answerScope && req.caller ? { caller: req.caller.uuid, scope: spec.answerScope, uuid: params.uuid } : undefined;
   const { hit, token } = reuse ? await reuse.lookup(key, scope) : {};
   if (hit && !reuse!.verify) {
     if (check) await check();
@@ -303,17 +338,9 @@ async function made({ value: r, params }: Matched, req: FastifyRequest, reply: F
   // A write whose transitions take no time (durations of 0, as under --ci) finishes them before it answers.
   const settle = method === 'GET' ? null : req.server.schedulerProbe;
   const dueBefore = settle?.dueAtOnce?.() ?? 0;
-  const result = await spec.methods[method]!({
-    caller: req.caller!,
-    // Strings end at `\0`, as in bodies (http/body.ts): neither engine stores or compares a NUL.
-    params: truncateAtNul({ ...params }) as Record<string, string>,
-    query: truncateAtNul(req.query) as RawQuery,
-    body: req.body,
-    origin: `${req.protocol}://${req.host}`,
-    http: { method: req.method, url: req.url, ip: req.ip, headers: req.headers },
-    clock: reuse?.watch(read),
-    format: req.format,
-  });
+  const result = await spec.methods[method]!(
+    apiRequest(req.caller!, params, req.query as RawQuery, req.body, req.protocol, req.host, requestInfo(req), reuse?.watch(read), req.format),
+  );
   if (settle?.runDue && (settle.dueAtOnce?.() ?? 0) !== dueBefore) await settle.runDue();
   if (check) await check();
   if (token === undefined || result.status !== 200 || result.headers || result.body === undefined || result.raw) {
@@ -329,4 +356,120 @@ async function made({ value: r, params }: Matched, req: FastifyRequest, reply: F
   if (hit) reuse!.counts.verified++;
   reuse!.made(key, token, answer, read.clock);
   return AnswerCache.send(reply, req.headers, answer);
+}
+
+/** What the app's own hooks contribute to an answer given before Fastify sees the request (app.ts). */
+export interface QuickEnv {
+  /** Nothing the app's onRequest checks (Host, location, shutting down, injected faults) would refuse the request or mark its answer. */
+  plain(req: IncomingMessage): boolean;
+  /** The caller of credentials verified within the last moments, else null (Auth.freshCaller). */
+  caller(req: Pick<RequestInfo, 'headers' | 'ip'>): Caller | null;
+  /** The headers every answer starts with, as the app's onRequest sets them on Fastify's replies, for request `id`. */
+  firstHeaders(id: string): string[];
+  /** A request answered (the app's onResponse hooks: metrics and the access log); `startMs` from performance.now(). */
+  answered(a: { id: string; route: string; method: string; url: string; status: number; startMs: number; user: string }): void;
+}
+
+/** Answers a request before Fastify (true), or leaves it to Fastify (false; or `fallback` called later). */
+export type QuickAnswerer = (req: IncomingMessage, res: ServerResponse, fallback: (req: IncomingMessage, res: ServerResponse) => void) => boolean;
+
+/**
+ * The query of a URL when it is plain (`k=v` pairs of distinct keys, no escapes, no `+`): what Fastify's parser
+ * makes of it, without Fastify. Null for anything else (Fastify parses it).
+ */
+function plainQuery(search: string): RawQuery | null {
+  const out = Object.create(null) as RawQuery;
+  if (search === '') return out;
+  for (const part of search.split('&')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) return null;
+    const k = part.slice(0, eq);
+    const v = part.slice(eq + 1);
+    if (!PLAIN_KEY.test(k) || !PLAIN_VALUE.test(v) || k in out || k === '__proto__') return null;
+    out[k] = v;
+  }
+  return out;
+}
+const PLAIN_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const PLAIN_VALUE = /^[A-Za-z0-9_.,:~-]*$/;
+
+/**
+ * A reusable GET answered before Fastify builds a request, runs its router and hooks: on a small answer those
+ * cost more than the answer (bench/cpu.ts: ~70 µs of CPU for a kept `/capabilities/` against ~30 µs for
+ * node:http alone). It is taken only where every convention gives what it gives the same request through
+ * Fastify, by the same functions: a registerPath route that declares its GET reusable (the path table; a URL
+ * whose answer is kept was routed there by Fastify when it was made), nothing the app's onRequest would refuse
+ * or add (QuickEnv.plain), a plain query (plainQuery) and the format it and `Accept` choose (negotiate), Basic
+ * credentials verified moments ago (Auth.freshCaller: nothing for login protection to count), no rate limit
+ * that counts the request (Limiter.uncounted: nothing to count, no header to set), no request body. The answer
+ * is the kept one while current (AnswerCache.lookup, settled as for Fastify), else the handler's, kept as
+ * Fastify's route keeps it. Anything else goes on through Fastify unchanged (`fallback`), nothing counted or
+ * sent: a handler's error or an answer other than a plain 200 included (a reusable GET only reads, so making it
+ * again there changes nothing). Verify mode sends every request through Fastify, which checks kept answers.
+ */
+export function quickAnswers(app: FastifyInstance, env: QuickEnv): QuickAnswerer | null {
+  const table = tables.get(app);
+  if (!table) return null;
+  return (req, res, fallback) => {
+    const method = req.method;
+    if (method !== 'GET' && method !== 'HEAD') return false;
+    const headers = req.headers;
+    if (headers.authorization === undefined || headers['content-length'] !== undefined || headers['transfer-encoding'] !== undefined) return false;
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const m = table.match(q < 0 ? url : url.slice(0, q));
+    if (m === undefined || m === MALFORMED) return false;
+    const r = m.value;
+    const get = r.spec.methods.GET;
+    const answers = r.answers;
+    if (!get || !r.spec.reusable || r.spec.public || answers?.verify || !env.plain(req)) return false;
+    const query = q < 0 ? plainQuery('') : plainQuery(url.slice(q + 1));
+    if (query === null) return false;
+    let format: Format;
+    try {
+      format = negotiate(query.format, headers.accept);
+    } catch {
+      return false;
+    }
+    // Fastify's `req.ip` (no trusted proxies) and `req.host`.
+    const ip = req.socket.remoteAddress ?? '';
+    const host = headers.host ?? '';
+    const caller = env.caller({ headers, ip });
+    if (caller === null || (r.limiter !== null && !r.limiter.uncounted(caller.uuid, method, url))) return false;
+    const { key, scope } = keptAs(r, caller, format, host, url, m.params);
+    const startMs = performance.now();
+    const answer = async (): Promise<CachedAnswer | null> => {
+      // Read before anything the answer is made of: a change after it makes the entry unreachable.
+      const { hit, token } = answers ? await answers.lookup(key, scope) : {};
+      if (hit) return hit;
+      const read = { clock: false };
+      const info: RequestInfo = { method, url, ip, headers };
+      const protocol = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+      const result = await get(apiRequest(caller, m.params, query, undefined, protocol, host, info, answers?.watch(read), format));
+      if (result.status !== 200 || result.headers || result.body === undefined || result.raw) return null;
+      const made = serialise(format, result);
+      if (token !== undefined) answers!.made(key, token, made, read.clock);
+      return made;
+    };
+    const failed = (err: unknown) => {
+      if (!res.headersSent) fallback(req, res);
+      else res.destroy(err as Error);
+    };
+    answer().then((found) => {
+      if (!found) return fallback(req, res);
+      try {
+        const id = randomUUID();
+        const { encoding, bytes } = AnswerCache.encoded(headers, found);
+        const out = env.firstHeaders(id);
+        if (encoding) out.push('vary', 'accept-encoding', 'content-encoding', encoding);
+        out.push('content-type', found.contentType, 'content-length', String(typeof bytes === 'string' ? Buffer.byteLength(bytes) : bytes.length));
+        // One write: node:http corks the socket for end(), and a string payload is joined to the head.
+        res.writeHead(200, out).end(bytes);
+        env.answered({ id, route: m.pattern, method, url, status: 200, startMs, user: caller.uuid });
+      } catch (err) {
+        failed(err);
+      }
+    }, failed);
+    return true;
+  };
 }

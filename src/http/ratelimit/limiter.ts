@@ -127,6 +127,18 @@ export class RateLimiter {
     return caller;
   }
 
+  /**
+   * Whether `guard` would count nothing for this caller's request now and set no header: the account's
+   * rules are known (read within OVERRIDE_FRESH_MS) and none applies to the request, and no bucket of this
+   * process is refusing. False when unsure: then `guard` decides (routes.ts answers such requests early).
+   */
+  uncounted(userUuid: string, method: string, url: string): boolean {
+    const now = this.s.clock.now().getTime();
+    if (this.refused.size || now >= this.nextPrune) return false;
+    const hit = this.users.get(userUuid);
+    return hit !== undefined && hit.freshUntil > now && hit.set.match(method, apiPath(url)).length === 0;
+  }
+
   /** The effective rules of an account: the deployment's, or its override merged over them, or none. */
   async rulesFor(userUuid: string, now = this.s.clock.now().getTime()): Promise<RuleSet> {
     const hit = this.users.get(userUuid);
