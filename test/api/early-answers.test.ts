@@ -22,6 +22,8 @@ function comparable(headers: Record<string, string | string[] | undefined>): Rec
 }
 
 const THROUGH_FASTIFY = { 'content-length': '0' };
+/** Verify mode (`npm run test:verify`) sends requests whose answers may be kept through Fastify, which checks them. */
+const VERIFYING = process.env.STRATUS_ANSWER_CACHE_VERIFY === '1';
 
 for (const mode of ['kept', 'made'] as const) {
   describe(`early answers (${mode === 'kept' ? 'kept answers' : 'every answer made afresh'})`, () => {
@@ -38,6 +40,8 @@ for (const mode of ['kept', 'made'] as const) {
     after(() => srv.close());
 
     const early = () => srv.app.metrics.early;
+    /** Early answers per request: none while verifying kept answers; with none kept there is nothing to verify. */
+    const EARLY = VERIFYING && mode === 'kept' ? 0 : 1;
 
     test('a repeated GET is answered before the framework, with the headers and bytes the framework gives', async () => {
       const cases: [string, string, Record<string, string>][] = [
@@ -54,7 +58,7 @@ for (const mode of ['kept', 'made'] as const) {
         assert.equal(slow.status, 200, `${method} ${path}: ${slow.text}`);
         const was = early();
         const quick = await alice.request(method, path, { headers });
-        assert.equal(early(), was + 1, `${method} ${path} ${JSON.stringify(headers)} was answered before the framework`);
+        assert.equal(early(), was + EARLY, `${method} ${path} ${JSON.stringify(headers)} was answered before the framework (unless verifying)`);
         assert.equal(quick.status, 200);
         assert.deepEqual(comparable(quick.headers), comparable(slow.headers), `${method} ${path} ${JSON.stringify(headers)}`);
         assert.deepEqual(quick.raw, slow.raw);
@@ -75,7 +79,7 @@ for (const mode of ['kept', 'made'] as const) {
       await alice.get(path);
       const [n, was] = [await series(), early()];
       for (let i = 0; i < 3; i++) assert.equal((await alice.get(path)).status, 200);
-      assert.equal(early(), was + 3);
+      assert.equal(early(), was + 3 * EARLY);
       assert.equal(await series(), n + 3);
     });
 
