@@ -60,13 +60,17 @@ const SQLITE_SCOPES: Record<AnswerScopeKind, string> = {
  * transaction of this connection: its counters may still roll back, and an answer read after the
  * rollback would be kept under the raised ones.
  */
-export function sqliteScopedTokens(sqlite: SQLite.Database, global: () => string | undefined, counter: { n: number }): ScopedAnswerTokens {
+export function sqliteScopedTokens(
+  sqlite: SQLite.Database,
+  global: () => string | undefined,
+  /** The global token read once per turn of the event loop, after the call (Store.settleAnswers). */
+  settled: () => Promise<string | undefined>,
+  counter: { n: number },
+): ScopedAnswerTokens {
   const stmts: Partial<Record<AnswerScopeKind, SQLite.Statement>> = {};
   const kept = new Map<string, { global: string; token: string }>();
-  const read = ({ caller, scope, uuid = '' }: AnswerScope): string | undefined => {
-    if (!sqlite.open || sqlite.inTransaction) return undefined;
-    const g = global();
-    if (g === undefined) return undefined;
+  const read = ({ caller, scope, uuid = '' }: AnswerScope, g: string | undefined): string | undefined => {
+    if (!sqlite.open || sqlite.inTransaction || g === undefined) return undefined;
     const key = `${scope}\n${caller}\n${uuid}`;
     const hit = kept.get(key);
     if (hit?.global === g) return hit.token;
@@ -79,8 +83,13 @@ export function sqliteScopedTokens(sqlite: SQLite.Database, global: () => string
     kept.set(key, { global: g, token });
     return token;
   };
-  // Exact at every read: nothing to settle.
-  return { token: async (s) => read(s), settle: async (s) => read(s) };
+  // Exact at every read. A kept answer's check shares the turn's one global read (2 statements, and
+  // `data_version` asks the file system) with the other requests of the turn; an answer made afresh reads it
+  // at once, before its rows.
+  return {
+    token: async (s) => (sqlite.open ? read(s, global()) : undefined),
+    settle: async (s) => read(s, await settled()),
+  };
 }
 
 /**

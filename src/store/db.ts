@@ -456,7 +456,7 @@ export class Store {
       };
     });
     store.group = new GroupCommit(store.db, sqlite, { begin: savepoint, release, rollback });
-    store.scopedAnswers = sqliteScopedTokens(sqlite, store.answerToken, counter);
+    store.scopedAnswers = sqliteScopedTokens(sqlite, store.answerToken, store.settleAnswers, counter);
     return store;
   }
 

@@ -7,6 +7,22 @@ import type { ResourceRelations } from './relations.js';
 import type { ResourceSql } from './sql.js';
 
 /**
+ * The owner's seqs of a kind from an anchor's seq on: `skip` rows passed, then `count`, in creation order (the
+ * walk `ownWindow` runs, and the own part of `atOnce`'s one statement).
+ */
+function windowFrom(db: Db | Tx, kind: unknown, owner: unknown, from: unknown, count: unknown, skip: unknown) {
+  return db
+    .selectFrom('resources')
+    .select('seq')
+    .where('kind', '=', kind as string)
+    .where('owner_uuid', '=', owner as string)
+    .where('seq', '>=', from as number)
+    .orderBy('seq')
+    .limit(count as number)
+    .offset(skip as number);
+}
+
+/**
  * Deep pages of an owner's list without walking to them: the seq at every `step`-th position of the
  * owner's rows of a kind (an anchor), kept per count version, so a page at any depth starts from the
  * nearest anchor and walks at most one step. Lists reach here through pages.ts (`pagesInSteps`).
@@ -81,16 +97,7 @@ export class OwnAnchors {
     const rows = await this.sql.shaped<{ seq: number }, 'kind' | 'owner' | 'from' | 'count' | 'skip'>(
       db,
       'own.window',
-      (arg) =>
-        db
-          .selectFrom('resources')
-          .select('seq')
-          .where('kind', '=', arg('kind'))
-          .where('owner_uuid', '=', arg('owner'))
-          .where('seq', '>=', arg('from'))
-          .orderBy('seq')
-          .limit(arg('count'))
-          .offset(arg('skip')),
+      (arg) => windowFrom(db, arg('kind'), arg('owner'), arg('from'), arg('count'), arg('skip')),
       { kind, owner, from: anchors[a], count, skip: from - a * this.step },
     );
     return rows.map((r) => Number(r.seq));
@@ -129,15 +136,7 @@ export class OwnAnchors {
       (arg) => {
         // mergedPage in SQL: the window, then the shared rows from its first row on (all of them when the
         // window starts the list or is empty), in seq order, from the page's place in that merge.
-        const window = db
-          .selectFrom('resources as w')
-          .select('w.seq')
-          .where('w.kind', '=', arg('kind'))
-          .where('w.owner_uuid', '=', arg('me'))
-          .where('w.seq', '>=', arg('from'))
-          .orderBy('w.seq')
-          .limit(arg('count'))
-          .offset(arg('skip'));
+        const window = windowFrom(db, arg('kind'), arg('me'), arg('from'), arg('count'), arg('skip'));
         const low = sql`case when ${arg('start')}::bigint > 0 then coalesce((select min(o.seq) from own as o), 0) else 0 end`;
         const page = sql`select m.seq from (select o.seq from own as o union all select t.seq from unnest(${arg('theirs')}::bigint[]) as t(seq) where t.seq >= ${low}) as m order by m.seq offset greatest(0, ${arg('offset')}::bigint - ${arg('start')}::bigint - (select count(*) from unnest(${arg('theirs')}::bigint[]) as t(seq) where t.seq < ${low})) limit ${arg('limit')}`;
         return db
