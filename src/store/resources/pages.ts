@@ -247,13 +247,17 @@ export class ResourcePages {
       const either = sql<SqlBool>`resources.seq in (select a.seq from (${ownSeqs}) as a union all select value from json_each(${arg('theirs')}))`;
       return this.sql.pageArgs(rowsOf(db as Db, either, this.totalColumns(set, arg, undefined, checks)), arg, limit, offset);
     }
+    // A kept list in creation order is merged as the seqs it is: looking its rows up first cost a heap fetch per
+    // shared row up to the page's end (1.7x an own page at offset 80). The page's own lookup finds the rows.
     const theirs =
       shared === 'cte'
         ? (db.selectFrom(sql<{ seq: number; updated_at: string }>`theirs`.as('t')).select(['t.seq', 't.updated_at']) as AnyQuery)
-        : (db
-            .selectFrom('resources as t')
-            .select(['t.seq', 't.updated_at'])
-            .where(this.sql.inList('t.seq', arg('theirs'))) as AnyQuery);
+        : p.order === 'created'
+          ? (db.selectFrom(sql<{ seq: number }>`(select unnest(${arg('theirs')}::bigint[]) as seq)`.as('t')).select('t.seq') as AnyQuery)
+          : (db
+              .selectFrom('resources as t')
+              .select(['t.seq', 't.updated_at'])
+              .where(this.sql.inList('t.seq', arg('theirs'))) as AnyQuery);
     // PostgreSQL: both sides ordered and cut at the page's end, merged in order.
     const merged = db
       .selectFrom(this.sql.pageArgs(own, arg, end, undefined).as('a'))
