@@ -86,7 +86,7 @@ export async function hashPassword(password: string, cost: Cost = PARAMS): Promi
  * glibc would keep (measured: +16 MiB idle RSS). A wrong password still pays the full scrypt, so timing
  * tells nothing new.
  */
-const known = new Map<string, Buffer>();
+const known = new Map<string, string>();
 const KNOWN_MAX = 64;
 
 function remember(hash: string, password: string): void {
@@ -138,17 +138,26 @@ async function limited<T>(fn: () => Promise<T>): Promise<T> {
  * A keyed tag of a password: SHA-256 of a secret per-process key and the password, in one one-shot hash
  * (2.8 µs for HMAC's two, ~1.3 µs for one: every Basic request computes one). Tags are only compared with
  * each other and never leave the process, so HMAC's protection against length extension buys nothing here;
- * the key keeps a memory dump from being a table of unsalted password hashes. Node before 20.12 has no
- * `crypto.hash`: createHash there.
+ * the key keeps a memory dump from being a table of unsalted password hashes. The key is ASCII and the tag a
+ * `binary` (latin1) string, a character a byte: the key and password go in as one string and no Buffer is made
+ * on the way in or out (2.7–3.8 µs a tag on a loaded machine, where the Buffer form took 7–8 µs). Node before
+ * 20.12 has no `crypto.hash`: createHash there.
  */
-export function keyedTag(key: Buffer): (message: string) => Buffer {
-  if (typeof crypto.hash !== 'function') return (message) => createHash('sha256').update(key).update(message).digest();
-  return (message) => crypto.hash('sha256', Buffer.concat([key, Buffer.from(message, 'utf8')]), 'buffer');
+export function keyedTag(key: string): (message: string) => string {
+  if (!/^[\x20-\x7e]*$/.test(key)) throw new Error('keyedTag: the key must be printable ASCII');
+  if (typeof crypto.hash !== 'function') return (message) => createHash('sha256').update(key).update(message, 'utf8').digest('binary');
+  return (message) => crypto.hash('sha256', key + message, 'binary');
 }
 
-/** A per-process key to remember verified passwords without keeping them. */
-export const passwordTag = keyedTag(randomBytes(64));
-export const sameTag = (a: Buffer, b: Buffer): boolean => a.length === b.length && timingSafeEqual(a, b);
+/** A per-process key to remember verified passwords without keeping them (64 random bytes, as base64). */
+export const passwordTag = keyedTag(randomBytes(64).toString('base64'));
+/** Tags compared in constant time (they are 32 characters each). */
+export const sameTag = (a: string, b: string): boolean => {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+};
 
 export const randomPassword = (): string => randomBytes(12).toString('base64url');
 

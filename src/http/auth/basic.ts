@@ -6,7 +6,7 @@ interface Verified {
   caller: Caller;
   /** The stored hash the password was checked against: a new hash (another process) forces a re-check. */
   hash: string;
-  tag: Buffer;
+  tag: string;
   /** Until this instant (ms) the entry is trusted without reading the user row. */
   freshUntil: number;
 }
