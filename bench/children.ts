@@ -13,6 +13,8 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 let compiled: string | undefined;
 function childScript(): string {
   if (compiled) return compiled;
+  // BENCH_CHILD=<file>: a server process built from another commit (A/B in alternation, bench/write-waits.ts).
+  if (process.env.BENCH_CHILD) return (compiled = process.env.BENCH_CHILD);
   const out = spawnSync(
     process.execPath,
     // BENCH_NO_MINIFY=1: readable function names in profiles (bench/profile.ts).
