@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mergedPage, ownSpan } from '../../src/store/resources/anchors.js';
+import { mergedPage, ownSpan, theirsSpan } from '../../src/store/resources/anchors.js';
 
 /**
  * A deep page reads only a window of the owner's rows (ownSpan, from the anchors) and merges it with the
@@ -14,6 +14,8 @@ function random(seed: number) {
 test('a deep page from a window of own rows is the slice of the whole merged list', () => {
   const rnd = random(31);
   let windows = 0;
+  let sent = 0;
+  let shared = 0;
   for (let round = 0; round < 400; round++) {
     const step = 1 + Math.floor(rnd() * 6);
     const own: number[] = [];
@@ -32,10 +34,18 @@ test('a deep page from a window of own rows is the slice of the whole merged lis
         assert.ok(start >= 0 && start <= end && end <= own.length, `span [${start}, ${end})`);
         const page = mergedPage(own.slice(start, end), start, theirs, offset, limit);
         assert.deepEqual(page, all.slice(offset, offset + limit), JSON.stringify({ step, own, theirs, offset, limit, start, end }));
+        // What PostgreSQL's one statement is sent: only the shared rows that can meet the window.
+        const { lo, hi } = theirsSpan(anchors, step, own.length, theirs, start, end, offset, limit);
+        assert.ok(0 <= lo && lo <= hi && hi <= theirs.length, `shared span [${lo}, ${hi})`);
+        const cut = mergedPage(own.slice(start, end), start, theirs.slice(lo, hi), offset - lo, limit);
+        assert.deepEqual(cut, page, JSON.stringify({ step, own, theirs, offset, limit, start, end, lo, hi }));
+        sent += hi - lo;
+        shared += theirs.length;
         windows += end - start;
       }
   }
   assert.ok(windows > 0);
+  assert.ok(sent < shared / 2, `sent ${sent} of ${shared} shared rows`);
 });
 
 test('with 1,000 shared rows before every own row but the first, a deep page reads about its own length', () => {
@@ -47,4 +57,19 @@ test('with 1,000 shared rows before every own row but the first, a deep page rea
   assert.ok(end - start <= 21, `read ${end - start} own rows`);
   const all = [...own, ...theirs].sort((a, b) => a - b);
   assert.deepEqual(mergedPage(own.slice(start, end), start, theirs, 10_000, 20), all.slice(10_000, 10_020));
+});
+
+test('a deep page among 10,000 own rows with 1,000 shared spread through them is sent about one step of them', () => {
+  const step = 1000;
+  const own: number[] = [];
+  const theirs: number[] = [];
+  for (let seq = 1; own.length < 10_000 || theirs.length < 1000; seq++) (seq % 11 === 0 && theirs.length < 1000 ? theirs : own).push(seq);
+  const anchors = own.filter((_, i) => i % step === 0);
+  const all = [...own, ...theirs].sort((a, b) => a - b);
+  for (const offset of [1000, 5000, 9000, 10_980]) {
+    const { start, end } = ownSpan(anchors, step, own.length, theirs, offset, 20);
+    const { lo, hi } = theirsSpan(anchors, step, own.length, theirs, start, end, offset, 20);
+    assert.ok(hi - lo <= 2 * (step / 10) + 20, `sent ${hi - lo} shared rows at ${offset}`);
+    assert.deepEqual(mergedPage(own.slice(start, end), start, theirs.slice(lo, hi), offset - lo, 20), all.slice(offset, offset + 20));
+  }
 });

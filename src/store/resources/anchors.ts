@@ -127,6 +127,8 @@ export class OwnAnchors {
     const kept = this.kept(set.kind, set.owner);
     if (!kept || offset >= kept.n + theirs.length) return undefined;
     const { start, end } = ownSpan(kept.seqs, this.step, kept.n, theirs, offset, limit);
+    // Only the shared rows that can meet the window are sent (with 1,000 shared, about one step's share).
+    const { lo, hi } = theirsSpan(kept.seqs, this.step, kept.n, theirs, start, end, offset, limit);
     const a = Math.floor(start / this.step);
     const walk = a < kept.seqs.length && end > start;
     const db = set.db as Db;
@@ -161,8 +163,8 @@ export class OwnAnchors {
         count: walk ? end - start : 0,
         skip: walk ? start - a * this.step : 0,
         start,
-        theirs: [...theirs],
-        offset,
+        theirs: theirs.slice(lo, hi),
+        offset: offset - lo,
         limit,
       },
     );
@@ -247,6 +249,30 @@ export function ownSpan(
     }
   }
   return { start: Math.min(start, end), end };
+}
+
+/**
+ * The shared rows [lo, hi) that can take part in merging the own window [start, end) (ownSpan's) into a page:
+ * those below the window's first anchor sit before it (they only shift the page, by `lo`), and those past the
+ * anchor at or after the window's end, or past the page's last position, sit after the page. So
+ * `mergedPage(window, start, theirs.slice(lo, hi), offset - lo, limit)` is the page (an empty window, or one
+ * from the list's start, merges every shared row from the first).
+ */
+export function theirsSpan(
+  anchors: readonly number[],
+  step: number,
+  n: number,
+  theirs: readonly number[],
+  start: number,
+  end: number,
+  offset: number,
+  limit: number,
+): { lo: number; hi: number } {
+  const k = Math.ceil(end / step);
+  const past = end < n && k < anchors.length ? lowerBound(theirs, anchors[k]) : theirs.length;
+  const hi = Math.min(past, offset + limit, theirs.length);
+  const lo = start > 0 && end > start ? Math.min(lowerBound(theirs, anchors[Math.floor(start / step)]), hi) : 0;
+  return { lo, hi: Math.max(lo, hi) };
 }
 
 /**
