@@ -162,16 +162,19 @@ export class StoredCollection implements CollectionService {
   /**
    * The object as stored, as every caller sees it: the body with owner, resource_uri and uuid, and the
    * kind's static presentation. Made once per (uuid, version) and kept frozen in the store's cache; each
-   * request gets a shallow copy to add its own fields to.
+   * request gets a shallow copy to add its own fields to. `written`: the version its writer's answer shows.
    */
-  present(store: Ctx['store'], row: Row): Obj {
+  present(store: Ctx['store'], row: Row, written = false): Obj {
     const key = `${this.kind}/${row.uuid}`;
-    let shown = store.presented.get(key, row.version);
-    if (!shown) {
-      const base = { ...row.body, owner: ownerRef(row.owner_uuid), resource_uri: this.uri(row.uuid), uuid: row.uuid };
-      shown = frozen(this.hooks.presentStatic ? this.hooks.presentStatic(base) : base);
-      if (store.presented.maxBytes > 0) store.presented.set(key, row.version, shown, frozenBytes(shown));
-    }
+    const kept = store.presented.get(key, row.version);
+    if (kept) return copyOf(kept);
+    const base = { ...row.body, owner: ownerRef(row.owner_uuid), resource_uri: this.uri(row.uuid), uuid: row.uuid };
+    const made = this.hooks.presentStatic ? this.hooks.presentStatic(base) : base;
+    // A version just written is answered once, to its writer: freezing and keeping it (a serialisation of
+    // every part, and their bytes counted) would cost its write more than its answer. Its first read keeps it.
+    if (written) return made;
+    const shown = frozen(made);
+    if (store.presented.maxBytes > 0) store.presented.set(key, row.version, shown, frozenBytes(shown));
     return copyOf(shown);
   }
 
@@ -208,10 +211,10 @@ export class StoredCollection implements CollectionService {
    * resource) or `permissions` (the caller's effective grants, empty for the owner). Then the kind's
    * decorations (computed fields that need no snapshot with the rows).
    */
-  private async shown(ctx: Ctx, rows: Row[], rel: Relations): Promise<Obj[]> {
+  private async shown(ctx: Ctx, rows: Row[], rel: Relations, written = false): Promise<Obj[]> {
     if (!rows.length) return [];
     const objects = rows.map((row) => {
-      const object = this.present(ctx.store, row);
+      const object = this.present(ctx.store, row, written);
       const related = row.related!;
       if (rel.sharing && this.permissions) {
         const own = row.owner_uuid === ctx.caller.uuid;
@@ -404,7 +407,7 @@ export class StoredCollection implements CollectionService {
       }
       return { uuids: made, rows: written };
     });
-    return rows ? this.shown(ctx, rows, rel) : this.presentUuids(ctx, uuids);
+    return rows ? this.shown(ctx, rows, rel, true) : this.presentUuids(ctx, uuids);
   }
 
   /**
@@ -458,7 +461,7 @@ export class StoredCollection implements CollectionService {
       const same = fresh === row && row.related && row.uuid === uuid && values.tags === undefined && ctx.store.resources.rows.writeCount === after;
       return same ? this.asWritten({ ...row, version: Number(row.version) + 1, now }, text, rel, row.related) : undefined;
     });
-    return written ? (await this.shown(ctx, [written], rel))[0] : this.get(ctx, uuid);
+    return written ? (await this.shown(ctx, [written], rel, true))[0] : this.get(ctx, uuid);
   }
 
   /**
