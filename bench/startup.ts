@@ -144,6 +144,18 @@ async function runOnce(args: string[]): Promise<{ ms: number; out: string }> {
   return { ms, out };
 }
 
+/**
+ * Node itself starting and exiting (`node -e 0`), for scale: machines differ by tens of milliseconds here
+ * (one whose environment sets NODE_EXTRA_CA_CERTS reads the named certificates at every start), and every row
+ * below pays it.
+ */
+async function nodeOnce(): Promise<Sample> {
+  const started = performance.now();
+  const code = await waitExit(spawn(process.execPath, ['-e', '0'], { stdio: 'ignore' }));
+  if (code !== 0) throw new Error(`node -e 0 exited with ${code}`);
+  return { ms: performance.now() - started };
+}
+
 /** The API's own request for the operator commands' subjects: a server and a drive (sim server/drive). */
 async function post(base: string, auth: string, path: string, body: unknown): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -173,6 +185,9 @@ export async function measureStartup(opts: { pgUrl?: string } = {}): Promise<Sta
     const fresh: Sample[] = [];
     const again: Sample[] = [];
     const npmStart: Sample[] = [];
+    const bare: Sample[] = [];
+    for (let i = 0; i < RUNS; i++) bare.push(await nodeOnce());
+    rows.push(row('node -e 0 (Node alone, for scale)', bare));
     for (let i = 0; i < RUNS; i++) {
       const db = join(dir, `serve-${i}.db`);
       fresh.push(await serveOnce(process.execPath, [BIN, ...serveArgs(db)]));
