@@ -61,6 +61,19 @@ export function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
+/** `cpuMs` summed over processes; one that ended meanwhile (a backend, a worker) counts nothing. */
+export function cpuMsOf(pids: readonly number[]): number {
+  let ms = 0;
+  for (const pid of pids) {
+    try {
+      ms += cpuMs(pid);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return ms;
+}
+
 /** `/proc/<pid>/status` fields in kB, as MiB. Linux only; 0 elsewhere. */
 function procMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   try {

@@ -26,7 +26,7 @@ import pg from 'pg';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startChild } from './children.js';
+import { cpuMsOf, startChild } from './children.js';
 import { postgresDatabase, type BenchDatabase } from './database.js';
 import { optionsFromEnv, type Options } from './options.js';
 import { call, request } from './http.js';
@@ -54,21 +54,8 @@ export interface MixedRow {
   cpuUs: { server: number | null; database: number | null };
 }
 
-/** utime+stime in ms of the processes `pids` (Linux /proc; clock ticks of 10 ms); null without /proc. */
-function cpuMs(pids: number[]): number | null {
-  if (!existsSync('/proc/self/stat')) return null;
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      // Fields after the command (which may hold spaces): utime and stime are the 12th and 13th.
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return ticks * 10;
-}
+/** utime+stime in ms of the processes `pids` (Linux /proc); null without /proc. */
+const cpuMs = (pids: number[]): number | null => (existsSync('/proc/self/stat') ? cpuMsOf(pids) : null);
 
 /** `root` and every process below it (a server's workers). */
 function tree(root: number): number[] {

@@ -13,7 +13,7 @@
  */
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { startChild, type Child } from './children.js';
+import { cpuMsOf, startChild, type Child } from './children.js';
 import { postgresDatabase } from './database.js';
 import { request } from './http.js';
 import { makeAccounts, servicesOf, type Account } from './seed.js';
@@ -23,20 +23,8 @@ import { Store } from '../src/store/db.js';
 const COUNT = Number(process.env.WAITS_COUNT ?? 400);
 const CONCURRENCY = Number(process.env.WAITS_CONCURRENCY ?? 10);
 
-function cpuUs(pids: number[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8')
-        .replace(/^.*\) /, '')
-        .split(' ');
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      // A backend that ended: its CPU is not counted (the pool keeps its connections during a run).
-    }
-  }
-  return ticks * 10_000;
-}
+/** utime+stime of `pids`, µs. */
+const cpuUs = (pids: number[]) => cpuMsOf(pids) * 1000;
 
 interface Counters {
   wal: { records: number; bytes: number; writes: number; syncs: number };
@@ -121,9 +109,7 @@ async function main(): Promise<void> {
       await stratus.drain();
       const pids = (
         await admin.query<{ pid: number }>(
-          `select pid from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()
-           and pid <> all($1::int[])`,
-          [[]],
+          `select pid from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()`,
         )
       ).rows.map((r) => r.pid);
       const ok = (status: number, want: number, what: string) => {
