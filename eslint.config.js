@@ -42,6 +42,12 @@ const NO_QUERY_BUILDING = {
   message: 'SQL lives in src/store/ (one module per table family): call a store method instead of building a query here.',
 };
 
+const NO_RAW_UPGRADE = {
+  selector: "CallExpression[callee.property.name=/^(on|once|addListener|prependListener)$/][arguments.0.value='upgrade']",
+  message:
+    'Listen for upgrades through onUpgrade (src/http/raw-socket.ts): a socket node:http has let go needs an error handler and a deadline before anything else, or one reset stops the process.',
+};
+
 /** Every top-level file and folder of src/ but the console (src/ui/): the server's side of the ui zone. */
 const SERVER = readdirSync(`${import.meta.dirname}/src`).filter((f) => f !== 'ui');
 
@@ -204,7 +210,7 @@ export default defineConfig(
         },
       ],
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
-      'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT],
+      'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT, NO_RAW_UPGRADE],
     },
   },
 
@@ -218,7 +224,7 @@ export default defineConfig(
         'error',
         { paths: [{ name: 'kysely', message: 'SQL lives in src/store/ (one module per table family); import its types from there.' }] },
       ],
-      'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT, NO_QUERY_BUILDING],
+      'no-restricted-syntax': ['error', NO_DYNAMIC_IMPORT, NO_QUERY_BUILDING, NO_RAW_UPGRADE],
     },
   },
 

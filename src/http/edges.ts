@@ -19,8 +19,7 @@
  *   the body limit) says `Connection: close`.
  * - Lingering close: whenever a connection is closed under a client still sending (a raw error above,
  *   an answer with `Connection: close` before the request was complete), the socket is ended after
- *   the answer but keeps reading and dropping input until the client is done or LINGER_MS pass; a
- *   socket destroyed with unread input sends a reset, which can discard the answer on the client's side.
+ *   the answer but keeps reading and dropping input until the client is done (http/raw-socket.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type ServerResponse } from 'node:http';
@@ -29,38 +28,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ApiError } from '../core/errors.js';
 import { sortedJson } from './json.js';
 import { negotiate, type Format } from './negotiate.js';
+import { closeAfterLinger, discardInput, linger } from './raw-socket.js';
 import { send } from './respond.js';
-
-/** How long a refused connection keeps reading (and dropping) what the client still sends. */
-const LINGER_MS = 2000;
-
-const LINGERING = Symbol('lingering');
-
-/** Stop parsing what the client sends on this connection; read and drop it. */
-function discardInput(socket: Socket): void {
-  const s = socket as Socket & { [LINGERING]?: boolean };
-  if (s[LINGERING]) return;
-  s[LINGERING] = true;
-  socket.removeAllListeners('data');
-  socket.on('data', () => {});
-  socket.on('error', () => {});
-  socket.resume();
-}
-
-/** Destroy the socket when the client is done sending, or after LINGER_MS. */
-function closeAfterLinger(socket: Socket): void {
-  socket.once('end', () => socket.destroy());
-  setTimeout(() => socket.destroy(), LINGER_MS).unref();
-}
-
-/**
- * Read and drop whatever the client still sends, and destroy the socket when it is done sending or after
- * LINGER_MS: closing with unread input would reset the connection under an answer not yet read.
- */
-function linger(socket: Socket): void {
-  discardInput(socket);
-  closeAfterLinger(socket);
-}
 
 /**
  * An answer with `Connection: close` sent while the request is still arriving: node:http ends and destroys

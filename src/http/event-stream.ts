@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -10,6 +11,7 @@ import { readCookie } from './auth/cookies.js';
 import { allowedOrigin } from './auth/origin.js';
 import { ASYNC_AUTH_COOKIE, type AsyncAuthCookie, type StreamCredential } from './auth/async-auth.js';
 import { hostMissing, rawErrorAnswer } from './edges.js';
+import { onUpgrade, refuseSocket, releaseSocket } from './raw-socket.js';
 
 export const WEBSOCKET_PATH = '/websocket';
 
@@ -20,6 +22,9 @@ const MAX_BUFFERED = 1024 * 1024;
 export const CLOSE_SESSION_ENDED = 1008;
 
 const ENDED = 'session ended: authenticate again';
+
+/** Idle time before TCP keep-alive probes ask whether an open socket's peer is still there. */
+const KEEPALIVE_MS = 30_000;
 
 /**
  * The real-time event stream of the real service (reference §4.3, §19): after
@@ -75,12 +80,13 @@ export class EventStream {
     // Other processes' changes (PostgreSQL: every process's, this one's included; SQLite: operator commands').
     this.unlisten = await this.s.store.listenChanges(deliver, (err) => this.log?.error({ err }, 'change feed listener failed'));
     if (this.s.store.dialect === 'sqlite') this.unsubscribe = this.s.store.changes.subscribe(deliver);
-    app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.upgrade(req, socket, head));
+    // The socket is held (an error handler, a deadline) before the credential is checked (http/raw-socket.ts).
+    onUpgrade(app.server, (req, socket, head) => this.upgrade(req, socket, head));
     app.addHook('preClose', async () => this.close());
   }
 
   private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const refuse = (e: ApiError): void => void socket.end(rawErrorAnswer(null, e));
+    const refuse = (e: ApiError): void => refuseSocket(socket, rawErrorAnswer(null, e));
     const path = (req.url ?? '').split('?')[0].replace(/\/+$/, '');
     if (path !== WEBSOCKET_PATH) return refuse(new ApiError('notexist', `No resource at ${path}`));
     const noHost = hostMissing(req);
@@ -97,7 +103,12 @@ export class EventStream {
     if (!opened) return refuse(new ApiError('auth', 'The event stream needs a fresh async_auth cookie (do=authenticate_asynchronous, good for 120 s)'));
     const owner = opened.caller.uuid;
     const credential: LiveCredential = { credential: opened.credential, issuedMs: opened.issuedMs };
+    // Closed while its credential was checked: nothing to upgrade.
+    if (socket.destroyed) return;
     this.wss.handleUpgrade(req, socket, head, (ws) => {
+      releaseSocket(socket);
+      // A peer that vanished without a reset is found by TCP keep-alive probes, not kept forever.
+      (socket as Partial<Socket>).setKeepAlive?.(true, KEEPALIVE_MS);
       if (!this.audience.join(owner, credential, ws)) return ws.close(CLOSE_SESSION_ENDED, ENDED);
       ws.on('close', () => this.audience.leave(owner, ws));
       ws.on('error', () => ws.terminate());

@@ -1,10 +1,10 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.js';
 import { ApiError } from '../core/errors.js';
 import { clientErrorHandler, rawErrorAnswer } from './edges.js';
+import { onUpgrade, refuseSocket } from './raw-socket.js';
 
 /**
  * Several locations in one process (`--locations zrh,sjc`): each location is a whole app of its own (its
@@ -45,6 +45,11 @@ export function chooseLocation(hostHeader: string | undefined, url: string, serv
 const refusals = new WeakMap<http.IncomingMessage, ApiError>();
 export const locationRefusal = (req: http.IncomingMessage): ApiError | undefined => refusals.get(req);
 
+/** The request target as the client sent it, where the front server took a location prefix off it. */
+const sentTargets = new WeakMap<http.IncomingMessage, string>();
+/** What the client signed (Digest's `uri` names the target it sent, prefix and all: RFC 7616 §3.4). */
+export const sentTarget = (req: http.IncomingMessage): string | undefined => sentTargets.get(req);
+
 /** The node:http options every API server shares (slow-client protection; app.ts explains each). */
 export function serverOptions(config: Pick<Config, 'requestTimeoutMs' | 'keepAliveTimeoutMs'>): http.ServerOptions {
   return {
@@ -72,7 +77,10 @@ export function frontServer(
   const pick = (req: http.IncomingMessage): { app: FastifyInstance; refused?: ApiError } => {
     const choice = chooseLocation(req.headers.host, req.url ?? '/', served, fallback);
     if (choice instanceof ApiError) return { app: apps.get(fallback)!, refused: choice };
-    if (choice.url !== undefined) req.url = choice.url;
+    if (choice.url !== undefined) {
+      sentTargets.set(req, req.url ?? '/');
+      req.url = choice.url;
+    }
     return { app: apps.get(choice.code)! };
   };
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -80,9 +88,9 @@ export function frontServer(
     if (refused) refusals.set(req, refused);
     app.server.emit('request', req, res);
   });
-  server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+  onUpgrade(server, (req, socket, head) => {
     const { app, refused } = pick(req);
-    if (refused) return void socket.end(rawErrorAnswer(null, refused));
+    if (refused) return refuseSocket(socket, rawErrorAnswer(null, refused));
     app.server.emit('upgrade', req, socket, head);
   });
   server.on('clientError', clientErrorHandler);

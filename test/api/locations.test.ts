@@ -12,6 +12,7 @@ import { chooseLocation } from '../../src/http/locations.js';
 import { locationDb } from '../../src/core/locations.js';
 import { ConfigError, loadConfig, locationConfig } from '../../src/config.js';
 import { ApiError } from '../../src/core/errors.js';
+import { authParams, curl, digestHeader } from '../helpers/auth.js';
 import { cli } from '../helpers/cli.js';
 import { engine, freshDatabase } from '../helpers/db.js';
 import { childEnv, serveProcess, type Running } from '../helpers/process.js';
@@ -233,6 +234,41 @@ describe(`two locations in one process (${engine})`, () => {
     assert.ok(distributions(lZ).has('openSUSE'));
     assert.ok(!distributions(lS).has('openSUSE'));
     assert.ok(lS.json.objects.length > 0 && lS.json.objects.length < lZ.json.objects.length);
+  });
+
+  test('Digest through the location prefix: curl --digest signs the URL it sent, prefix and all', async () => {
+    // sjc's own password through the prefix; zrh's through its plain path, on the same port.
+    const viaPrefix = await curl(['--digest', '-u', sjc, `http://127.0.0.1:${port}/sjc/api/2.0/balance/`]);
+    assert.deepEqual(viaPrefix.status, [200], viaPrefix.body);
+    assert.match(viaPrefix.body, /"currency": ?"USD"/);
+    const plain = await curl(['--digest', '-u', zrh, `http://127.0.0.1:${port}/api/2.0/balance/`]);
+    assert.deepEqual(plain.status, [200], plain.body);
+    // Signed by hand: the target sent (with its prefix) passes; the path without it names another target.
+    const get = (headers: Record<string, string> = {}) =>
+      new Promise<http.IncomingMessage>((resolve, reject) =>
+        http
+          .get({ host: '127.0.0.1', port, path: '/sjc/api/2.0/balance/', headers }, (res) => {
+            res.resume();
+            resolve(res);
+          })
+          .on('error', reject),
+      );
+    const raw = (await get()).rawHeaders;
+    const challenge = authParams(raw.find((v, i) => i % 2 === 1 && /^Digest /.test(v) && /^www-authenticate$/i.test(raw[i - 1])) ?? '');
+    const at = sjc.lastIndexOf(':');
+    const signed = (uri: string, nc: number) =>
+      digestHeader({
+        username: sjc.slice(0, at),
+        password: sjc.slice(at + 1),
+        method: 'GET',
+        uri,
+        realm: challenge.realm,
+        nonce: challenge.nonce,
+        opaque: challenge.opaque,
+        nc,
+      });
+    assert.equal((await get({ Authorization: signed('/sjc/api/2.0/balance/', 1) })).statusCode, 200);
+    assert.equal((await get({ Authorization: signed('/api/2.0/balance/', 2) })).statusCode, 401);
   });
 
   test('/locations/ lists both, and the URLs it gives reach their location', async () => {

@@ -10,6 +10,7 @@ import { AsyncAuthCookie } from './async-auth.js';
 import { BASIC_CHALLENGE, CredentialCache, parseBasic } from './basic.js';
 import { readCookie, setCookie } from './cookies.js';
 import { DigestAuth, parseDigest } from './digest.js';
+import { sentTarget } from '../locations.js';
 
 /** Methods that change nothing; anything else in a cookie session needs the CSRF token (Django's rule). */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
@@ -18,7 +19,12 @@ const BASIC_SCHEME = /^Basic(\s|$)/i;
 export const SESSION_COOKIE = 'sessionid';
 export const CSRF_COOKIE = 'csrftoken';
 
-export const requestInfo = (req: FastifyRequest): RequestInfo => ({ method: req.method, url: req.url, ip: req.ip, headers: req.headers });
+export const requestInfo = (req: FastifyRequest): RequestInfo => ({
+  method: req.method,
+  url: sentTarget(req.raw) ?? req.url,
+  ip: req.ip,
+  headers: req.headers,
+});
 
 /**
  * Every authentication scheme behind one Authenticator: an `Authorization` header is Basic or Digest
