@@ -253,7 +253,13 @@ export class StoredCollection implements CollectionService {
       ? ((await ctx.store.resources.deepAtOnce(set, page, read)) ??
         (await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, read))))
       : await ctx.store.resources.listPage(set, page, read);
-    if (kept) return { total, objects: await this.fragments(ctx, rows, reads, query.fields), cut: true };
+    if (kept) {
+      const objects = await this.fragments(ctx, rows, reads, query.fields);
+      if (objects) return { total, objects, cut: true };
+      // The sharing of a row moved between the page and its body: the page again, whole, in one snapshot.
+      const again = await ctx.store.snapshot((db) => ctx.store.resources.listPage(this.filtered(ctx, query, db), page, rel));
+      return { total: again.total, objects: await this.shown(ctx, again.rows, rel) };
+    }
     return { total, objects: await this.shown(ctx, rows, rel) };
   }
 
@@ -299,9 +305,15 @@ export class StoredCollection implements CollectionService {
       throw notFound(uuid);
     }
     if (!kept) return (await this.shown(ctx, [row], rel))[0];
-    const [object] = await this.fragments(ctx, [row], reads, undefined);
-    if (!object) throw notFound(uuid);
-    return object;
+    const fragments = await this.fragments(ctx, [row], reads, undefined);
+    if (fragments) {
+      if (!fragments[0]) throw notFound(uuid);
+      return fragments[0];
+    }
+    // Its sharing moved between the two reads: once more, whole, in one statement.
+    const whole = await ctx.store.resources.findVisibleWith(this.visible(ctx, ctx.store.db), uuid, rel);
+    if (!whole) throw notFound(uuid);
+    return (await this.shown(ctx, [whole], rel))[0];
   }
 
   /** Whether objects of this kind are served from kept text (`fragments`): a cache, and nothing decorated that may vary. */
@@ -314,10 +326,12 @@ export class StoredCollection implements CollectionService {
    * `rel`. An object is its row's version, its relations as the caller reads them (their exact text) and which
    * side of them the caller is on (owner or not), so the text kept under those is the text made afresh: kept
    * ones are reused, the others read whole (one statement for all), presented, and kept unless the kind's
-   * decoration `varies` for them. A row gone since the page was read is left out.
+   * decoration `varies` for them. A row gone since the page was read is left out; a row whose relations
+   * moved since (an ACL, a tag) makes the answer undefined: the rows were chosen by sharing that no longer
+   * holds, and the caller reads them again in one snapshot.
    * `STRATUS_ANSWER_CACHE_VERIFY=1` makes every object afresh and fails when a kept text differs.
    */
-  private async fragments(ctx: Ctx, rows: Row[], reads: Reads, fields: readonly string[] | undefined): Promise<Obj[]> {
+  private async fragments(ctx: Ctx, rows: Row[], reads: Reads, fields: readonly string[] | undefined): Promise<Obj[] | undefined> {
     const cache = ctx.store.fragments;
     const { form, rel } = reads;
     const me = ctx.caller.uuid;
@@ -334,6 +348,7 @@ export class StoredCollection implements CollectionService {
     // Where rows were read with the stamp of their relations, the fresh ones are too (the version their texts are kept under).
     const stamped = ctx.store.resources.relations.stamps ? { ...rel, stamp: 'also' as const } : rel;
     const fresh = await ctx.store.resources.findManyWith(ctx.store.db, this.kind, [...missing.keys()], me, stamped);
+    if (fresh.some((row) => row.related!.text !== rows[missing.get(row.uuid)!].related!.text)) return undefined;
     const objects = await this.shown(ctx, fresh, rel);
     for (const [j, row] of fresh.entries()) {
       const text = flat(sortedJson(project(objects[j], fields)));

@@ -71,7 +71,7 @@ export class ResourcePages {
     const got = await this.anchors.atOnce(set, theirs, p.offset, p.limit, rel, hit ? this.shared.counterSql() : undefined);
     const first = got?.rows[0];
     if (!got || !first || Number(first.rel_version) !== got.version) return undefined;
-    if (hit && !this.shared.confirm(keptKey!, first.rel_sharing)) return undefined;
+    if (hit && !this.shared.confirm(keptKey!, hit.n, first.rel_sharing)) return undefined;
     return { rows: got.rows.map((r) => withRelated(r, rel)), total: got.total };
   }
 
@@ -93,7 +93,7 @@ export class ResourcePages {
    * (`deepPage`). Either way the work is bounded by the page's end and by what is shared, never by the size
    * of the account.
    */
-  async listPage(set: VisibleSet, p: Page, rel: Relations = {}): Promise<{ rows: Resource[]; total: number }> {
+  async listPage(set: VisibleSet, p: Page, rel: Relations = {}, keeps = true): Promise<{ rows: Resource[]; total: number }> {
     const db = set.db;
     const args = { kind: set.kind, me: set.owner, end: p.offset + p.limit, limit: p.limit, offset: p.offset };
     type A = keyof typeof args;
@@ -103,7 +103,9 @@ export class ResourcePages {
     const readTheirs = () => this.sql.run<{ seq: number; updated_at: string }, A>(theirKey, db, (arg) => this.sets.theirHalf(set, arg), args);
     // In creation order an ACL's shared rows are kept between requests (shared-seqs.ts); the other order
     // needs their `updated_at`, which changes with every write of them.
-    const keptKey = this.keptKeyOf(set, p);
+    // `keeps` false: the page's own statement reads the shared rows (one snapshot for the rows and their
+    // sharing), after a kept set turned out stale under it.
+    const keptKey = keeps ? this.keptKeyOf(set, p) : undefined;
     // A kept set is checked in the page's own statement (its `rel_sharing` column): `confirm` is the counter it
     // was kept under. A set not kept is read with the counter: on PostgreSQL in one statement; on SQLite the
     // counter first, then the rows (see shared-seqs.ts).
@@ -112,13 +114,15 @@ export class ResourcePages {
     if (keptKey && !deep) {
       const hit = this.shared.peek(keptKey);
       if (hit && this.shared.verifying) await this.shared.check(db as Db, keptKey, hit, readTheirs);
-      confirm = hit?.n;
       if (hit) first = hit.rows;
       else
         first =
           this.sql.dialect === 'postgres'
             ? await this.shared.load(keptKey, () => this.readTheirsCounted(set, args, theirKey!))
             : await this.shared.get(db as Db, keptKey, readTheirs);
+      // Read just now or kept, the set is checked by the page's statement all the same: a write between the
+      // two would show a row the caller no longer sees, with the sharing it has now.
+      confirm = hit?.n ?? this.shared.peek(keptKey)?.n;
     } else if (deep) {
       // The owner's count and the `sharing` counter in one statement (the snapshot's first), then the kept
       // shared rows: a page past the end is that one statement, as it is without shares.
@@ -144,7 +148,7 @@ export class ResourcePages {
         rel,
         { n: Number(head?.n ?? 0), version: Number(head?.version ?? 0) },
       );
-    } else if (set.shared && this.sql.dialect === 'sqlite') first = await readTheirs();
+    } else if (set.shared && this.sql.dialect === 'sqlite' && keeps) first = await readTheirs();
     // Only the shared rows that can reach the page take part in the merge.
     const theirs =
       first && p.limit > 0 ? (keptKey ? first : [...(first as { seq: number; updated_at: string }[])].sort(JS_ORDER[p.order])).slice(0, args.end) : first;
@@ -156,8 +160,8 @@ export class ResourcePages {
       (arg) => this.pageQuery(set, p, rel, arg, mode, checks),
       { ...args, theirs: this.sql.listArg((theirs ?? []).map((t) => t.seq)) },
     );
-    // A kept set the counter no longer holds: read afresh (this time not kept, so no loop).
-    if (checks && found.length && !this.shared.confirm(keptKey!, found.value(0, 'rel_sharing'))) return this.listPage(set, p, rel);
+    // A kept set the counter no longer holds: read afresh, in one statement (nothing kept, so no loop).
+    if (checks && found.length && !this.shared.confirm(keptKey!, confirm!, found.value(0, 'rel_sharing'))) return this.listPage(set, p, rel, false);
     const rows = found.resources(rel);
     // A page that is not full holds everything from the offset on (paging.ts).
     const shown = totalOfPage(rows.length, p.limit, p.offset);
@@ -172,7 +176,7 @@ export class ResourcePages {
       (arg) => db.selectNoFrom(this.totalColumns(set, arg, first ? undefined : 'half', checks)) as unknown as AnyQuery,
       args,
     );
-    if (checks && !this.shared.confirm(keptKey!, totals[0]?.rel_sharing)) return this.listPage(set, p, rel);
+    if (checks && !this.shared.confirm(keptKey!, confirm!, totals[0]?.rel_sharing)) return this.listPage(set, p, rel, false);
     return { rows, total: Number(totals[0]?.rel_own ?? 0) + shared(totals[0]?.rel_theirs) };
   }
 

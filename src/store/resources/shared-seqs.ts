@@ -75,15 +75,19 @@ export class SharedSeqs {
     return this.kept.get(key);
   }
 
-  /** Whether the counter a statement read (`counterSql`) still holds `key`'s kept set; drops it when not. */
-  confirm(key: string, n: unknown): boolean {
+  /**
+   * Whether the counter a statement read (`counterSql`) is `used`, the one the set it was given was kept
+   * under; a stale set is dropped. Compared with what the statement used, not with what is kept now: another
+   * request of the caller may have kept a newer set meanwhile, which says nothing of this statement's.
+   */
+  confirm(key: string, used: number, n: unknown): boolean {
     const hit = this.kept.get(key);
-    if (hit && n !== null && n !== undefined && Number(n) === hit.n) {
-      this.touch(key, hit);
-      return true;
+    const holds = n !== null && n !== undefined && Number(n) === used;
+    if (hit?.n === used) {
+      if (holds) this.touch(key, hit);
+      else this.drop(key);
     }
-    this.drop(key);
-    return false;
+    return holds;
   }
 
   /** PostgreSQL: the shared rows of `key` and the counter, read by one statement (`read`), and kept. */
