@@ -3,9 +3,9 @@ import type { Ctx, Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
 import { objectBody } from '../core/input.js';
 import { drives } from '../resources/drives/drives.js';
-import { chunkArrived, chunkPlace, checkChunkLink, hasChunk, lockForUpload, receive, type ChunkPlace } from '../resources/drives/data.js';
+import { chunkPlace, checkChunkLink, hasChunk, lockForUpload, receiveChunk, type ChunkPlace } from '../resources/drives/data.js';
 import { initUpload, plainUpload, shownDrive } from '../resources/drives/upload.js';
-import { boundaryOf, parseMultipart } from './multipart.js';
+import { boundaryOf, multipartParts, partText, type Part } from './multipart.js';
 import { API_BASE } from './resource-routes.js';
 import type { ApiRequest, PathSpec } from './routes.js';
 import type { Result } from './respond.js';
@@ -20,11 +20,12 @@ import type { Result } from './respond.js';
  * - `GET|POST drives/<uuid>/upload/` is resumable.js: GET answers 200 when the chunk the query names has
  *   arrived (404 when not), POST stores the chunk from a multipart body (`file` part).
  * - `GET drives/<uuid>/download/` streams the drive's bytes, with `Range` (206, or 416 out of bounds).
- * Bodies are streams (`rawBody`): a plain upload is written in batches as it arrives, never held whole;
- * a chunk's multipart body is read up to its declared size and no further.
+ * Bodies are streams (`rawBody`), written in batches as they arrive and never held whole: a plain upload, a
+ * chunk sent to its link, and a resumable chunk's `file` part (its multipart body is read as it arrives, up to
+ * the chunk's largest size and no further).
  */
 const octets = { contentType: 'application/octet-stream' };
-/** The largest resumable chunk (its multipart body is read whole: the fields that place it come in it). */
+/** The largest resumable chunk (the fields that place it come in its body, so its size is known late). */
 const MAX_CHUNK = 256 * 1024 * 1024;
 /** Room for a multipart body's fields and boundaries beside its chunk. */
 const MULTIPART_OVERHEAD = 64 * 1024;
@@ -47,18 +48,20 @@ const bodyStream = (req: ApiRequest): AsyncIterable<Buffer> => {
   throw validation(null, 'The request has no body');
 };
 
-/** The body read whole, up to `limit` bytes (413 past it): a chunk's multipart body. */
-async function readBounded(req: ApiRequest, limit: number): Promise<Buffer> {
+/** The body as it arrives, up to `limit` bytes (413 past it, or at once when its declared length is): a chunk's multipart body. */
+function bounded(req: ApiRequest, limit: number): AsyncIterable<Buffer> {
+  const tooLarge = () => new ApiError('toolarge', `The body is larger than the ${limit} bytes this chunk may take`);
   const declared = req.http.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) throw new ApiError('toolarge', `The body is larger than the ${limit} bytes this chunk may take`);
-  const pieces: Buffer[] = [];
-  let n = 0;
-  for await (const piece of bodyStream(req)) {
-    n += piece.length;
-    if (n > limit) throw new ApiError('toolarge', `The body is larger than the ${limit} bytes this chunk may take`);
-    pieces.push(piece);
-  }
-  return Buffer.concat(pieces);
+  if (declared !== undefined && Number(declared) > limit) throw tooLarge();
+  const body = bodyStream(req);
+  return (async function* () {
+    let n = 0;
+    for await (const piece of body) {
+      n += piece.length;
+      if (n > limit) throw tooLarge();
+      yield piece;
+    }
+  })();
 }
 
 /** A drive the caller may `perm`, with its size (404 unseen, 403 not permitted). */
@@ -93,7 +96,8 @@ export function parseRange(header: string | undefined, size: number): { start: n
 function resumablePlace(fields: Record<string, string | undefined>, size: number): { place: ChunkPlace; number: number } {
   const num = (name: string) => {
     const v = fields[name];
-    if (v === undefined || !/^\d+$/.test(v)) throw validation(name, `${name} must be a non-negative integer`);
+    if (v === undefined) throw validation(name, `${name} is required (in the query, or as a field before the file part)`);
+    if (!/^\d+$/.test(v)) throw validation(name, `${name} must be a non-negative integer`);
     return Number(v);
   };
   const total = num('resumableTotalSize');
@@ -101,6 +105,36 @@ function resumablePlace(fields: Record<string, string | undefined>, size: number
   const number = num('resumableChunkNumber');
   if (number < 1) throw validation('resumableChunkNumber', 'resumable.js counts chunks from 1');
   return { place: chunkPlace(size, num('resumableChunkSize'), number - 1, 'resumableChunkNumber'), number };
+}
+
+/** The fields that place a chunk: given again after its file part, they must say the same. */
+const PLACING = new Set(['resumableChunkNumber', 'resumableChunkSize', 'resumableTotalSize']);
+
+/**
+ * A resumable chunk's bytes (its file part), checked against its place as they arrive; then the rest of the
+ * body is read before the iteration ends, so the chunk counts (its last batch commits) only once the body is
+ * whole: no second file part, no placing field that says otherwise, the closing boundary there.
+ */
+async function* chunkBytes(
+  file: Part,
+  place: ChunkPlace,
+  number: number,
+  fields: Record<string, string | undefined>,
+  rest: AsyncIterator<Part>,
+): AsyncGenerator<Buffer> {
+  let n = 0;
+  for await (const piece of file.data) {
+    n += piece.length;
+    if (n > place.size) throw validation('file', `Chunk ${number} must be ${place.size} bytes, not more`);
+    yield piece;
+  }
+  if (n !== place.size) throw validation('file', `Chunk ${number} must be ${place.size} bytes, not ${n}`);
+  for (let next = await rest.next(); !next.done; next = await rest.next()) {
+    const { name } = next.value;
+    if (name === 'file') throw validation('file', 'The multipart body has more than one file part');
+    const value = await partText(next.value);
+    if (PLACING.has(name) && value !== fields[name]) throw validation(name, `${name} is given twice, with different values`);
+  }
 }
 
 export function driveDataPaths(s: Services): PathSpec[] {
@@ -174,19 +208,21 @@ export function driveDataPaths(s: Services): PathSpec[] {
           const ctx = ctxOf(s, req);
           const drive = await driveFor(ctx, req.params.uuid, 'EDIT');
           const boundary = boundaryOf(req.http.headers['content-type']);
-          // The chunk's fields come in the body: until it is read, a chunk may be as large as the drive, up to MAX_CHUNK.
-          const query = Object.fromEntries(Object.keys(req.query).map((k) => [k, lastValue(req.query[k])]));
-          const parts = parseMultipart(await readBounded(req, Math.min(drive.size, MAX_CHUNK) + MULTIPART_OVERHEAD), boundary);
-          const fields: Record<string, string | undefined> = { ...query };
-          let file: Buffer | undefined;
-          for (const p of parts) {
-            if (p.name === 'file') file = p.data;
-            else fields[p.name] = p.data.toString('utf8');
+          const fields: Record<string, string | undefined> = Object.fromEntries(Object.keys(req.query).map((k) => [k, lastValue(req.query[k])]));
+          // The chunk's fields come in the body: until they are read, a chunk may be as large as the drive, up to MAX_CHUNK.
+          const parts = multipartParts(bounded(req, Math.min(drive.size, MAX_CHUNK) + MULTIPART_OVERHEAD), boundary);
+          // resumable.js sends its fields before the file: the chunk is placed when its bytes begin, and written as they arrive.
+          let file: Part | undefined;
+          for (let next = await parts.next(); !next.done; next = await parts.next()) {
+            if (next.value.name === 'file') {
+              file = next.value;
+              break;
+            }
+            fields[next.value.name] = await partText(next.value);
           }
           if (!file) throw validation('file', 'The multipart body has no file part');
           const { place, number } = resumablePlace(fields, drive.size);
-          if (file.length !== place.size) throw validation('file', `Chunk ${number} must be ${place.size} bytes, not ${file.length}`);
-          await receive(ctx, drive.uuid, place.offset, place.size, [file], (tx) => chunkArrived(tx, ctx, drive.uuid, place));
+          await receiveChunk(ctx, drive.uuid, place, chunkBytes(file, place, number, fields, parts));
           return { status: 200, body: { chunk: number, arrived: true } };
         },
       },
@@ -215,7 +251,7 @@ export function driveDataPaths(s: Services): PathSpec[] {
           const place = chunkPlace(Number(row.body.size), link.chunkSize, link.number);
           const length = contentLength(req);
           if (length !== place.size) throw validation('Content-Length', `Chunk ${link.number} must be ${place.size} bytes, not ${length}`);
-          await receive(ctx, uuid, place.offset, place.size, bodyStream(req), (tx) => chunkArrived(tx, ctx, uuid, place));
+          await receiveChunk(ctx, uuid, place, bodyStream(req));
           return { status: 200, body: { chunk: link.number, arrived: true } };
         },
       },

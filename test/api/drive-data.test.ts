@@ -271,6 +271,49 @@ describe('resumable upload (resumable_upload.py)', () => {
   });
 });
 
+describe('resumable chunks are read as they arrive', () => {
+  const total = 2 * MiB;
+  const boundary = 'stream-boundary';
+  const field = (k: string, v: string) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`;
+  const fileHead = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n`;
+  const fieldsOf = (n: number) => Object.entries(resumableFields(n, MiB, total)).map(([k, v]) => field(k, v));
+  const post = (uuid: string, parts: (string | Buffer)[], query = '') =>
+    alice.request('POST', `drives/${uuid}/upload/${query}`, {
+      raw: Buffer.concat(parts.map((p) => Buffer.from(p))),
+      headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+    });
+  const arrived = async (uuid: string, n: number) => (await alice.get(`drives/${uuid}/upload/?${new URLSearchParams(resumableFields(n, MiB, total))}`)).status;
+
+  test('fields in the query or before the file place the chunk; after it they must agree; it counts only with the closing boundary', async () => {
+    const uuid = await initUpload(alice, total);
+    const bytes = randomBytes(MiB);
+    // The file part first and no fields in the query: the chunk cannot be placed as its bytes begin.
+    const late = await post(uuid, [fileHead, bytes, '\r\n', ...fieldsOf(1), `--${boundary}--\r\n`]);
+    assert.equal(late.status, 400, late.text);
+    assert.match(late.json[0].error_message, /before the file part/);
+    // A placing field after the file that says otherwise.
+    const contradicts = await post(uuid, [...fieldsOf(1), fileHead, bytes, '\r\n', field('resumableChunkNumber', '2'), `--${boundary}--\r\n`]);
+    assert.equal(contradicts.status, 400, contradicts.text);
+    assert.equal(contradicts.json[0].error_point, 'resumableChunkNumber');
+    // The body ends without its closing boundary.
+    const unclosed = await post(uuid, [...fieldsOf(1), fileHead, bytes, '\r\n']);
+    assert.equal(unclosed.status, 400, unclosed.text);
+    assert.match(unclosed.json[0].error_message, /multipart/);
+    // Two file parts.
+    const twice = await post(uuid, [...fieldsOf(1), fileHead, bytes, '\r\n', fileHead, 'x\r\n', `--${boundary}--\r\n`]);
+    assert.equal(twice.status, 400, twice.text);
+    assert.equal(twice.json[0].error_point, 'file');
+    assert.equal(await arrived(uuid, 1), 404, 'no refused chunk counts as arrived');
+
+    // The fields in the query, the file alone in the body (and an agreeing field after it): accepted.
+    const query = `?${new URLSearchParams(resumableFields(1, MiB, total))}`;
+    const ok = await post(uuid, [fileHead, bytes, '\r\n', field('resumableChunkNumber', '1'), `--${boundary}--\r\n`], query);
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(await arrived(uuid, 1), 200);
+    assert.deepEqual((await download(alice, uuid, `bytes=0-${MiB - 1}`)).raw, bytes);
+  });
+});
+
 describe('clones and snapshots of uploaded data', () => {
   test('a clone shares the blocks and gives back the bytes; a snapshot starts at 0 bytes', async () => {
     const data = image(2 * MiB + 123);

@@ -11,15 +11,16 @@ import { BUSY } from './storage-rules.js';
  * Drive data over HTTP, the service side (the protocols' routes are http/drive-data.ts; the bytes live on
  * the simulated storage, services.sim.storage, as content-addressed blocks):
  * - `receive` writes a stream of bytes to a drive in block-aligned batches of BATCH bytes, each its own
- *   transaction under the drive's row lock: memory stays one batch whatever the image, and what was
- *   acknowledged is committed (a chunk is recorded as arrived in the transaction of its last bytes).
+ *   transaction under the drive's row lock: memory stays one batch whatever the image, what was
+ *   acknowledged is committed (a chunk is recorded as arrived in the transaction of its last bytes), and
+ *   other requests get their turn between batches (a batch's transaction is short: 1 MiB, not the body).
  * - A drive being written by an upload is `uploading` (reference §6.3); it goes back to `unmounted`
  *   (`mounted` when attached) once every byte of its size has arrived, and is busy meanwhile (no clone,
  *   resize or snapshot).
  * - Chunked and resumable uploads record each chunk by where it starts in the image, so both protocols
  *   (chunks numbered from 0 by `upload_chunk`, from 1 by resumable.js) resume from the same record.
  */
-const BATCH = 4 * 1024 * 1024;
+const BATCH = 1024 * 1024;
 
 const restingStatus = (body: Obj) => (((body.mounted_on as unknown[] | undefined) ?? []).length ? 'mounted' : 'unmounted');
 
@@ -65,10 +66,17 @@ export async function finishUpload(tx: Tx, ctx: Ctx, uuid: string, bytes: number
   });
 }
 
+/** What runs in a write's transactions: `last` in the last batch's. */
+export interface ReceiveHooks {
+  last?: (tx: Tx) => Promise<void>;
+}
+
 /**
  * Writes `length` bytes from `body` at `offset` of a drive, a batch per transaction. `last` runs in the
  * transaction of the last batch (a chunk's record; the end of a plain upload). A body that brings more or
- * fewer bytes than `length` is refused (what arrived before stays written: the drive is resumable).
+ * fewer bytes than `length` is refused (what arrived before stays written: the drive is resumable). A piece
+ * of the body larger than a batch is cut into batches, and the event loop gets a turn after each batch: a
+ * large body (a whole resumable chunk) does not hold every other request back.
  */
 export async function receive(
   ctx: Ctx,
@@ -76,7 +84,7 @@ export async function receive(
   offset: number,
   length: number,
   body: Iterable<Buffer> | AsyncIterable<Buffer | string>,
-  last?: (tx: Tx) => Promise<void>,
+  { last }: ReceiveHooks = {},
 ): Promise<void> {
   const storage = ctx.sim.storage;
   const block = storage.blockSize();
@@ -94,25 +102,32 @@ export async function receive(
       if (final && last) await last(tx);
     });
     at += bytes.length;
+    await turn();
   };
   for await (const piece of brokenOffAsError(body, () => seen)) {
-    const buf = typeof piece === 'string' ? Buffer.from(piece) : piece;
-    seen += buf.length;
+    const whole = typeof piece === 'string' ? Buffer.from(piece) : piece;
+    seen += whole.length;
     if (seen > length) throw validation('Content-Length', `The body has more than the ${length} bytes declared`);
-    pending.push(buf);
-    pendingBytes += buf.length;
-    if (pendingBytes < BATCH) continue;
-    // Cut at a block boundary of the drive: the next batch starts a block of its own (no merge needed).
-    const all = Buffer.concat(pending);
-    const cut = Math.floor((at + all.length) / block) * block - at;
-    if (cut <= 0) continue;
-    await commit(all.subarray(0, cut), false);
-    pending = [all.subarray(cut)];
-    pendingBytes = all.length - cut;
+    for (let from = 0; from < whole.length; from += BATCH) {
+      const buf = whole.subarray(from, from + BATCH);
+      pending.push(buf);
+      pendingBytes += buf.length;
+      if (pendingBytes < BATCH) continue;
+      // Cut at a block boundary of the drive: the next batch starts a block of its own (no merge needed).
+      const all = Buffer.concat(pending);
+      const cut = Math.floor((at + all.length) / block) * block - at;
+      if (cut <= 0) continue;
+      await commit(all.subarray(0, cut), false);
+      pending = [all.subarray(cut)];
+      pendingBytes = all.length - cut;
+    }
   }
   if (seen < length) throw validation('Content-Length', `The body ended after ${seen} of the ${length} bytes declared`);
   await commit(Buffer.concat(pending), true);
 }
+
+/** Lets the requests that waited meanwhile (timers, sockets) run before the next batch. */
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** A body whose client went away mid-way ends in a 400 of the API (what arrived stays written), not a 500. */
 async function* brokenOffAsError<T>(body: Iterable<T> | AsyncIterable<T>, seen: () => number): AsyncGenerator<T> {
@@ -157,6 +172,11 @@ export async function chunkArrived(tx: Tx, ctx: Ctx, uuid: string, place: ChunkP
     covered = Math.max(covered, offset + bytes);
   }
   if (covered >= size) await finishUpload(tx, ctx, uuid, size);
+}
+
+/** A chunk's bytes written in its place, a batch per transaction, recorded as arrived in the last one. */
+export async function receiveChunk(ctx: Ctx, uuid: string, place: ChunkPlace, body: AsyncIterable<Buffer>): Promise<void> {
+  await receive(ctx, uuid, place.offset, place.size, body, { last: (tx) => chunkArrived(tx, ctx, uuid, place) });
 }
 
 /** Whether the chunk at `place` has arrived (the resume check of both protocols). */
