@@ -3,7 +3,7 @@ import type { Ctx, Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
 import { objectBody } from '../core/input.js';
 import { drives } from '../resources/drives/drives.js';
-import { chunkPlace, checkChunkLink, hasChunk, lockForUpload, receiveChunk, type ChunkPlace } from '../resources/drives/data.js';
+import { alreadyUploaded, chunkPlace, checkChunkLink, hasChunk, lockForUpload, receiveChunk, type ChunkPlace } from '../resources/drives/data.js';
 import { initUpload, plainUpload, shownDrive } from '../resources/drives/upload.js';
 import { boundaryOf, multipartParts, partText, type Part } from './multipart.js';
 import { API_BASE } from './resource-routes.js';
@@ -249,9 +249,11 @@ export function driveDataPaths(s: Services): PathSpec[] {
           // The link acts for the drive's owner (who, or whose grantee with EDIT, asked for it).
           const ctx: Ctx = { ...s, caller: { uuid: row.owner_uuid ?? '', email: '', state: 'active' } };
           const place = chunkPlace(Number(row.body.size), link.chunkSize, link.number);
+          // A chunk is written once through its link, as upload_chunk answers 416 for it once it has arrived.
+          if (await hasChunk(ctx, uuid, place)) throw alreadyUploaded(link.number);
           const length = contentLength(req);
           if (length !== place.size) throw validation('Content-Length', `Chunk ${link.number} must be ${place.size} bytes, not ${length}`);
-          await receiveChunk(ctx, uuid, place, bodyStream(req));
+          await receiveChunk(ctx, uuid, place, bodyStream(req), { number: link.number });
           return { status: 200, body: { chunk: link.number, arrived: true } };
         },
       },

@@ -225,6 +225,53 @@ describe('chunked upload (upload_client.py)', () => {
   });
 });
 
+describe('chunk numbers and used links', () => {
+  test('chunk_number and chunk_size are integers or strings of decimal digits; anything else is a 400 that changes nothing', async () => {
+    const uuid = await initUpload(alice, 3 * MiB);
+    const bad: [string, unknown, unknown][] = [
+      ['chunk_number', [0], MiB],
+      ['chunk_number', '0x1', MiB],
+      ['chunk_number', '1e0', MiB],
+      ['chunk_number', ' 1', MiB],
+      ['chunk_number', '+1', MiB],
+      ['chunk_number', 1.5, MiB],
+      ['chunk_number', -1, MiB],
+      ['chunk_number', true, MiB],
+      ['chunk_number', { n: 0 }, MiB],
+      ['chunk_size', 0, '0x100000'],
+      ['chunk_size', 0, '1e6'],
+      ['chunk_size', 0, [MiB]],
+    ];
+    for (const [point, chunk_number, chunk_size] of bad) {
+      const res = await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number, chunk_size });
+      assert.equal(res.status, 400, `${JSON.stringify({ chunk_number, chunk_size })}: ${res.status} ${res.text}`);
+      assert.equal(res.json[0].error_type, 'validation');
+      assert.equal(res.json[0].error_point, point, JSON.stringify({ chunk_number, chunk_size }));
+    }
+    // Decimal strings and JSON integers both name chunk 1.
+    for (const chunk_number of ['1', 1]) {
+      const res = await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number, chunk_size: String(MiB) });
+      assert.equal(res.status, 200, res.text);
+      assert.match(res.json.link, /chunk_number=1&chunk_size=1048576&/);
+    }
+    assert.equal(await status(alice, uuid), 'uploading');
+  });
+
+  test('a link writes its chunk once: after the chunk arrived, a POST to it is 416 as upload_chunk answers, and the bytes stay', async () => {
+    const uuid = await initUpload(alice, 2 * MiB);
+    const link = (await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: 0, chunk_size: MiB })).json.link as string;
+    const headers = { 'content-type': 'application/octet-stream' };
+    const first = randomBytes(MiB);
+    assert.equal((await srv.anon().request('POST', link, { raw: first, headers })).status, 200);
+    const again = await srv.anon().request('POST', link, { raw: randomBytes(MiB), headers });
+    assert.equal(again.status, 416, again.text);
+    assert.equal(again.json[0].error_type, 'validation');
+    assert.match(again.json[0].error_message, /Chunk 0 is already uploaded/);
+    assert.deepEqual((await download(alice, uuid, `bytes=0-${MiB - 1}`)).raw, first);
+    assert.equal((await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: 0, chunk_size: MiB })).status, 416);
+  });
+});
+
 describe('resumable upload (resumable_upload.py)', () => {
   test('chunks in parallel and out of order; a resumed client sends only the missing chunks', async () => {
     const data = image();

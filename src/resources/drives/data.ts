@@ -66,8 +66,9 @@ export async function finishUpload(tx: Tx, ctx: Ctx, uuid: string, bytes: number
   });
 }
 
-/** What runs in a write's transactions: `last` in the last batch's. */
+/** What runs in a write's transactions: `each` in every batch's before it writes, `last` in the last batch's. */
 export interface ReceiveHooks {
+  each?: (tx: Tx) => Promise<void>;
   last?: (tx: Tx) => Promise<void>;
 }
 
@@ -84,7 +85,7 @@ export async function receive(
   offset: number,
   length: number,
   body: Iterable<Buffer> | AsyncIterable<Buffer | string>,
-  { last }: ReceiveHooks = {},
+  { each, last }: ReceiveHooks = {},
 ): Promise<void> {
   const storage = ctx.sim.storage;
   const block = storage.blockSize();
@@ -97,6 +98,7 @@ export async function receive(
     await ctx.store.transaction(async (tx) => {
       const row = await lockForUpload(tx, ctx, uuid);
       if (at + bytes.length > Number(row.body.size)) throw validation('size', `The upload goes past the drive's size of ${String(row.body.size)} bytes`);
+      if (each) await each(tx);
       await markUploading(tx, ctx, row);
       await storage.writeData(tx, { uuid, size: Number(row.body.size) }, write);
       if (final && last) await last(tx);
@@ -174,14 +176,37 @@ export async function chunkArrived(tx: Tx, ctx: Ctx, uuid: string, place: ChunkP
   if (covered >= size) await finishUpload(tx, ctx, uuid, size);
 }
 
-/** A chunk's bytes written in its place, a batch per transaction, recorded as arrived in the last one. */
-export async function receiveChunk(ctx: Ctx, uuid: string, place: ChunkPlace, body: AsyncIterable<Buffer>): Promise<void> {
-  await receive(ctx, uuid, place.offset, place.size, body, { last: (tx) => chunkArrived(tx, ctx, uuid, place) });
+/** The refusal of a chunk that has arrived (what `upload_chunk` answers for it, and its link once it is used). */
+export const alreadyUploaded = (number: number) => new ApiError('range', `Chunk ${number} is already uploaded`);
+
+/**
+ * A chunk's bytes written in its place, a batch per transaction, recorded as arrived in the last one. With
+ * `once` (the chunk's number, as its protocol counts), a chunk that has arrived is not written again (416),
+ * checked in every batch's transaction: of two writers of one chunk, the one that finishes second stops there.
+ */
+export async function receiveChunk(ctx: Ctx, uuid: string, place: ChunkPlace, body: AsyncIterable<Buffer>, once?: { number: number }): Promise<void> {
+  const each = once
+    ? async (tx: Tx) => {
+        if ((await ctx.store.data.chunkAt(tx, uuid, place.offset)) === place.size) throw alreadyUploaded(once.number);
+      }
+    : undefined;
+  await receive(ctx, uuid, place.offset, place.size, body, { each, last: (tx) => chunkArrived(tx, ctx, uuid, place) });
 }
 
 /** Whether the chunk at `place` has arrived (the resume check of both protocols). */
 export async function hasChunk(ctx: Ctx, uuid: string, place: ChunkPlace): Promise<boolean> {
   return (await ctx.store.data.chunkAt(ctx.store.db, uuid, place.offset)) === place.size;
+}
+
+/**
+ * A count as a client sends it: a JSON integer or a string of decimal digits. Anything else (`[0]`, `"0x1"`,
+ * `"1e0"`, `" 1"`, `1.5`), which a plain Number() would turn into some number, is a 400.
+ */
+export function wholeNumber(value: unknown, point: string): number {
+  if (value === undefined || value === null || value === '') throw validation(point, 'This field is required');
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,16}$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < 0) throw validation(point, `${point} must be a non-negative integer in decimal digits`);
+  return n;
 }
 
 /** Upload links stay valid this long (reference §6.1: "link valid 5 min"). */
@@ -205,13 +230,11 @@ const signed = (secret: Buffer, text: string) => createHmac('sha256', secret).up
  * puts it on the API's host), valid 5 minutes and signed: it needs no credentials.
  */
 export async function uploadChunkLink(ctx: Ctx, uuid: string, body: Obj): Promise<{ link: string }> {
-  const number = Number(body.chunk_number);
-  const chunkSize = Number(body.chunk_size);
-  if (body.chunk_number === undefined || body.chunk_number === null || body.chunk_number === '') throw validation('chunk_number', 'This field is required');
-  if (body.chunk_size === undefined || body.chunk_size === null || body.chunk_size === '') throw validation('chunk_size', 'This field is required');
+  const number = wholeNumber(body.chunk_number, 'chunk_number');
+  const chunkSize = wholeNumber(body.chunk_size, 'chunk_size');
   const row = await ctx.store.transaction((tx) => lockForUpload(tx, ctx, uuid));
   const place = chunkPlace(Number(row.body.size), chunkSize, number);
-  if (await hasChunk(ctx, uuid, place)) throw new ApiError('range', `Chunk ${number} is already uploaded`);
+  if (await hasChunk(ctx, uuid, place)) throw alreadyUploaded(number);
   const expires = ctx.clock.now().getTime() + LINK_MS;
   const text = `${uuid}/${number}/${chunkSize}/${expires}`;
   const signature = signed(await linkSecret(ctx), text);
