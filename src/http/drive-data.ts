@@ -71,16 +71,18 @@ async function driveFor(ctx: Ctx, uuid: string, perm: 'EDIT' | 'CLONE'): Promise
   return { uuid, size: Number(row.body.size), owner: row.owner_uuid };
 }
 
-/** `bytes=a-b`, `bytes=a-`, `bytes=-n` against a size: the range, null for the whole (no or several ranges), 416 outside. */
+/**
+ * `bytes=a-b`, `bytes=a-`, `bytes=-n` against a size: the range, null for the whole, 416 when it lies outside (or
+ * ends before it starts). As RFC 9110 §14.2 has it, the unit's name is case-insensitive, and a Range in another
+ * unit or that does not parse is ignored (the whole body, 200), as are several ranges (it allows that too).
+ */
 export function parseRange(header: string | undefined, size: number): { start: number; end: number } | null {
   if (!header) return null;
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!m) {
-    if (/^bytes=.*,/.test(header.trim())) return null; // several ranges: answered whole (RFC 9110 allows it)
-    throw new ApiError('validation', `Range ${JSON.stringify(header)} is not a byte range`, 'Range');
-  }
+  const eq = header.indexOf('=');
+  if (eq < 0 || header.slice(0, eq).trim().toLowerCase() !== 'bytes') return null;
+  const m = /^(\d*)-(\d*)$/.exec(header.slice(eq + 1).trim());
+  if (!m || (m[1] === '' && m[2] === '')) return null;
   const outside = () => new ApiError('range', `Range ${header} is outside the drive's ${size} bytes`, 'Range', { 'Content-Range': `bytes */${size}` });
-  if (m[1] === '' && m[2] === '') throw new ApiError('validation', `Range ${JSON.stringify(header)} is not a byte range`, 'Range');
   if (m[1] === '') {
     const n = Number(m[2]);
     if (n === 0 || size === 0) throw outside();

@@ -149,6 +149,31 @@ describe('plain upload and download', () => {
     );
   });
 
+  test('Range: the unit is case-insensitive; another unit, an unparseable range or several are ignored (200, whole); outside is 416', async () => {
+    const data = randomBytes(100_000);
+    const res = await alice.request('POST', 'drives/upload/', { raw: data, headers: { 'content-type': 'application/octet-stream' } });
+    assert.equal(res.status, 201, res.text);
+    const uuid = res.text.trim();
+    for (const range of ['BYTES=0-9', 'Bytes=0-9', 'bytes=0-9']) {
+      const part = await download(alice, uuid, range);
+      assert.equal(part.status, 206, range);
+      assert.equal(part.headers['content-range'], `bytes 0-9/${data.length}`, range);
+      assert.deepEqual(part.raw, data.subarray(0, 10), range);
+    }
+    for (const range of ['items=0-5', 'bytes=abc', 'bytes=-', 'bytes=1-2-3', 'bytes 0-9', 'bytes=0-9, 20-29', '=0-9']) {
+      const whole = await download(alice, uuid, range);
+      assert.equal(whole.status, 200, `${range}: ${whole.text.slice(0, 200)}`);
+      assert.equal(whole.headers['content-range'], undefined, range);
+      assert.equal(sha(whole.raw), sha(data), range);
+    }
+    for (const range of [`bytes=${data.length}-`, 'bytes=-0', 'bytes=50-40', `BYTES=${data.length + 5}-${data.length + 9}`]) {
+      const refused = await download(alice, uuid, range);
+      assert.equal(refused.status, 416, range);
+      assert.equal(refused.headers['content-range'], `bytes */${data.length}`, range);
+      assert.equal(refused.json[0].error_point, 'Range', range);
+    }
+  });
+
   test('a drive nobody wrote reads as zeroes; another user sees no drive (404)', async () => {
     const made = await alice.post('drives/', { name: 'blank', size: 1024 ** 3, media: 'disk' });
     const uuid = made.json.objects[0].uuid;
