@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { Ctx, Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
-import { objectBody } from '../core/input.js';
+import { createItems, type Obj } from '../core/input.js';
 import { drives } from '../resources/drives/drives.js';
 import { alreadyUploaded, chunkPlace, checkChunkLink, hasChunk, lockForUpload, receiveChunk, type ChunkPlace } from '../resources/drives/data.js';
 import { initUpload, plainUpload, shownDrive } from '../resources/drives/upload.js';
@@ -15,7 +15,7 @@ import type { Result } from './respond.js';
  * acceptance test; decisions in docs/api.md "Drive data"):
  * - `POST drives/upload/[name]`, the image as an `application/octet-stream` body: a new drive of exactly
  *   that many bytes; answers its uuid as text.
- * - `POST initupload/` `{name, size, media}` makes an `uploading` drive; `drives/<uuid>/action/?do=upload_chunk`
+ * - `POST initupload/` `{name, size, media}` (bare or as `{objects: [...]}`) makes an `uploading` drive; `drives/<uuid>/action/?do=upload_chunk`
  *   answers a signed `link` per chunk (416 when it arrived), and the chunk is POSTed there as octet-stream.
  * - `GET|POST drives/<uuid>/upload/` is resumable.js: GET answers 200 when the chunk the query names has
  *   arrived (404 when not), POST stores the chunk from a multipart body (`file` part).
@@ -25,6 +25,7 @@ import type { Result } from './respond.js';
  * the chunk's largest size and no further).
  */
 const octets = { contentType: 'application/octet-stream' };
+const uploadFields = { name: { type: 'string' }, size: { type: ['integer', 'string'] }, media: { type: 'string' } };
 /** The largest resumable chunk (the fields that place it come in its body, so its size is known late). */
 const MAX_CHUNK = 256 * 1024 * 1024;
 /** Room for a multipart body's fields and boundaries beside its chunk. */
@@ -139,6 +140,17 @@ async function* chunkBytes(
   }
 }
 
+/**
+ * The declaration of an upload: one object, bare or in the envelope every create takes (`{objects: [...]}`, what
+ * pycloudsigma's InitUpload.create sends, or a list). An upload makes one drive: several objects are a 400.
+ */
+function uploadDecl(body: unknown): Obj {
+  if (body === undefined || body === null) return {};
+  const items = createItems(body);
+  if (items.length > 1) throw validation('objects', `An upload begins one drive: send one object, not ${items.length}`);
+  return items[0];
+}
+
 export function driveDataPaths(s: Services): PathSpec[] {
   const upload: PathSpec['methods']['POST'] = async (req) => {
     const ctx = ctxOf(s, req);
@@ -159,14 +171,18 @@ export function driveDataPaths(s: Services): PathSpec[] {
       methods: {
         POST: async (req) => {
           const ctx = ctxOf(s, req);
-          const uuid = await initUpload(ctx, objectBody(req.body));
+          const uuid = await initUpload(ctx, uploadDecl(req.body));
           return { status: 201, body: { objects: [await shownDrive(ctx, uuid)] }, headers: { Location: `${req.origin}${API_BASE}drives/${uuid}/` } };
         },
       },
       doc: {
         POST: {
           summary: 'Begin a chunked or resumable upload: an uploading drive of the image size',
-          body: { type: 'object', properties: { name: { type: 'string' }, size: { type: ['integer', 'string'] }, media: { type: 'string' } } },
+          // One object, bare or as the one item of `objects`.
+          body: {
+            type: 'object',
+            properties: { ...uploadFields, objects: { type: 'array', minItems: 1, maxItems: 1, items: { type: 'object', properties: uploadFields } } },
+          },
           responses: { 201: { type: 'object', required: ['objects'], properties: { objects: { type: 'array' } } } },
         },
       },

@@ -233,6 +233,25 @@ describe('chunked upload (upload_client.py)', () => {
     assert.equal(sha((await download(alice, uuid)).raw), sha(data));
   });
 
+  test('initupload takes its object bare or in the {objects: [...]} envelope (as pycloudsigma sends it); several objects are a 400', async () => {
+    const decl = { name: 'enveloped', size: 3 * MiB + 5, media: 'cdrom' };
+    for (const body of [{ objects: [decl] }, [decl]]) {
+      const res = await alice.post('initupload/', body);
+      assert.equal(res.status, 201, `${JSON.stringify(body)}: ${res.text}`);
+      const d = res.json.objects[0];
+      assert.deepEqual([d.name, d.size, d.media, d.status], ['enveloped', decl.size, 'cdrom', 'uploading']);
+      assert.equal(res.headers.location, `${srv.base}/api/2.0/drives/${d.uuid}/`);
+    }
+    const count = async () => (await alice.get('drives/?limit=0')).json.meta.total_count as number;
+    const before = await count();
+    for (const body of [{ objects: [decl, decl] }, { objects: [] }, { objects: ['x'] }]) {
+      const res = await alice.post('initupload/', body);
+      assert.equal(res.status, 400, `${JSON.stringify(body)}: ${res.text}`);
+      assert.equal(res.json[0].error_point, 'objects');
+    }
+    assert.equal(await count(), before, 'a refused initupload makes no drive');
+  });
+
   test('a link is checked: forged or for a chunk past the size (400), a wrong length (400); the drive stays uploading', async () => {
     const uuid = await initUpload(alice, 3 * MiB);
     const past = await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: 3, chunk_size: MiB });
