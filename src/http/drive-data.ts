@@ -1,11 +1,11 @@
 import { Readable } from 'node:stream';
 import type { Ctx, Services } from '../core/context.js';
 import { ApiError, validation } from '../core/errors.js';
-import { objectBody } from '../core/input.js';
+import { createItems, type Obj } from '../core/input.js';
 import { drives } from '../resources/drives/drives.js';
-import { chunkArrived, chunkPlace, checkChunkLink, hasChunk, lockForUpload, receive, type ChunkPlace } from '../resources/drives/data.js';
+import { alreadyUploaded, chunkPlace, checkChunkLink, hasChunk, lockForUpload, receiveChunk, type ChunkPlace } from '../resources/drives/data.js';
 import { initUpload, plainUpload, shownDrive } from '../resources/drives/upload.js';
-import { boundaryOf, parseMultipart } from './multipart.js';
+import { boundaryOf, multipartParts, partText, type Part } from './multipart.js';
 import { API_BASE } from './resource-routes.js';
 import type { ApiRequest, PathSpec } from './routes.js';
 import type { Result } from './respond.js';
@@ -15,16 +15,18 @@ import type { Result } from './respond.js';
  * acceptance test; decisions in docs/api.md "Drive data"):
  * - `POST drives/upload/[name]`, the image as an `application/octet-stream` body: a new drive of exactly
  *   that many bytes; answers its uuid as text.
- * - `POST initupload/` `{name, size, media}` makes an `uploading` drive; `drives/<uuid>/action/?do=upload_chunk`
+ * - `POST initupload/` `{name, size, media}` (bare or as `{objects: [...]}`) makes an `uploading` drive; `drives/<uuid>/action/?do=upload_chunk`
  *   answers a signed `link` per chunk (416 when it arrived), and the chunk is POSTed there as octet-stream.
  * - `GET|POST drives/<uuid>/upload/` is resumable.js: GET answers 200 when the chunk the query names has
  *   arrived (404 when not), POST stores the chunk from a multipart body (`file` part).
  * - `GET drives/<uuid>/download/` streams the drive's bytes, with `Range` (206, or 416 out of bounds).
- * Bodies are streams (`rawBody`): a plain upload is written in batches as it arrives, never held whole;
- * a chunk's multipart body is read up to its declared size and no further.
+ * Bodies are streams (`rawBody`), written in batches as they arrive and never held whole: a plain upload, a
+ * chunk sent to its link, and a resumable chunk's `file` part (its multipart body is read as it arrives, up to
+ * the chunk's largest size and no further).
  */
 const octets = { contentType: 'application/octet-stream' };
-/** The largest resumable chunk (its multipart body is read whole: the fields that place it come in it). */
+const uploadFields = { name: { type: 'string' }, size: { type: ['integer', 'string'] }, media: { type: 'string' } };
+/** The largest resumable chunk (the fields that place it come in its body, so its size is known late). */
 const MAX_CHUNK = 256 * 1024 * 1024;
 /** Room for a multipart body's fields and boundaries beside its chunk. */
 const MULTIPART_OVERHEAD = 64 * 1024;
@@ -47,18 +49,20 @@ const bodyStream = (req: ApiRequest): AsyncIterable<Buffer> => {
   throw validation(null, 'The request has no body');
 };
 
-/** The body read whole, up to `limit` bytes (413 past it): a chunk's multipart body. */
-async function readBounded(req: ApiRequest, limit: number): Promise<Buffer> {
+/** The body as it arrives, up to `limit` bytes (413 past it, or at once when its declared length is): a chunk's multipart body. */
+function bounded(req: ApiRequest, limit: number): AsyncIterable<Buffer> {
+  const tooLarge = () => new ApiError('toolarge', `The body is larger than the ${limit} bytes this chunk may take`);
   const declared = req.http.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) throw new ApiError('toolarge', `The body is larger than the ${limit} bytes this chunk may take`);
-  const pieces: Buffer[] = [];
-  let n = 0;
-  for await (const piece of bodyStream(req)) {
-    n += piece.length;
-    if (n > limit) throw new ApiError('toolarge', `The body is larger than the ${limit} bytes this chunk may take`);
-    pieces.push(piece);
-  }
-  return Buffer.concat(pieces);
+  if (declared !== undefined && Number(declared) > limit) throw tooLarge();
+  const body = bodyStream(req);
+  return (async function* () {
+    let n = 0;
+    for await (const piece of body) {
+      n += piece.length;
+      if (n > limit) throw tooLarge();
+      yield piece;
+    }
+  })();
 }
 
 /** A drive the caller may `perm`, with its size (404 unseen, 403 not permitted). */
@@ -68,16 +72,18 @@ async function driveFor(ctx: Ctx, uuid: string, perm: 'EDIT' | 'CLONE'): Promise
   return { uuid, size: Number(row.body.size), owner: row.owner_uuid };
 }
 
-/** `bytes=a-b`, `bytes=a-`, `bytes=-n` against a size: the range, null for the whole (no or several ranges), 416 outside. */
+/**
+ * `bytes=a-b`, `bytes=a-`, `bytes=-n` against a size: the range, null for the whole, 416 when it lies outside (or
+ * ends before it starts). As RFC 9110 §14.2 has it, the unit's name is case-insensitive, and a Range in another
+ * unit or that does not parse is ignored (the whole body, 200), as are several ranges (it allows that too).
+ */
 export function parseRange(header: string | undefined, size: number): { start: number; end: number } | null {
   if (!header) return null;
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!m) {
-    if (/^bytes=.*,/.test(header.trim())) return null; // several ranges: answered whole (RFC 9110 allows it)
-    throw new ApiError('validation', `Range ${JSON.stringify(header)} is not a byte range`, 'Range');
-  }
+  const eq = header.indexOf('=');
+  if (eq < 0 || header.slice(0, eq).trim().toLowerCase() !== 'bytes') return null;
+  const m = /^(\d*)-(\d*)$/.exec(header.slice(eq + 1).trim());
+  if (!m || (m[1] === '' && m[2] === '')) return null;
   const outside = () => new ApiError('range', `Range ${header} is outside the drive's ${size} bytes`, 'Range', { 'Content-Range': `bytes */${size}` });
-  if (m[1] === '' && m[2] === '') throw new ApiError('validation', `Range ${JSON.stringify(header)} is not a byte range`, 'Range');
   if (m[1] === '') {
     const n = Number(m[2]);
     if (n === 0 || size === 0) throw outside();
@@ -93,7 +99,8 @@ export function parseRange(header: string | undefined, size: number): { start: n
 function resumablePlace(fields: Record<string, string | undefined>, size: number): { place: ChunkPlace; number: number } {
   const num = (name: string) => {
     const v = fields[name];
-    if (v === undefined || !/^\d+$/.test(v)) throw validation(name, `${name} must be a non-negative integer`);
+    if (v === undefined) throw validation(name, `${name} is required (in the query, or as a field before the file part)`);
+    if (!/^\d+$/.test(v)) throw validation(name, `${name} must be a non-negative integer`);
     return Number(v);
   };
   const total = num('resumableTotalSize');
@@ -101,6 +108,47 @@ function resumablePlace(fields: Record<string, string | undefined>, size: number
   const number = num('resumableChunkNumber');
   if (number < 1) throw validation('resumableChunkNumber', 'resumable.js counts chunks from 1');
   return { place: chunkPlace(size, num('resumableChunkSize'), number - 1, 'resumableChunkNumber'), number };
+}
+
+/** The fields that place a chunk: given again after its file part, they must say the same. */
+const PLACING = new Set(['resumableChunkNumber', 'resumableChunkSize', 'resumableTotalSize']);
+
+/**
+ * A resumable chunk's bytes (its file part), checked against its place as they arrive; then the rest of the
+ * body is read before the iteration ends, so the chunk counts (its last batch commits) only once the body is
+ * whole: no second file part, no placing field that says otherwise, the closing boundary there.
+ */
+async function* chunkBytes(
+  file: Part,
+  place: ChunkPlace,
+  number: number,
+  fields: Record<string, string | undefined>,
+  rest: AsyncIterator<Part>,
+): AsyncGenerator<Buffer> {
+  let n = 0;
+  for await (const piece of file.data) {
+    n += piece.length;
+    if (n > place.size) throw validation('file', `Chunk ${number} must be ${place.size} bytes, not more`);
+    yield piece;
+  }
+  if (n !== place.size) throw validation('file', `Chunk ${number} must be ${place.size} bytes, not ${n}`);
+  for (let next = await rest.next(); !next.done; next = await rest.next()) {
+    const { name } = next.value;
+    if (name === 'file') throw validation('file', 'The multipart body has more than one file part');
+    const value = await partText(next.value);
+    if (PLACING.has(name) && value !== fields[name]) throw validation(name, `${name} is given twice, with different values`);
+  }
+}
+
+/**
+ * The declaration of an upload: one object, bare or in the envelope every create takes (`{objects: [...]}`, what
+ * pycloudsigma's InitUpload.create sends, or a list). An upload makes one drive: several objects are a 400.
+ */
+function uploadDecl(body: unknown): Obj {
+  if (body === undefined || body === null) return {};
+  const items = createItems(body);
+  if (items.length > 1) throw validation('objects', `An upload begins one drive: send one object, not ${items.length}`);
+  return items[0];
 }
 
 export function driveDataPaths(s: Services): PathSpec[] {
@@ -123,14 +171,18 @@ export function driveDataPaths(s: Services): PathSpec[] {
       methods: {
         POST: async (req) => {
           const ctx = ctxOf(s, req);
-          const uuid = await initUpload(ctx, objectBody(req.body));
+          const uuid = await initUpload(ctx, uploadDecl(req.body));
           return { status: 201, body: { objects: [await shownDrive(ctx, uuid)] }, headers: { Location: `${req.origin}${API_BASE}drives/${uuid}/` } };
         },
       },
       doc: {
         POST: {
           summary: 'Begin a chunked or resumable upload: an uploading drive of the image size',
-          body: { type: 'object', properties: { name: { type: 'string' }, size: { type: ['integer', 'string'] }, media: { type: 'string' } } },
+          // One object, bare or as the one item of `objects`.
+          body: {
+            type: 'object',
+            properties: { ...uploadFields, objects: { type: 'array', minItems: 1, maxItems: 1, items: { type: 'object', properties: uploadFields } } },
+          },
           responses: { 201: { type: 'object', required: ['objects'], properties: { objects: { type: 'array' } } } },
         },
       },
@@ -174,19 +226,21 @@ export function driveDataPaths(s: Services): PathSpec[] {
           const ctx = ctxOf(s, req);
           const drive = await driveFor(ctx, req.params.uuid, 'EDIT');
           const boundary = boundaryOf(req.http.headers['content-type']);
-          // The chunk's fields come in the body: until it is read, a chunk may be as large as the drive, up to MAX_CHUNK.
-          const query = Object.fromEntries(Object.keys(req.query).map((k) => [k, lastValue(req.query[k])]));
-          const parts = parseMultipart(await readBounded(req, Math.min(drive.size, MAX_CHUNK) + MULTIPART_OVERHEAD), boundary);
-          const fields: Record<string, string | undefined> = { ...query };
-          let file: Buffer | undefined;
-          for (const p of parts) {
-            if (p.name === 'file') file = p.data;
-            else fields[p.name] = p.data.toString('utf8');
+          const fields: Record<string, string | undefined> = Object.fromEntries(Object.keys(req.query).map((k) => [k, lastValue(req.query[k])]));
+          // The chunk's fields come in the body: until they are read, a chunk may be as large as the drive, up to MAX_CHUNK.
+          const parts = multipartParts(bounded(req, Math.min(drive.size, MAX_CHUNK) + MULTIPART_OVERHEAD), boundary);
+          // resumable.js sends its fields before the file: the chunk is placed when its bytes begin, and written as they arrive.
+          let file: Part | undefined;
+          for (let next = await parts.next(); !next.done; next = await parts.next()) {
+            if (next.value.name === 'file') {
+              file = next.value;
+              break;
+            }
+            fields[next.value.name] = await partText(next.value);
           }
           if (!file) throw validation('file', 'The multipart body has no file part');
           const { place, number } = resumablePlace(fields, drive.size);
-          if (file.length !== place.size) throw validation('file', `Chunk ${number} must be ${place.size} bytes, not ${file.length}`);
-          await receive(ctx, drive.uuid, place.offset, place.size, [file], (tx) => chunkArrived(tx, ctx, drive.uuid, place));
+          await receiveChunk(ctx, drive.uuid, place, chunkBytes(file, place, number, fields, parts));
           return { status: 200, body: { chunk: number, arrived: true } };
         },
       },
@@ -213,9 +267,11 @@ export function driveDataPaths(s: Services): PathSpec[] {
           // The link acts for the drive's owner (who, or whose grantee with EDIT, asked for it).
           const ctx: Ctx = { ...s, caller: { uuid: row.owner_uuid ?? '', email: '', state: 'active' } };
           const place = chunkPlace(Number(row.body.size), link.chunkSize, link.number);
+          // A chunk is written once through its link, as upload_chunk answers 416 for it once it has arrived.
+          if (await hasChunk(ctx, uuid, place)) throw alreadyUploaded(link.number);
           const length = contentLength(req);
           if (length !== place.size) throw validation('Content-Length', `Chunk ${link.number} must be ${place.size} bytes, not ${length}`);
-          await receive(ctx, uuid, place.offset, place.size, bodyStream(req), (tx) => chunkArrived(tx, ctx, uuid, place));
+          await receiveChunk(ctx, uuid, place, bodyStream(req), { number: link.number });
           return { status: 200, body: { chunk: link.number, arrived: true } };
         },
       },

@@ -149,6 +149,31 @@ describe('plain upload and download', () => {
     );
   });
 
+  test('Range: the unit is case-insensitive; another unit, an unparseable range or several are ignored (200, whole); outside is 416', async () => {
+    const data = randomBytes(100_000);
+    const res = await alice.request('POST', 'drives/upload/', { raw: data, headers: { 'content-type': 'application/octet-stream' } });
+    assert.equal(res.status, 201, res.text);
+    const uuid = res.text.trim();
+    for (const range of ['BYTES=0-9', 'Bytes=0-9', 'bytes=0-9']) {
+      const part = await download(alice, uuid, range);
+      assert.equal(part.status, 206, range);
+      assert.equal(part.headers['content-range'], `bytes 0-9/${data.length}`, range);
+      assert.deepEqual(part.raw, data.subarray(0, 10), range);
+    }
+    for (const range of ['items=0-5', 'bytes=abc', 'bytes=-', 'bytes=1-2-3', 'bytes 0-9', 'bytes=0-9, 20-29', '=0-9']) {
+      const whole = await download(alice, uuid, range);
+      assert.equal(whole.status, 200, `${range}: ${whole.text.slice(0, 200)}`);
+      assert.equal(whole.headers['content-range'], undefined, range);
+      assert.equal(sha(whole.raw), sha(data), range);
+    }
+    for (const range of [`bytes=${data.length}-`, 'bytes=-0', 'bytes=50-40', `BYTES=${data.length + 5}-${data.length + 9}`]) {
+      const refused = await download(alice, uuid, range);
+      assert.equal(refused.status, 416, range);
+      assert.equal(refused.headers['content-range'], `bytes */${data.length}`, range);
+      assert.equal(refused.json[0].error_point, 'Range', range);
+    }
+  });
+
   test('a drive nobody wrote reads as zeroes; another user sees no drive (404)', async () => {
     const made = await alice.post('drives/', { name: 'blank', size: 1024 ** 3, media: 'disk' });
     const uuid = made.json.objects[0].uuid;
@@ -208,6 +233,25 @@ describe('chunked upload (upload_client.py)', () => {
     assert.equal(sha((await download(alice, uuid)).raw), sha(data));
   });
 
+  test('initupload takes its object bare or in the {objects: [...]} envelope (as pycloudsigma sends it); several objects are a 400', async () => {
+    const decl = { name: 'enveloped', size: 3 * MiB + 5, media: 'cdrom' };
+    for (const body of [{ objects: [decl] }, [decl]]) {
+      const res = await alice.post('initupload/', body);
+      assert.equal(res.status, 201, `${JSON.stringify(body)}: ${res.text}`);
+      const d = res.json.objects[0];
+      assert.deepEqual([d.name, d.size, d.media, d.status], ['enveloped', decl.size, 'cdrom', 'uploading']);
+      assert.equal(res.headers.location, `${srv.base}/api/2.0/drives/${d.uuid}/`);
+    }
+    const count = async () => (await alice.get('drives/?limit=0')).json.meta.total_count as number;
+    const before = await count();
+    for (const body of [{ objects: [decl, decl] }, { objects: [] }, { objects: ['x'] }]) {
+      const res = await alice.post('initupload/', body);
+      assert.equal(res.status, 400, `${JSON.stringify(body)}: ${res.text}`);
+      assert.equal(res.json[0].error_point, 'objects');
+    }
+    assert.equal(await count(), before, 'a refused initupload makes no drive');
+  });
+
   test('a link is checked: forged or for a chunk past the size (400), a wrong length (400); the drive stays uploading', async () => {
     const uuid = await initUpload(alice, 3 * MiB);
     const past = await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: 3, chunk_size: MiB });
@@ -222,6 +266,53 @@ describe('chunked upload (upload_client.py)', () => {
     assert.equal(await status(alice, uuid), 'uploading');
     // Busy while uploading: no clone.
     assert.equal((await alice.post(`drives/${uuid}/action/?do=clone`, {})).status, 403);
+  });
+});
+
+describe('chunk numbers and used links', () => {
+  test('chunk_number and chunk_size are integers or strings of decimal digits; anything else is a 400 that changes nothing', async () => {
+    const uuid = await initUpload(alice, 3 * MiB);
+    const bad: [string, unknown, unknown][] = [
+      ['chunk_number', [0], MiB],
+      ['chunk_number', '0x1', MiB],
+      ['chunk_number', '1e0', MiB],
+      ['chunk_number', ' 1', MiB],
+      ['chunk_number', '+1', MiB],
+      ['chunk_number', 1.5, MiB],
+      ['chunk_number', -1, MiB],
+      ['chunk_number', true, MiB],
+      ['chunk_number', { n: 0 }, MiB],
+      ['chunk_size', 0, '0x100000'],
+      ['chunk_size', 0, '1e6'],
+      ['chunk_size', 0, [MiB]],
+    ];
+    for (const [point, chunk_number, chunk_size] of bad) {
+      const res = await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number, chunk_size });
+      assert.equal(res.status, 400, `${JSON.stringify({ chunk_number, chunk_size })}: ${res.status} ${res.text}`);
+      assert.equal(res.json[0].error_type, 'validation');
+      assert.equal(res.json[0].error_point, point, JSON.stringify({ chunk_number, chunk_size }));
+    }
+    // Decimal strings and JSON integers both name chunk 1.
+    for (const chunk_number of ['1', 1]) {
+      const res = await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number, chunk_size: String(MiB) });
+      assert.equal(res.status, 200, res.text);
+      assert.match(res.json.link, /chunk_number=1&chunk_size=1048576&/);
+    }
+    assert.equal(await status(alice, uuid), 'uploading');
+  });
+
+  test('a link writes its chunk once: after the chunk arrived, a POST to it is 416 as upload_chunk answers, and the bytes stay', async () => {
+    const uuid = await initUpload(alice, 2 * MiB);
+    const link = (await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: 0, chunk_size: MiB })).json.link as string;
+    const headers = { 'content-type': 'application/octet-stream' };
+    const first = randomBytes(MiB);
+    assert.equal((await srv.anon().request('POST', link, { raw: first, headers })).status, 200);
+    const again = await srv.anon().request('POST', link, { raw: randomBytes(MiB), headers });
+    assert.equal(again.status, 416, again.text);
+    assert.equal(again.json[0].error_type, 'validation');
+    assert.match(again.json[0].error_message, /Chunk 0 is already uploaded/);
+    assert.deepEqual((await download(alice, uuid, `bytes=0-${MiB - 1}`)).raw, first);
+    assert.equal((await alice.post(`drives/${uuid}/action/?do=upload_chunk`, { chunk_number: 0, chunk_size: MiB })).status, 416);
   });
 });
 
@@ -268,6 +359,49 @@ describe('resumable upload (resumable_upload.py)', () => {
     const probe = await alice.get(`drives/${uuid}/upload/?${new URLSearchParams(resumableFields(1, MiB, total))}`);
     assert.equal(probe.status, 404);
     assert.deepEqual((await download(alice, uuid, 'bytes=0-9')).raw, Buffer.alloc(10));
+  });
+});
+
+describe('resumable chunks are read as they arrive', () => {
+  const total = 2 * MiB;
+  const boundary = 'stream-boundary';
+  const field = (k: string, v: string) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`;
+  const fileHead = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n`;
+  const fieldsOf = (n: number) => Object.entries(resumableFields(n, MiB, total)).map(([k, v]) => field(k, v));
+  const post = (uuid: string, parts: (string | Buffer)[], query = '') =>
+    alice.request('POST', `drives/${uuid}/upload/${query}`, {
+      raw: Buffer.concat(parts.map((p) => Buffer.from(p))),
+      headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+    });
+  const arrived = async (uuid: string, n: number) => (await alice.get(`drives/${uuid}/upload/?${new URLSearchParams(resumableFields(n, MiB, total))}`)).status;
+
+  test('fields in the query or before the file place the chunk; after it they must agree; it counts only with the closing boundary', async () => {
+    const uuid = await initUpload(alice, total);
+    const bytes = randomBytes(MiB);
+    // The file part first and no fields in the query: the chunk cannot be placed as its bytes begin.
+    const late = await post(uuid, [fileHead, bytes, '\r\n', ...fieldsOf(1), `--${boundary}--\r\n`]);
+    assert.equal(late.status, 400, late.text);
+    assert.match(late.json[0].error_message, /before the file part/);
+    // A placing field after the file that says otherwise.
+    const contradicts = await post(uuid, [...fieldsOf(1), fileHead, bytes, '\r\n', field('resumableChunkNumber', '2'), `--${boundary}--\r\n`]);
+    assert.equal(contradicts.status, 400, contradicts.text);
+    assert.equal(contradicts.json[0].error_point, 'resumableChunkNumber');
+    // The body ends without its closing boundary.
+    const unclosed = await post(uuid, [...fieldsOf(1), fileHead, bytes, '\r\n']);
+    assert.equal(unclosed.status, 400, unclosed.text);
+    assert.match(unclosed.json[0].error_message, /multipart/);
+    // Two file parts.
+    const twice = await post(uuid, [...fieldsOf(1), fileHead, bytes, '\r\n', fileHead, 'x\r\n', `--${boundary}--\r\n`]);
+    assert.equal(twice.status, 400, twice.text);
+    assert.equal(twice.json[0].error_point, 'file');
+    assert.equal(await arrived(uuid, 1), 404, 'no refused chunk counts as arrived');
+
+    // The fields in the query, the file alone in the body (and an agreeing field after it): accepted.
+    const query = `?${new URLSearchParams(resumableFields(1, MiB, total))}`;
+    const ok = await post(uuid, [fileHead, bytes, '\r\n', field('resumableChunkNumber', '1'), `--${boundary}--\r\n`], query);
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(await arrived(uuid, 1), 200);
+    assert.deepEqual((await download(alice, uuid, `bytes=0-${MiB - 1}`)).raw, bytes);
   });
 });
 

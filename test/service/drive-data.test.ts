@@ -2,6 +2,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { Ctx } from '../../src/core/context.js';
+import { ApiError } from '../../src/core/errors.js';
+import { receiveChunk } from '../../src/resources/drives/data.js';
+import { initUpload } from '../../src/resources/drives/upload.js';
 import { registry } from '../../src/registry.js';
 import { openServices, type ServiceFixture } from '../helpers/services.js';
 
@@ -127,4 +130,44 @@ test('a snapshot is the difference since it was taken; its clone gives back its 
     .execute();
   assert.deepEqual(left, []);
   assert.equal((await stored()).blocks, base.blocks - 3);
+});
+
+test('a chunk written once refuses a second writer in its own transaction (416), even one that passed the first check', async () => {
+  const alice = await fx.user();
+  const uuid = await initUpload(alice, { name: 'once', size: 2 * BLOCK(), media: 'disk' });
+  const place = { offset: 0, size: BLOCK() };
+  const first = randomBytes(BLOCK());
+  await receiveChunk(
+    alice,
+    uuid,
+    place,
+    (async function* () {
+      yield first;
+    })(),
+    { number: 0 },
+  );
+  await assert.rejects(
+    receiveChunk(
+      alice,
+      uuid,
+      place,
+      (async function* () {
+        yield randomBytes(BLOCK());
+      })(),
+      { number: 0 },
+    ),
+    (e: unknown) => e instanceof ApiError && e.type === 'range' && /Chunk 0 is already uploaded/.test(e.message),
+  );
+  assert.deepEqual(await read({ uuid, size: 2 * BLOCK() }, 0, BLOCK()), first);
+  // Without `once` (resumable.js) the chunk is written again.
+  const second = randomBytes(BLOCK());
+  await receiveChunk(
+    alice,
+    uuid,
+    place,
+    (async function* () {
+      yield second;
+    })(),
+  );
+  assert.deepEqual(await read({ uuid, size: 2 * BLOCK() }, 0, BLOCK()), second);
 });

@@ -11,15 +11,16 @@ import { BUSY } from './storage-rules.js';
  * Drive data over HTTP, the service side (the protocols' routes are http/drive-data.ts; the bytes live on
  * the simulated storage, services.sim.storage, as content-addressed blocks):
  * - `receive` writes a stream of bytes to a drive in block-aligned batches of BATCH bytes, each its own
- *   transaction under the drive's row lock: memory stays one batch whatever the image, and what was
- *   acknowledged is committed (a chunk is recorded as arrived in the transaction of its last bytes).
+ *   transaction under the drive's row lock: memory stays one batch whatever the image, what was
+ *   acknowledged is committed (a chunk is recorded as arrived in the transaction of its last bytes), and
+ *   other requests get their turn between batches (a batch's transaction is short: 1 MiB, not the body).
  * - A drive being written by an upload is `uploading` (reference §6.3); it goes back to `unmounted`
  *   (`mounted` when attached) once every byte of its size has arrived, and is busy meanwhile (no clone,
  *   resize or snapshot).
  * - Chunked and resumable uploads record each chunk by where it starts in the image, so both protocols
  *   (chunks numbered from 0 by `upload_chunk`, from 1 by resumable.js) resume from the same record.
  */
-const BATCH = 4 * 1024 * 1024;
+const BATCH = 1024 * 1024;
 
 const restingStatus = (body: Obj) => (((body.mounted_on as unknown[] | undefined) ?? []).length ? 'mounted' : 'unmounted');
 
@@ -65,10 +66,18 @@ export async function finishUpload(tx: Tx, ctx: Ctx, uuid: string, bytes: number
   });
 }
 
+/** What runs in a write's transactions: `each` in every batch's before it writes, `last` in the last batch's. */
+export interface ReceiveHooks {
+  each?: (tx: Tx) => Promise<void>;
+  last?: (tx: Tx) => Promise<void>;
+}
+
 /**
  * Writes `length` bytes from `body` at `offset` of a drive, a batch per transaction. `last` runs in the
  * transaction of the last batch (a chunk's record; the end of a plain upload). A body that brings more or
- * fewer bytes than `length` is refused (what arrived before stays written: the drive is resumable).
+ * fewer bytes than `length` is refused (what arrived before stays written: the drive is resumable). A piece
+ * of the body larger than a batch is cut into batches, and the event loop gets a turn after each batch: a
+ * large body (a whole resumable chunk) does not hold every other request back.
  */
 export async function receive(
   ctx: Ctx,
@@ -76,7 +85,7 @@ export async function receive(
   offset: number,
   length: number,
   body: Iterable<Buffer> | AsyncIterable<Buffer | string>,
-  last?: (tx: Tx) => Promise<void>,
+  { each, last }: ReceiveHooks = {},
 ): Promise<void> {
   const storage = ctx.sim.storage;
   const block = storage.blockSize();
@@ -89,30 +98,38 @@ export async function receive(
     await ctx.store.transaction(async (tx) => {
       const row = await lockForUpload(tx, ctx, uuid);
       if (at + bytes.length > Number(row.body.size)) throw validation('size', `The upload goes past the drive's size of ${String(row.body.size)} bytes`);
+      if (each) await each(tx);
       await markUploading(tx, ctx, row);
       await storage.writeData(tx, { uuid, size: Number(row.body.size) }, write);
       if (final && last) await last(tx);
     });
     at += bytes.length;
+    await turn();
   };
   for await (const piece of brokenOffAsError(body, () => seen)) {
-    const buf = typeof piece === 'string' ? Buffer.from(piece) : piece;
-    seen += buf.length;
+    const whole = typeof piece === 'string' ? Buffer.from(piece) : piece;
+    seen += whole.length;
     if (seen > length) throw validation('Content-Length', `The body has more than the ${length} bytes declared`);
-    pending.push(buf);
-    pendingBytes += buf.length;
-    if (pendingBytes < BATCH) continue;
-    // Cut at a block boundary of the drive: the next batch starts a block of its own (no merge needed).
-    const all = Buffer.concat(pending);
-    const cut = Math.floor((at + all.length) / block) * block - at;
-    if (cut <= 0) continue;
-    await commit(all.subarray(0, cut), false);
-    pending = [all.subarray(cut)];
-    pendingBytes = all.length - cut;
+    for (let from = 0; from < whole.length; from += BATCH) {
+      const buf = whole.subarray(from, from + BATCH);
+      pending.push(buf);
+      pendingBytes += buf.length;
+      if (pendingBytes < BATCH) continue;
+      // Cut at a block boundary of the drive: the next batch starts a block of its own (no merge needed).
+      const all = Buffer.concat(pending);
+      const cut = Math.floor((at + all.length) / block) * block - at;
+      if (cut <= 0) continue;
+      await commit(all.subarray(0, cut), false);
+      pending = [all.subarray(cut)];
+      pendingBytes = all.length - cut;
+    }
   }
   if (seen < length) throw validation('Content-Length', `The body ended after ${seen} of the ${length} bytes declared`);
   await commit(Buffer.concat(pending), true);
 }
+
+/** Lets the requests that waited meanwhile (timers, sockets) run before the next batch. */
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** A body whose client went away mid-way ends in a 400 of the API (what arrived stays written), not a 500. */
 async function* brokenOffAsError<T>(body: Iterable<T> | AsyncIterable<T>, seen: () => number): AsyncGenerator<T> {
@@ -159,9 +176,37 @@ export async function chunkArrived(tx: Tx, ctx: Ctx, uuid: string, place: ChunkP
   if (covered >= size) await finishUpload(tx, ctx, uuid, size);
 }
 
+/** The refusal of a chunk that has arrived (what `upload_chunk` answers for it, and its link once it is used). */
+export const alreadyUploaded = (number: number) => new ApiError('range', `Chunk ${number} is already uploaded`);
+
+/**
+ * A chunk's bytes written in its place, a batch per transaction, recorded as arrived in the last one. With
+ * `once` (the chunk's number, as its protocol counts), a chunk that has arrived is not written again (416),
+ * checked in every batch's transaction: of two writers of one chunk, the one that finishes second stops there.
+ */
+export async function receiveChunk(ctx: Ctx, uuid: string, place: ChunkPlace, body: AsyncIterable<Buffer>, once?: { number: number }): Promise<void> {
+  const each = once
+    ? async (tx: Tx) => {
+        if ((await ctx.store.data.chunkAt(tx, uuid, place.offset)) === place.size) throw alreadyUploaded(once.number);
+      }
+    : undefined;
+  await receive(ctx, uuid, place.offset, place.size, body, { each, last: (tx) => chunkArrived(tx, ctx, uuid, place) });
+}
+
 /** Whether the chunk at `place` has arrived (the resume check of both protocols). */
 export async function hasChunk(ctx: Ctx, uuid: string, place: ChunkPlace): Promise<boolean> {
   return (await ctx.store.data.chunkAt(ctx.store.db, uuid, place.offset)) === place.size;
+}
+
+/**
+ * A count as a client sends it: a JSON integer or a string of decimal digits. Anything else (`[0]`, `"0x1"`,
+ * `"1e0"`, `" 1"`, `1.5`), which a plain Number() would turn into some number, is a 400.
+ */
+export function wholeNumber(value: unknown, point: string): number {
+  if (value === undefined || value === null || value === '') throw validation(point, 'This field is required');
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,16}$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < 0) throw validation(point, `${point} must be a non-negative integer in decimal digits`);
+  return n;
 }
 
 /** Upload links stay valid this long (reference §6.1: "link valid 5 min"). */
@@ -185,13 +230,11 @@ const signed = (secret: Buffer, text: string) => createHmac('sha256', secret).up
  * puts it on the API's host), valid 5 minutes and signed: it needs no credentials.
  */
 export async function uploadChunkLink(ctx: Ctx, uuid: string, body: Obj): Promise<{ link: string }> {
-  const number = Number(body.chunk_number);
-  const chunkSize = Number(body.chunk_size);
-  if (body.chunk_number === undefined || body.chunk_number === null || body.chunk_number === '') throw validation('chunk_number', 'This field is required');
-  if (body.chunk_size === undefined || body.chunk_size === null || body.chunk_size === '') throw validation('chunk_size', 'This field is required');
+  const number = wholeNumber(body.chunk_number, 'chunk_number');
+  const chunkSize = wholeNumber(body.chunk_size, 'chunk_size');
   const row = await ctx.store.transaction((tx) => lockForUpload(tx, ctx, uuid));
   const place = chunkPlace(Number(row.body.size), chunkSize, number);
-  if (await hasChunk(ctx, uuid, place)) throw new ApiError('range', `Chunk ${number} is already uploaded`);
+  if (await hasChunk(ctx, uuid, place)) throw alreadyUploaded(number);
   const expires = ctx.clock.now().getTime() + LINK_MS;
   const text = `${uuid}/${number}/${chunkSize}/${expires}`;
   const signature = signed(await linkSecret(ctx), text);

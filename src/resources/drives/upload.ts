@@ -68,7 +68,7 @@ export async function initUpload(ctx: Ctx, input: UploadDecl): Promise<string> {
 export async function plainUpload(ctx: Ctx, input: UploadDecl, length: number, body: AsyncIterable<Buffer>): Promise<string> {
   const uuid = await initUpload(ctx, { ...input, size: length });
   try {
-    await receive(ctx, uuid, 0, length, body, (tx) => finishUpload(tx, ctx, uuid, length));
+    await receive(ctx, uuid, 0, length, body, { last: (tx) => finishUpload(tx, ctx, uuid, length) });
   } catch (e) {
     await drives.service.remove(ctx, uuid).catch(() => undefined);
     throw e;
