@@ -6,6 +6,8 @@
  * noise), but for at most 1% of them, which still take less than 500 ms more (before the chunk was streamed,
  * reads waited 1.7–4.6 s); the server's RSS (VmRSS, sampled every 20 ms) grows by less than 100 MiB; and the
  * chunk arrives whole (the drive rests, its last block reads back).
+ *
+ * @runs-alone: its checks are waits, so test/run.ts runs it after the other files, by itself.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
