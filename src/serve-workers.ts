@@ -29,6 +29,7 @@ import { timerHandlers } from './registry.js';
 import { Scheduler } from './core/scheduler.js';
 import { ensureDemoLogin } from './resources/users/users.js';
 import { loadTls } from './http/tls.js';
+import { exitOnFatalErrors } from './fatal.js';
 import { prettyLine } from './http/log-format.js';
 import type { SeedReport } from './admin/seed.js';
 import { clearReadyFile, demoLimits, readyContent, seedAtStart, startBanner, writeReadyFile } from './serve-steps.js';
@@ -56,6 +57,8 @@ interface Member {
 
 export async function servePrimary(config: Config): Promise<void> {
   const log = primaryLog(config);
+  // A fatal error of the primary stops the service (its workers see it gone and drain): exit 1, said in the log.
+  exitOnFatalErrors((err, kind) => log('fatal', { err: errorFields(err), kind }, `fatal error (${kind}): exiting`, true));
   if (config.readyFile) clearReadyFile(config.readyFile);
   // The one-time steps, on a store the primary closes before any worker opens its own.
   const services = await open(config, 'migrate');
@@ -207,6 +210,11 @@ export async function servePrimary(config: Config): Promise<void> {
   if (config.readyFile) {
     writeReadyFile(config.readyFile, readyContent({ url: base, demo, adminToken, tls }));
   }
+}
+
+/** An error as pino's serializer writes it in the workers' lines. */
+function errorFields(err: unknown): Record<string, unknown> {
+  return err instanceof Error ? { type: err.name, message: err.message, stack: err.stack } : { message: String(err) };
 }
 
 const LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 } as const;

@@ -17,11 +17,14 @@ import { ensureDemoLogin } from './resources/users/users.js';
 import { loadTls, type TlsMaterial } from './http/tls.js';
 import { serveLocations } from './serve-locations.js';
 import { drain, type Drain } from './http/drain.js';
+import { exitOnFatalErrors } from './fatal.js';
 import { servePrimary, type ToPrimary, type ToWorker } from './serve-workers.js';
 export { DEMO_LIMITS } from './serve-steps.js';
 import { clearReadyFile, demoLimits, listenError, onSignals, readyContent, seedAtStart, startBanner, writeReadyFile } from './serve-steps.js';
 
 export async function serve(config: Config): Promise<void> {
+  // From here on an error nothing catches stops the process with exit code 1 (src/fatal.ts).
+  exitOnFatalErrors();
   // Several locations: one app per location behind a front server that picks by host (src/serve-locations.ts).
   if (config.locations.length > 1) return serveLocations(config);
   if (config.workers > 1 && cluster.isPrimary) return servePrimary(config);
@@ -53,6 +56,7 @@ export async function serve(config: Config): Promise<void> {
     buildApp(services, undefined, { tls }),
   ]);
   if (demo && !config.demoLogin) await demoLimits(services, demo.email);
+  if (config.logLevel !== 'silent') exitOnFatalErrors((err, kind) => app.log.fatal({ err, kind }, `fatal error (${kind}): exiting`));
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   // Each pass first copies in the deployment's shared clock (moved by another process or `stratus clock`).
