@@ -94,7 +94,7 @@ export async function servePrimary(config: Config): Promise<void> {
   const electOwner = () => {
     if (owner && !owner.retiring && members.has(owner.worker.id)) return;
     owner = [...members.values()].find((m) => m.listening && !m.retiring) ?? null;
-    owner?.worker.send({ type: 'scheduler' } satisfies ToWorker);
+    owner?.worker.send({ type: 'scheduler' } satisfies ToWorker, () => {});
   };
 
   const fork = (): Promise<string> => {
@@ -110,6 +110,8 @@ export async function servePrimary(config: Config): Promise<void> {
       exited: new Promise((resolve) => worker.once('exit', () => resolve())),
     };
     members.set(worker.id, m);
+    // A message to a worker whose channel has just closed fails on the worker object: not the primary's end.
+    worker.on('error', (err) => log('warn', { worker: worker.process.pid, err: String(err) }, 'worker channel error'));
     return new Promise<string>((resolve, reject) => {
       worker.on('message', (msg: ToPrimary) => {
         if (msg?.type === 'stopped') stopped();
@@ -142,8 +144,9 @@ export async function servePrimary(config: Config): Promise<void> {
     });
   };
 
+  // A worker exiting meanwhile cannot be told (its channel is closing): its exit ends its retirement anyway.
   const tell = (m: Member) => {
-    if (m.worker.isConnected()) m.worker.send({ type: 'drain', restart: m.restart } satisfies ToWorker);
+    if (m.worker.isConnected()) m.worker.send({ type: 'drain', restart: m.restart } satisfies ToWorker, () => {});
   };
 
   /** Tells a worker to drain (a restart's drain, or a stop's); its `stopped` and `exited` say how far it is. */
