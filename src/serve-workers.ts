@@ -128,8 +128,9 @@ export async function servePrimary(config: Config): Promise<void> {
         if (owner === m) owner = null;
         electOwner();
         if (!m.listening) reject(new Error(`worker ${worker.process.pid} exited before it listened (${signal ?? code})`));
-        // At start a worker that cannot serve (a port in use) fails the start instead (below).
-        if (stopping || m.retiring || !started) return;
+        // At start a worker that cannot serve (a port in use) fails the start instead (below); one that listened and
+        // died before the others did is replaced like any other (else the service could be left with none).
+        if (stopping || m.retiring || (!started && !m.listening)) return;
         log('warn', { worker: worker.process.pid, code, signal }, 'worker died; starting another');
         const now = Date.now();
         if (now - m.startedAt < CRASH_WINDOW_MS) crashes.push(now);
