@@ -33,14 +33,14 @@ let dir: string;
 let port: number;
 
 /** One request (on a connection of its own unless `agent` keeps them alive); never rejects: a failure is an outcome. */
-function attempt(method: string, path: string, agent: http.Agent | false, body?: unknown): Promise<Outcome> {
+function attempt(method: string, path: string, agent: http.Agent | false, body?: unknown, at = port): Promise<Outcome> {
   const text = body === undefined ? undefined : JSON.stringify(body);
   const started = performance.now();
   return new Promise((resolve) => {
     const req = http.request(
       {
         host: '127.0.0.1',
-        port,
+        port: at,
         method,
         path: `/api/2.0/${path}`,
         agent,
@@ -211,5 +211,44 @@ describe(`serve --workers 2: deaths and restarts (${engine})`, () => {
   test('SIGTERM still stops the primary and every worker', async () => {
     srv.child.kill('SIGTERM');
     assert.equal(await srv.exited, 0);
+  });
+
+  test("SIGTERM during a restart: the old workers' idle keep-alive connections end at once, not when they time out", async () => {
+    const db = engine === 'sqlite' ? join(dir, 'stop-during-restart.db') : (await freshDatabase()).url;
+    const own = await serveProcess([
+      '--db',
+      db,
+      '--workers',
+      '2',
+      '--ci',
+      '--log-level',
+      'info',
+      '--demo-login',
+      `${EMAIL}:${PASSWORD}`,
+      '--keep-alive-timeout',
+      '60000',
+    ]);
+    const at = Number(new URL(own.base).port);
+    // An idle keep-alive connection to each worker.
+    const agents = new Map<string, http.Agent>();
+    try {
+      await until('a connection to each worker', async () => {
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+        const a = await attempt('GET', 'tags/', agent, undefined, at);
+        if (!a.answered || agents.has(a.worker)) agent.destroy();
+        else agents.set(a.worker, agent);
+        return agents.size === 2;
+      });
+      own.child.kill('SIGHUP');
+      await own.printed(/workers restarted/, 20_000);
+      const started = Date.now();
+      own.child.kill('SIGTERM');
+      assert.equal(await own.exited, 0);
+      const ms = Date.now() - started;
+      console.log(`SIGTERM while 2 old workers drained idle keep-alive connections (timeout 60 s): the primary exited 0 after ${ms} ms`);
+      assert.ok(ms < 10_000, `a stop waits for no keep-alive timeout (exited after ${ms} ms)`);
+    } finally {
+      for (const agent of agents.values()) agent.destroy();
+    }
   });
 });
