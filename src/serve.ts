@@ -122,7 +122,8 @@ export async function serve(config: Config): Promise<void> {
   const signals = onSignals(app.log, worker ? null : config.readyFile, async () => {
     if (worker) {
       draining = drain(app, { keepIdle: restart, limitMs: drainLimitMs(config, restart) });
-      void draining.stopped.then(() => process.connected && process.send!({ type: 'stopped' } satisfies ToPrimary));
+      // (A primary gone meanwhile needs no telling: the callback takes the send's failure.)
+      void draining.stopped.then(() => process.connected && process.send!({ type: 'stopped' } satisfies ToPrimary, undefined, {}, () => {}));
       await draining.closed;
     } else await app.close();
     await scheduler.stop();
