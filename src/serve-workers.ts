@@ -1,6 +1,7 @@
 /**
- * `stratus serve --workers N`: N API processes on one listening socket and one store (node:cluster; the
- * primary accepts connections and hands them round-robin to the workers). Any worker answers any request:
+ * `stratus serve --workers N`: N API processes on one listening socket and one store (node:cluster; each
+ * worker accepts connections from the shared socket itself: a connection no worker has accepted yet waits in
+ * the kernel's queue for a live one, whatever happens to the others). Any worker answers any request:
  * what a request depends on lives in the store or beside it, shared by every process on the database:
  * sessions and Digest nonces (tables), rate-limit counters (PostgreSQL's `rate_counters`, or a side file
  * beside a SQLite database: store/limits/counters.ts), timers (claimed exactly once: PostgreSQL's advisory
@@ -13,9 +14,10 @@
  * - one worker at a time owns the scheduler's polling loop (`scheduler` message); when it ends, another does;
  * - a worker that dies is replaced (a crash loop, 5 deaths within 10 s of their start, stops the service);
  * - SIGHUP replaces the workers one by one: the new one listens before the old one drains (stops accepting,
- *   finishes what it has, answers requests still arriving on its open connections with `Connection: close`),
- *   so a restart drops no request;
- * - SIGTERM/SIGINT drain every worker, then the primary exits 0.
+ *   finishes what it has, answers requests still arriving on its open connections with `Connection: close`,
+ *   and lets idle keep-alive connections run out their announced timeout: http/drain.ts), so a restart drops
+ *   no request; the next old worker is replaced once this one no longer accepts;
+ * - SIGTERM/SIGINT drain every worker (idle connections end at once), then the primary exits 0.
  */
 import cluster, { type Worker } from 'node:cluster';
 import { rmSync } from 'node:fs';
@@ -27,14 +29,15 @@ import { timerHandlers } from './registry.js';
 import { Scheduler } from './core/scheduler.js';
 import { ensureDemoLogin } from './resources/users/users.js';
 import { loadTls } from './http/tls.js';
+import { exitOnFatalErrors } from './fatal.js';
 import { prettyLine } from './http/log-format.js';
 import type { SeedReport } from './admin/seed.js';
 import { clearReadyFile, demoLimits, readyContent, seedAtStart, startBanner, writeReadyFile } from './serve-steps.js';
 
-/** A worker's messages to the primary. */
-export type ToPrimary = { type: 'listening'; address: string };
-/** The primary's messages to a worker: own the scheduler loop; drain and exit. */
-export type ToWorker = { type: 'scheduler' };
+/** A worker's messages to the primary: it listens; it no longer accepts (draining). */
+export type ToPrimary = { type: 'listening'; address: string } | { type: 'stopped' };
+/** The primary's messages to a worker: own the scheduler loop; drain and exit (a restart's drain keeps idle connections). */
+export type ToWorker = { type: 'scheduler' } | { type: 'drain'; restart: boolean };
 
 const CRASH_WINDOW_MS = 10_000;
 const CRASH_LIMIT = 5;
@@ -45,10 +48,17 @@ interface Member {
   listening: boolean;
   /** Told to stop (a restart or shutdown): its exit is expected. */
   retiring: boolean;
+  /** A restart's drain (keeps idle connections) rather than a stop's. */
+  restart: boolean;
+  /** Resolves once it no longer accepts connections (or has exited). */
+  stopped: Promise<void>;
+  exited: Promise<void>;
 }
 
 export async function servePrimary(config: Config): Promise<void> {
   const log = primaryLog(config);
+  // A fatal error of the primary stops the service (its workers see it gone and drain): exit 1, said in the log.
+  exitOnFatalErrors((err, kind) => log('fatal', { err: errorFields(err), kind }, `fatal error (${kind}): exiting`, true));
   if (config.readyFile) clearReadyFile(config.readyFile);
   // The one-time steps, on a store the primary closes before any worker opens its own.
   const services = await open(config, 'migrate');
@@ -69,6 +79,10 @@ export async function servePrimary(config: Config): Promise<void> {
     await services.store.close();
   }
 
+  // Every worker accepts from the one listening socket itself, rather than the primary accepting and handing each
+  // connection over (node's round robin): a connection handed to a worker that has just died (kill -9) stays open
+  // in the primary, unanswered, forever; one the kernel still queues waits for a live worker instead.
+  cluster.schedulingPolicy = cluster.SCHED_NONE;
   // Every worker shares the admin token (a generated one too); a flag given on the command line wins anyway.
   const env = { STRATUS_ADMIN_TOKEN: adminToken };
   const members = new Map<number, Member>();
@@ -80,29 +94,43 @@ export async function servePrimary(config: Config): Promise<void> {
   const electOwner = () => {
     if (owner && !owner.retiring && members.has(owner.worker.id)) return;
     owner = [...members.values()].find((m) => m.listening && !m.retiring) ?? null;
-    owner?.worker.send({ type: 'scheduler' } satisfies ToWorker);
+    owner?.worker.send({ type: 'scheduler' } satisfies ToWorker, () => {});
   };
 
   const fork = (): Promise<string> => {
     const worker = cluster.fork(env);
-    const m: Member = { worker, startedAt: Date.now(), listening: false, retiring: false };
+    let stopped = () => {};
+    const m: Member = {
+      worker,
+      startedAt: Date.now(),
+      listening: false,
+      retiring: false,
+      restart: false,
+      stopped: new Promise((resolve) => (stopped = resolve)),
+      exited: new Promise((resolve) => worker.once('exit', () => resolve())),
+    };
     members.set(worker.id, m);
+    // A message to a worker whose channel has just closed fails on the worker object: not the primary's end.
+    worker.on('error', (err) => log('warn', { worker: worker.process.pid, err: String(err) }, 'worker channel error'));
     return new Promise<string>((resolve, reject) => {
       worker.on('message', (msg: ToPrimary) => {
+        if (msg?.type === 'stopped') stopped();
         if (msg?.type !== 'listening') return;
         m.listening = true;
         // Retired while it started (a stop during a restart): told now, as it listens for the primary's messages.
-        if (m.retiring) worker.disconnect();
+        if (m.retiring) tell(m);
         electOwner();
         resolve(msg.address);
       });
       worker.once('exit', (code, signal) => {
+        stopped();
         members.delete(worker.id);
         if (owner === m) owner = null;
         electOwner();
         if (!m.listening) reject(new Error(`worker ${worker.process.pid} exited before it listened (${signal ?? code})`));
-        // At start a worker that cannot serve (a port in use) fails the start instead (below).
-        if (stopping || m.retiring || !started) return;
+        // At start a worker that cannot serve (a port in use) fails the start instead (below); one that listened and
+        // died before the others did is replaced like any other (else the service could be left with none).
+        if (stopping || m.retiring || (!started && !m.listening)) return;
         log('warn', { worker: worker.process.pid, code, signal }, 'worker died; starting another');
         const now = Date.now();
         if (now - m.startedAt < CRASH_WINDOW_MS) crashes.push(now);
@@ -117,27 +145,31 @@ export async function servePrimary(config: Config): Promise<void> {
     });
   };
 
-  /** Tells a worker to drain and waits for its exit. */
-  const retire = (m: Member): Promise<void> =>
-    new Promise((resolve) => {
-      m.retiring = true;
-      if (m.worker.isDead()) return resolve();
-      m.worker.once('exit', () => resolve());
-      if (owner === m) {
-        owner = null;
-        electOwner();
-      }
-      // disconnect(), not a message: the primary stops handing this worker connections at once (node:cluster
-      // removes it from the round robin); a connection handed over while it closed would wait forever.
-      if (m.listening) m.worker.disconnect();
-    });
+  // A worker exiting meanwhile cannot be told (its channel is closing): its exit ends its retirement anyway.
+  const tell = (m: Member) => {
+    if (m.worker.isConnected()) m.worker.send({ type: 'drain', restart: m.restart } satisfies ToWorker, () => {});
+  };
+
+  /** Tells a worker to drain (a restart's drain, or a stop's); its `stopped` and `exited` say how far it is. */
+  const retire = (m: Member, restart: boolean): Member => {
+    // A stop during a restart's drain: told again, its idle connections end now.
+    if (m.retiring && (restart || !m.restart)) return m;
+    m.retiring = true;
+    m.restart = restart;
+    if (owner === m) {
+      owner = null;
+      electOwner();
+    }
+    if (m.listening) tell(m);
+    return m;
+  };
 
   const stopAll = async (code: number) => {
     if (stopping) return;
     stopping = true;
     log('info', { workers: members.size }, 'shutting down');
     if (config.readyFile) rmSync(config.readyFile, { force: true });
-    await Promise.all([...members.values()].map(retire));
+    await Promise.all([...members.values()].map((m) => retire(m, false).exited));
     process.exit(code);
   };
 
@@ -149,10 +181,11 @@ export async function servePrimary(config: Config): Promise<void> {
     const old = [...members.values()].filter((m) => !m.retiring);
     log('info', { workers: old.length }, 'restarting workers one by one');
     try {
+      // The next old worker is replaced as soon as this one no longer accepts; it finishes its drain meanwhile.
       for (const m of old) {
         if (stopping) break;
         await fork();
-        await retire(m);
+        await retire(m, true).stopped;
       }
       log('info', { workers: members.size }, 'workers restarted');
     } catch (err) {
@@ -181,6 +214,11 @@ export async function servePrimary(config: Config): Promise<void> {
   if (config.readyFile) {
     writeReadyFile(config.readyFile, readyContent({ url: base, demo, adminToken, tls }));
   }
+}
+
+/** An error as pino's serializer writes it in the workers' lines. */
+function errorFields(err: unknown): Record<string, unknown> {
+  return err instanceof Error ? { type: err.name, message: err.message, stack: err.stack } : { message: String(err) };
 }
 
 const LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 } as const;

@@ -16,20 +16,24 @@ import { Scheduler } from './core/scheduler.js';
 import { ensureDemoLogin } from './resources/users/users.js';
 import { loadTls, type TlsMaterial } from './http/tls.js';
 import { serveLocations } from './serve-locations.js';
+import { drain, type Drain } from './http/drain.js';
+import { exitOnFatalErrors } from './fatal.js';
 import { servePrimary, type ToPrimary, type ToWorker } from './serve-workers.js';
 export { DEMO_LIMITS } from './serve-steps.js';
 import { clearReadyFile, demoLimits, listenError, onSignals, readyContent, seedAtStart, startBanner, writeReadyFile } from './serve-steps.js';
 
 export async function serve(config: Config): Promise<void> {
+  // From here on an error nothing catches stops the process with exit code 1 (src/fatal.ts).
+  exitOnFatalErrors();
   // Several locations: one app per location behind a front server that picks by host (src/serve-locations.ts).
   if (config.locations.length > 1) return serveLocations(config);
   if (config.workers > 1 && cluster.isPrimary) return servePrimary(config);
   const worker = cluster.isWorker;
   // The primary's messages (ToWorker) may come while this worker still starts (a stop during a restart):
   // kept until it listens, then acted on.
-  const asked = new Set<ToWorker['type']>();
+  const asked: ToWorker[] = [];
   let act: ((msg: ToWorker) => void) | null = null;
-  if (worker) process.on('message', (msg: ToWorker) => (act ? act(msg) : asked.add(msg.type)));
+  if (worker) process.on('message', (msg: ToWorker) => (act ? act(msg) : asked.push(msg)));
   // A ready file left by an earlier run must not tell a pipeline this one is up: it goes first.
   if (config.readyFile && !worker) clearReadyFile(config.readyFile);
   const services = await open(config, 'migrate');
@@ -52,6 +56,7 @@ export async function serve(config: Config): Promise<void> {
     buildApp(services, undefined, { tls }),
   ]);
   if (demo && !config.demoLogin) await demoLimits(services, demo.email);
+  if (config.logLevel !== 'silent') exitOnFatalErrors((err, kind) => app.log.fatal({ err, kind }, `fatal error (${kind}): exiting`));
   // Simulated infrastructure and recurring work (boots, clones, the reconciler, ...): durable timers
   // declared by the kinds, run by this process's scheduler (several processes share them).
   // Each pass first copies in the deployment's shared clock (moved by another process or `stratus clock`).
@@ -109,32 +114,44 @@ export async function serve(config: Config): Promise<void> {
   // Started: the compiled build's loader keeps the code compiled so far for the next start (src/bundle-loader.ts).
   (process as NodeJS.EventEmitter).emit('stratus:started');
 
-  // SIGTERM/SIGINT (a worker: the primary's disconnect): stop accepting, let in-flight requests finish, then close the database.
-  const signals = onSignals(
-    app.log,
-    worker ? null : config.readyFile,
-    async () => {
-      await app.close();
-      await scheduler.stop();
-      await services.store.close();
-    },
-    () => {
-      if (!worker || !process.connected) process.exit(0);
-      // A worker leaves its channel to the primary orderly (answers to connections the primary is still
-      // handing over reach it: one lost would leave that connection open, unanswered, in the primary).
-      setTimeout(() => process.exit(0), 1000);
-      process.disconnect();
-    },
-  );
+  // SIGTERM/SIGINT: stop accepting, let in-flight requests finish, then close the database. A worker is told by
+  // the primary instead (a `drain`): a restart's keeps its idle keep-alive connections until they time out
+  // (http/drain.ts), and says when it no longer accepts.
+  let draining: Drain | null = null;
+  let restart = false;
+  const signals = onSignals(app.log, worker ? null : config.readyFile, async () => {
+    if (worker) {
+      draining = drain(app, { keepIdle: restart, limitMs: drainLimitMs(config, restart) });
+      // (A primary gone meanwhile needs no telling: the callback takes the send's failure.)
+      void draining.stopped.then(() => process.connected && process.send!({ type: 'stopped' } satisfies ToPrimary, undefined, {}, () => {}));
+      await draining.closed;
+    } else await app.close();
+    await scheduler.stop();
+    await services.store.close();
+  });
   if (worker) {
     act = (msg) => {
       if (msg.type === 'scheduler' && !signals.closing) {
         scheduler.start();
         app.notifier.start();
       }
+      if (msg.type === 'drain') {
+        // A stop while a restart's drain runs (the whole service stops): idle connections end now.
+        if (draining && !msg.restart) draining.hurry();
+        restart = msg.restart;
+        void signals.shutdown(msg.restart ? 'restart' : 'stop');
+      }
     };
-    for (const type of asked) act({ type });
+    for (const msg of asked) act(msg);
     // The primary gone (killed): nothing restarts or routes to this worker any more.
     process.once('disconnect', () => void signals.shutdown('disconnected'));
   }
+}
+
+/**
+ * How long a worker's drain may take: a request still arriving has the request timeout; in a restart, an idle
+ * keep-alive connection lasts its keep-alive timeout first.
+ */
+function drainLimitMs(config: Config, restart: boolean): number {
+  return (restart ? config.keepAliveTimeoutMs : 0) + config.requestTimeoutMs + 1000;
 }

@@ -2,9 +2,11 @@
  * `serve --workers 2` (src/serve-workers.ts) as a real process on a SQLite file or a PostgreSQL schema: any
  * worker answers any request, so what one worker made (a session, a rate-limit count, an event, a timer) is
  * what the other sees; a killed worker is replaced; SIGHUP replaces both without one failed request.
+ * (Deaths and restarts under a keep-alive client: workers-supervisor.test.ts.)
  *
  * Which worker answered is the `X-Stratus-Worker` header (its pid). Every request here opens a connection
- * of its own (no keep-alive), so the primary hands them to the workers in turn.
+ * of its own (no keep-alive) unless it says otherwise: whichever worker accepts it first answers it, so a test
+ * that needs both asks until both have answered, or keeps a connection to each (`pinned`).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -32,8 +34,12 @@ let srv: Running;
 let dir: string;
 let port: number;
 
-/** One request on a connection of its own; `auth: null` sends no credentials. */
-function call(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; auth?: string | null } = {}): Promise<Answer> {
+/** One request on a connection of its own (or on `agent`'s); `auth: null` sends no credentials. */
+function call(
+  method: string,
+  path: string,
+  opts: { body?: unknown; headers?: Record<string, string>; auth?: string | null; agent?: http.Agent } = {},
+): Promise<Answer> {
   const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
   return new Promise((resolve, reject) => {
     const req = http.request(
@@ -42,7 +48,7 @@ function call(method: string, path: string, opts: { body?: unknown; headers?: Re
         port,
         method,
         path: path.startsWith('/') ? path : `/api/2.0/${path}`,
-        agent: false,
+        agent: opts.agent ?? false,
         headers: {
           ...(opts.auth === null ? {} : { authorization: opts.auth ?? BASIC }),
           ...(body ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } : {}),
@@ -68,6 +74,22 @@ function call(method: string, path: string, opts: { body?: unknown; headers?: Re
     req.setTimeout(10_000, () => req.destroy(new Error(`${method} ${path}: no answer within 10 s`)));
     req.end(body);
   });
+}
+
+/**
+ * One keep-alive connection to each of `n` different workers (the kernel gives a new connection to whichever
+ * worker accepts first): connections are opened until `n` workers have answered on one.
+ */
+async function pinned(n: number): Promise<http.Agent[]> {
+  const byWorker = new Map<string, http.Agent>();
+  await until(`a connection to each of ${n} workers`, async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const a = await call('GET', 'tags/', { agent });
+    if (byWorker.has(a.worker)) agent.destroy();
+    else byWorker.set(a.worker, agent);
+    return byWorker.size >= n;
+  });
+  return [...byWorker.values()];
 }
 
 /** Requests (made by `make`) until `n` different workers have answered; every answer must pass `check`. */
@@ -143,13 +165,18 @@ describe(`serve --workers 2 (${engine})`, () => {
   });
 
   test('a rate limit counts the requests of every worker', async () => {
+    // The six allowed requests alternate between the two workers: neither could have counted six alone.
+    const agents = await pinned(2);
     const answers: Answer[] = [];
-    for (let i = 0; i < 10; i++) answers.push(await call('GET', 'fwpolicies/'));
+    try {
+      for (let i = 0; i < 10; i++) answers.push(await call('GET', 'fwpolicies/', { agent: agents[i % 2] }));
+    } finally {
+      for (const agent of agents) agent.destroy();
+    }
     assert.deepEqual(
       answers.map((a) => a.status),
       [200, 200, 200, 200, 200, 200, 429, 429, 429, 429],
     );
-    // The six allowed requests were spread over both workers: neither could have counted six alone.
     assert.equal(new Set(answers.slice(0, 6).map((a) => a.worker)).size, 2);
   });
 
@@ -195,8 +222,8 @@ describe(`serve --workers 2 (${engine})`, () => {
     const before = await fromWorkers(2, () => call('GET', 'tags/'));
     const victim = [...before][0];
     process.kill(Number(victim), 'SIGKILL');
-    // A connection the primary handed to the worker as it died goes unanswered (SIGKILL is not graceful):
-    // such failures are allowed until the replacement answers; after that, none.
+    // A connection the worker had accepted as it died is reset (SIGKILL is not graceful): such failures are
+    // allowed until the replacement answers; after that, none.
     const after = new Set<string>();
     await until('a replacement worker answers', async () => {
       const a = await call('GET', 'tags/').catch(() => null);

@@ -49,7 +49,7 @@ test('the answer-cache verify mode of the run reaches a child (it checks answers
 const EMAIL = 'verify@example.com';
 const BASIC = `Basic ${Buffer.from(`${EMAIL}:verify-secret`).toString('base64')}`;
 
-/** One GET on a connection of its own (the primary hands connections to the workers in turn). */
+/** One GET on a connection of its own (whichever worker accepts it first answers it). */
 function get(port: number, path: string): Promise<{ status: number; worker: string; text: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port, path, agent: false, headers: { authorization: BASIC } }, (res) => {
@@ -74,7 +74,7 @@ test('under verify mode every worker of a served process makes its reused answer
     const port = Number(new URL(srv.base).port);
     const counted = new Map<string, { reused: number; verified: number }>();
     await until('metrics of both workers with reused answers', async () => {
-      // (Three requests a round: the metrics are asked of each worker in turn.)
+      // (Rounds until the metrics have come from each worker: which one answers a connection is the kernel's pick.)
       for (let i = 0; i < 2; i++) {
         const a = await get(port, '/api/2.0/tags/');
         assert.equal(a.status, 200, a.text);
