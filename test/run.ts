@@ -241,6 +241,10 @@ async function run(engine: 'sqlite' | 'postgres'): Promise<Outcome> {
   console.log(`contract: ${contractChecks(engine)} answers checked against the OpenAPI document (test/helpers/contract.ts)`);
   const slowest = [...r.files].sort((a, b) => b.ms - a.ms).slice(0, 5);
   console.log(`slowest: ${slowest.map((f) => `${f.file} ${seconds(f.ms)}`).join(', ')}`);
+  if (r.reports.length) {
+    console.log('reports:');
+    for (const line of r.reports) console.log(`  ${line}`);
+  }
   if (r.skips.length) {
     console.log(`skipped: ${r.skips.length}`);
     for (const s of r.skips) {

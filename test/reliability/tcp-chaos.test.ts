@@ -299,6 +299,7 @@ for (const d of DEPLOYMENTS) {
     let targets: Target[];
     let tally = 0;
     const log: string[] = [];
+    let rssLine = 'RSS not measured (the endpoint cases did not finish)';
 
     const api = (method: string, path: string, body?: unknown, h: string = host) =>
       exchange(
@@ -457,7 +458,11 @@ for (const d of DEPLOYMENTS) {
       }
       await db?.drop();
       if (dir) rmSync(dir, { recursive: true, force: true });
-      console.log(`# TCP chaos, ${d.name} (${engine}): ${tally} cases\n${log.map((l) => `#   ${l}`).join('\n')}`);
+      // One line for the run's summary (test/run.ts shows `report:` lines), the details after it.
+      console.log(
+        `report: TCP chaos, ${d.name} (${engine}): ${tally} cases, the server alive and answering after each (${targets?.length ?? 0} endpoints); ${rssLine}`,
+      );
+      console.log(log.map((l) => `#   ${l}`).join('\n'));
       assert.notEqual(stopped, 'timeout', `the server did not exit within ${STOP_MS} ms of SIGTERM: ${srv.stdout()}`);
     });
 
@@ -481,7 +486,8 @@ for (const d of DEPLOYMENTS) {
         await sleep(250);
         endRss = rssMiB(pids());
       }
-      log.push(`${tally - before} cases over ${targets.length} targets × ${PHASES.length} phases; RSS ${startRss.toFixed(0)} → ${endRss.toFixed(0)} MiB`);
+      rssLine = `RSS ${startRss.toFixed(0)} → ${endRss.toFixed(0)} MiB`;
+      log.push(`${tally - before} cases over ${targets.length} targets × ${PHASES.length} phases; ${rssLine}`);
       assert.ok(endRss <= startRss + RSS_BOUND_MIB, `RSS grew from ${startRss.toFixed(0)} to ${endRss.toFixed(0)} MiB`);
     });
 

@@ -52,6 +52,8 @@ export interface RunResult {
   files: FileResult[];
   failures: Failure[];
   skips: Skip[];
+  /** Lines a file printed as `report: …` (what a suite tried and how many), shown whether it passed or not. */
+  reports: string[];
 }
 
 /**
@@ -114,11 +116,14 @@ export function unfinished(eventsFile: string): string[] {
   return open;
 }
 
+/** The prefix of a line a test file prints for the run's summary. */
+export const REPORT = 'report: ';
+
 /** The results of one run of files, from the events each file's reporter wrote. */
 export function summarize(eventsFiles: string[], root: string): RunResult {
   const text = eventsFiles.map(readEvents).join('\n');
   const rel = (f: string) => relative(root, f);
-  const result: RunResult = { passed: 0, failed: 0, skipped: 0, todo: 0, files: [], failures: [], skips: [] };
+  const result: RunResult = { passed: 0, failed: 0, skipped: 0, todo: 0, files: [], failures: [], skips: [], reports: [] };
   const stacks = new Map<string, string[]>();
   const output = new Map<string, string[]>();
   const perFile = new Map<string, FileResult>();
@@ -143,6 +148,7 @@ export function summarize(eventsFiles: string[], root: string): RunResult {
       const lines = output.get(file) ?? [];
       lines.push(ev.message ?? '');
       output.set(file, lines);
+      for (const line of (ev.message ?? '').split('\n')) if (line.startsWith(REPORT)) result.reports.push(`${rel(file)}: ${line.slice(REPORT.length)}`);
     } else if (ev.type === 'test:start') {
       const stack = stacks.get(file) ?? [];
       stack[ev.nesting!] = ev.name!;
