@@ -160,7 +160,7 @@ test(`a 256 MiB resumable chunk leaves readers answered within ${MAX_WAIT_MS} ms
   const sorted = [...waits].sort((a, b) => a - b);
   const over = waits.filter((w) => w >= MAX_WAIT_MS + noise);
   console.log(
-    `${engine}: 256 MiB chunk in ${seconds.toFixed(1)} s; ${waits.length} reads, median ${sorted[sorted.length >> 1].toFixed(1)} ms, max ${maxWait.toFixed(1)} ms, ${over.length} over ${(MAX_WAIT_MS + noise).toFixed(0)} ms (alone: max ${noise.toFixed(1)} ms); ` +
+    `report: ${engine}: 256 MiB chunk in ${seconds.toFixed(1)} s; ${waits.length} reads, median ${sorted[sorted.length >> 1].toFixed(1)} ms, max ${maxWait.toFixed(1)} ms, ${over.length} over ${(MAX_WAIT_MS + noise).toFixed(0)} ms (alone: max ${noise.toFixed(1)} ms); ` +
       `RSS ${(baseline / MiB).toFixed(0)} -> peak ${(peak / MiB).toFixed(0)} MiB (+${((peak - baseline) / MiB).toFixed(0)})`,
   );
   assert.equal(sent.status, 200, sent.text);
