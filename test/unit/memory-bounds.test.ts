@@ -59,6 +59,25 @@ describe('object cache budget', () => {
   });
 });
 
+describe('presented objects of a store', () => {
+  test('objects and their served text share the --cache-mib budget', async () => {
+    const store = await Store.open(':memory:', { cacheMiB: 2 });
+    try {
+      assert.equal(store.presented.maxBytes + store.fragments.maxBytes, 2 * 1024 * 1024);
+      const text = 'x'.repeat(64 * 1024);
+      for (let i = 0; i < 100; i++) {
+        store.fragments.set(`servers/${i}|*|own`, '1', text, text.length);
+        const o = frozen({ uuid: `u${i}`, text });
+        store.presented.set(`servers/${i}`, 1, o, frozenBytes(o));
+      }
+      const held = store.presented.size.bytes + store.fragments.size.bytes;
+      assert.ok(held <= 2 * 1024 * 1024, `${held} bytes held for a 2 MiB budget`);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe('statement cache', () => {
   test('keeps at most its bound, least recently used out; 0 keeps none', () => {
     let compiled = 0;
