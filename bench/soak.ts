@@ -6,7 +6,8 @@
  * (from /proc) and `process.memoryUsage()` (through the inspector: the server runs with `--inspect`). At the
  * start (users made, before the load) and at the end (load stopped) it forces a full garbage collection and
  * measures again: growth that survives a collection is retained, the rest is garbage not yet collected.
- * `--snapshots DIR` also writes a heap snapshot at both points (compare them with bench/heap-diff.ts).
+ * `--snapshots DIR` also writes a heap snapshot at both points (compare them with bench/heap-diff.ts). It ends with
+ * the slope of RSS and heapUsed over the run's second half (MiB per minute): a flat end state is near 0.
  *
  * Options: --minutes 5, --port 19431 (the inspector listens on port+1), --users 100 (at the start),
  * --new-users 60 (per minute), --concurrency 12, --streams-every 500 (ms between event-stream clients),
@@ -70,6 +71,18 @@ function mapsMiB(pid: number): { brk: number; anon: number; file: number } {
 }
 
 const mib = (n: number) => (n / MiB).toFixed(1);
+
+/** Least-squares slope of `key` over the samples of the run's second half, in MiB per minute (a flat end state: near 0). */
+function secondHalfSlope(samples: { t: number; rss: number; heapUsed: number }[], key: 'rss' | 'heapUsed'): number {
+  const end = samples.at(-1)?.t ?? 0;
+  const half = samples.filter((s) => s.t >= end / 2);
+  if (half.length < 2) return NaN;
+  const mt = half.reduce((a, s) => a + s.t, 0) / half.length;
+  const mv = half.reduce((a, s) => a + s[key], 0) / half.length;
+  const num = half.reduce((a, s) => a + (s.t - mt) * (s[key] - mv), 0);
+  const den = half.reduce((a, s) => a + (s.t - mt) ** 2, 0);
+  return (60 * num) / den;
+}
 const row = (cells: (string | number)[]) => cells.map((c, i) => String(c).padStart(i === 0 ? 8 : 10)).join(' ');
 const HEADER = row(['t', 'req/s', 'rss', 'heapUsed', 'heapTotal', 'external', 'arrayBuf', 'users', 'sockets']);
 
@@ -184,6 +197,10 @@ try {
   );
   console.log(
     `SOAK_JSON ${JSON.stringify({ idleRss, start: { rss: start.rss, heapUsed: start.mem.heapUsed / MiB }, peakRss: peak, endRss, end: { rss: end.rss, maps: end.maps, heapUsed: end.mem.heapUsed / MiB, external: end.mem.external / MiB }, requests: load.tally.requests, byClass: load.tally.byClass, users: load.users.length, samples })}`,
+  );
+  // heapUsed samples include garbage not yet collected: its slope is noisy; the after-gc figures tell what is retained.
+  console.log(
+    `SOAK second half: rss ${secondHalfSlope(samples, 'rss').toFixed(1)} MiB/min, heapUsed ${secondHalfSlope(samples, 'heapUsed').toFixed(1)} MiB/min`,
   );
   load.close();
   inspector.close();

@@ -413,7 +413,7 @@ export const SETTINGS: Setting<keyof Config>[] = [
     key: 'cacheMiB',
     flag: 'cache-mib',
     env: 'STRATUS_CACHE_MIB',
-    help: 'MiB of presented objects kept for reuse (0 = none)',
+    help: 'MiB of presented objects kept for reuse, as objects and as served text, half each (0 = none)',
     parse: int('cache-mib', 0, 65536),
     fallback: () => 32,
   },

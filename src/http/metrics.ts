@@ -127,10 +127,10 @@ export class Metrics {
     });
     new Gauge({
       name: 'stratus_object_cache_bytes',
-      help: 'Bytes the kept presented objects take, as estimated (bounded by --cache-mib)',
+      help: 'Bytes the kept presented objects (as objects and as served text) take, as estimated (bounded by --cache-mib)',
       registers,
       collect() {
-        this.set(store.presented.size.bytes);
+        this.set(store.presented.size.bytes + store.fragments.size.bytes);
       },
     });
     collectDefaultMetrics({ register: this.registry });

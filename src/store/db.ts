@@ -146,11 +146,11 @@ export class Store {
   readonly state: StateQueries;
   /** Pages of kinds over their own tables (ledger, audit log, ...), described as data (core/table-kind.ts). */
   readonly tablePages: TablePages;
-  /** Objects presented from this store's rows, by (kind/uuid, version); bounded by `cacheMiB`. */
+  /** Objects presented from this store's rows, by (kind/uuid, version); bounded by half of `cacheMiB`. */
   readonly presented: VersionedCache<Record<string, unknown>>;
   /**
    * Objects as served (JSON text), by (kind/uuid, the form and the viewer's side) and (row version,
-   * relations as read): core/stored.ts `fragments`. Bounded by `cacheMiB` too.
+   * relations as read): core/stored.ts `fragments`. Bounded by the other half of `cacheMiB`.
    */
   readonly fragments: VersionedCache<string, string>;
   /** Committed changes of users' objects for the live event stream (store/changes.ts); off until a listener asks. */
@@ -248,8 +248,10 @@ export class Store {
     direct?: SqliteDirect,
     anchorStep?: number,
   ) {
-    this.presented = new VersionedCache(cacheMiB * 1024 * 1024);
-    this.fragments = new VersionedCache(cacheMiB * 1024 * 1024);
+    // One budget for both forms of a presented object: each cache had the whole of it, so `--cache-mib 32`
+    // held 64 MiB (and the V8 heap grew to about twice what it retains).
+    this.presented = new VersionedCache((cacheMiB * 1024 * 1024) / 2);
+    this.fragments = new VersionedCache((cacheMiB * 1024 * 1024) / 2);
     this.db = db;
     this.dialect = dialect;
     this.location = location;

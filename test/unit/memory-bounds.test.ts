@@ -7,7 +7,8 @@ import { randomIds } from '../../src/core/ids.js';
 import { copyOf, frozen, frozenBytes, sortedJson } from '../../src/core/json.js';
 import { CredentialCache } from '../../src/http/auth/basic.js';
 import { createUser } from '../../src/resources/users/users.js';
-import { Store } from '../../src/store/db.js';
+import { Store, type Db } from '../../src/store/db.js';
+import { SharedSeqs } from '../../src/store/resources/shared-seqs.js';
 import { VersionedCache } from '../../src/store/object-cache.js';
 import { StatementCache } from '../../src/store/statement-cache.js';
 import { freshDatabase } from '../helpers/db.js';
@@ -55,6 +56,25 @@ describe('object cache budget', () => {
     assert.ok(cache.size.bytes <= cache.maxBytes);
     assert.equal(cache.get('k0', 1), undefined, 'the oldest went first');
     assert.ok(cache.get('k29', 1));
+  });
+});
+
+describe('presented objects of a store', () => {
+  test('objects and their served text share the --cache-mib budget', async () => {
+    const store = await Store.open(':memory:', { cacheMiB: 2 });
+    try {
+      assert.equal(store.presented.maxBytes + store.fragments.maxBytes, 2 * 1024 * 1024);
+      const text = 'x'.repeat(64 * 1024);
+      for (let i = 0; i < 100; i++) {
+        store.fragments.set(`servers/${i}|*|own`, '1', text, text.length);
+        const o = frozen({ uuid: `u${i}`, text });
+        store.presented.set(`servers/${i}`, 1, o, frozenBytes(o));
+      }
+      const held = store.presented.size.bytes + store.fragments.size.bytes;
+      assert.ok(held <= 2 * 1024 * 1024, `${held} bytes held for a 2 MiB budget`);
+    } finally {
+      await store.close();
+    }
   });
 });
 
@@ -136,5 +156,24 @@ describe('credential cache', () => {
     assert.equal(cache.fresh(users[2].email, users[2].password, '10.0.0.1'), null);
     assert.ok(cache.fresh(users[0].email, users[0].password, '10.0.0.1'));
     assert.ok(cache.fresh(users[4].email, users[4].password, '10.0.0.1'));
+  });
+});
+
+describe('kept shared rows', () => {
+  test('a set is kept per list shape and caller: new callers stop at the bound of sets, empty ones too', async () => {
+    const shared = new SharedSeqs(null as never, 1000, 5);
+    const db = {} as Db;
+    // Each new account lists once and is shared nothing: an empty set per caller, which no row bound counts.
+    for (let i = 0; i < 50; i++) await shared.at(db, 1, `visible.theirs:servers:acl.servers|user-${i}`, async () => []);
+    assert.deepEqual(shared.size, { sets: 5, rows: 0 });
+    let reads = 0;
+    const read = async () => (reads++, [{ seq: 3 }, { seq: 1 }]);
+    await shared.at(db, 1, 'k', read);
+    assert.deepEqual(await shared.at(db, 1, 'k', read), [{ seq: 1 }, { seq: 3 }]);
+    assert.equal(reads, 1, 'a kept set is reused while the counter holds');
+    assert.deepEqual(shared.size, { sets: 5, rows: 2 });
+    // The row bound still holds: sets of 200 rows (within a quarter of 1,000) push the oldest out.
+    for (let i = 0; i < 10; i++) await shared.at(db, 1, `big-${i}`, async () => Array.from({ length: 200 }, (_, seq) => ({ seq })));
+    assert.ok(shared.size.rows <= 1000 && shared.size.sets <= 5, JSON.stringify(shared.size));
   });
 });

@@ -31,7 +31,17 @@ export class SharedSeqs {
     private readonly sql: ResourceSql,
     /** At most this many rows over all kept sets (a set larger than a quarter of it is not kept). */
     readonly maxRows = 200_000,
+    /**
+     * At most this many sets: a caller shared nothing keeps an empty set, which no row bound counts, and a
+     * set is kept per list shape and caller, so new accounts would add sets without end.
+     */
+    readonly maxSets = 10_000,
   ) {}
+
+  /** Sets and rows kept (tests, the bench). */
+  get size(): { sets: number; rows: number } {
+    return { sets: this.kept.size, rows: this.rowsKept };
+  }
 
   /** Whether sets read through `db` may be kept: outside a transaction, or in a read-only snapshot (nothing to roll back). */
   applies(db: Db | Tx): boolean {
@@ -132,10 +142,10 @@ export class SharedSeqs {
 
   private keep(key: string, n: number, rows: Seqs): void {
     this.drop(key);
-    if (rows.length > this.maxRows / 4) return;
+    if (rows.length > this.maxRows / 4 || this.maxSets <= 0) return;
     // Oldest first out until the new set fits.
     for (const [k, v] of this.kept) {
-      if (this.rowsKept + rows.length <= this.maxRows) break;
+      if (this.rowsKept + rows.length <= this.maxRows && this.kept.size < this.maxSets) break;
       this.kept.delete(k);
       this.rowsKept -= v.rows.length;
     }
